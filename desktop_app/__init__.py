@@ -1,0 +1,1 @@
+"""Offline Assistant's Qt layer: thin, owns threads, never computes."""

@@ -1,0 +1,238 @@
+"""The ONNX graph of a llama-style decoder, in the form onnxruntime-genai runs.
+
+It uses ONNX Runtime's fused CPU ops: MatMulNBits (block-quantized matmuls), GroupQueryAttention
+(with rotary embedding and a KV cache that can share its buffer between steps),
+SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization (RMS norm with the residual
+add fused in). Q/K/V and gate/up projections are fused into one matmul each when their weights
+share a layout, and the vocabulary projection runs only on the last position, the only one the
+generator reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from .gguf_weights import BLOCK, BlockWeight, concat_rows
+
+MS = "com.microsoft"
+OPSET = 21
+IR_VERSION = 10
+
+
+@dataclass(frozen=True)
+class DecoderSpec:
+    arch: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    norm_eps: float
+    rope_base: float
+    rope_dim: int
+    rope_interleaved: bool  # llama.cpp's "normal" rope rotates adjacent pairs; NeoX rotates halves
+    context_length: int
+    qkv_bias: bool
+
+
+@dataclass(frozen=True)
+class DecoderWeights:
+    """Where the graph gets its tensors. Matmul weights are [N, K] (output rows)."""
+
+    embedding: Callable[[], BlockWeight | np.ndarray]  # [vocab, hidden]
+    matmul: Callable[[str], BlockWeight | np.ndarray]  # by GGUF name, e.g. "blk.0.attn_q"
+    vector: Callable[[str], np.ndarray | None]  # norms and biases, float32, None if absent
+    output: Callable[[], BlockWeight | np.ndarray]  # lm head [vocab, hidden]
+    rope_factors: np.ndarray | None = None
+
+
+class _Graph:
+    """Collects nodes and initializers, with unique names."""
+
+    def __init__(self, accuracy_level: int):
+        self.accuracy_level = accuracy_level
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._count = 0
+
+    def name(self, base: str) -> str:
+        self._count += 1
+        return f"{base}_{self._count}"
+
+    def const(self, base: str, array: np.ndarray) -> str:
+        name = self.name(base)
+        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], base: str, outputs: int = 1, domain: str = "", **attrs):
+        names = [self.name(f"{base}/out{i}") for i in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, names, self.name(base), domain=domain, **attrs))
+        return names[0] if outputs == 1 else names
+
+
+def build_decoder(spec: DecoderSpec, weights: DecoderWeights, progress=None, accuracy_level: int = 4) -> onnx.ModelProto:
+    """accuracy_level 4 quantizes activations to int8 per block inside MatMulNBits: the fastest
+    CPU kernels. 0 keeps float32 activations (used by tests that compare exact arithmetic)."""
+    g = _Graph(accuracy_level)
+    hidden = _embed(g, weights.embedding())
+    seqlens, total = _sequence_lengths(g)
+    cos, sin = _rotary_caches(g, spec, weights.rope_factors)
+    normed = g.op("SimplifiedLayerNormalization", [hidden, g.const("attn_norm", weights.vector("blk.0.attn_norm"))],
+                  "blk.0/attn_norm", axis=-1, epsilon=spec.norm_eps, stash_type=1)
+    residual = hidden
+    for layer in range(spec.layers):
+        prefix = f"blk.{layer}"
+        attn = _attention(g, spec, weights, prefix, normed, seqlens, total, cos, sin, layer)
+        normed, _, _, residual = g.op(
+            "SkipSimplifiedLayerNormalization", [attn, residual, g.const("ffn_norm", weights.vector(f"{prefix}.ffn_norm"))],
+            f"{prefix}/ffn_norm", outputs=4, domain=MS, epsilon=spec.norm_eps)
+        mlp = _mlp(g, weights, prefix, normed)
+        next_norm = f"blk.{layer + 1}.attn_norm" if layer + 1 < spec.layers else "output_norm"
+        normed, _, _, residual = g.op(
+            "SkipSimplifiedLayerNormalization", [mlp, residual, g.const("norm", weights.vector(next_norm))],
+            f"{next_norm}", outputs=4, domain=MS, epsilon=spec.norm_eps)
+        if progress:
+            progress((layer + 1) / spec.layers, f"layer {layer + 1} of {spec.layers}")
+    last = g.op("Slice", [normed, g.const("minus1", np.array([-1], np.int64)),
+                          g.const("big", np.array([np.iinfo(np.int64).max], np.int64)),
+                          g.const("axis1", np.array([1], np.int64))], "last_position")
+    logits = _matmul(g, last, weights.output(), "lm_head")
+    return _model(g, spec, logits)
+
+
+def _embed(g: _Graph, table: BlockWeight | np.ndarray) -> str:
+    if isinstance(table, np.ndarray):
+        return g.op("Gather", [g.const("embed", table.astype(np.float32)), "input_ids"], "embed")
+    # The table stays quantized; only the rows of the tokens asked for are dequantized.
+    return g.op(
+        "GatherBlockQuantized",
+        [g.const("embed_q", _dense_codes(table)), "input_ids", g.const("embed_scales", table.scales),
+         g.const("embed_zp", _dense_zero_points(table))],
+        "embed", domain=MS, gather_axis=0, quantize_axis=1, block_size=BLOCK, bits=table.bits)
+
+
+def _dense_codes(table: BlockWeight) -> np.ndarray:
+    """GatherBlockQuantized wants codes as [vocab, hidden] (4-bit: two per byte)."""
+    return table.packed.reshape(table.n, -1)
+
+
+def _dense_zero_points(table: BlockWeight) -> np.ndarray:
+    """Explicit uint8 zero points (the default ones: 128 for 8 bits, 8 for 4 bits)."""
+    if table.zero_points is not None:
+        return table.zero_points
+    blocks = table.scales.shape[1]
+    if table.bits == 8:
+        return np.full((table.n, blocks), 128, np.uint8)
+    return np.full((table.n, (blocks + 1) // 2), 0x88, np.uint8)
+
+
+def _sequence_lengths(g: _Graph) -> tuple[str, str]:
+    """GroupQueryAttention wants (tokens so far - 1) per row and the total length, as int32."""
+    summed = g.op("ReduceSum", ["attention_mask", g.const("axis", np.array([1], np.int64))], "mask_sum", keepdims=0)
+    minus = g.op("Sub", [summed, g.const("one", np.array(1, np.int64))], "seqlens")
+    seqlens = g.op("Cast", [minus], "seqlens_i32", to=TensorProto.INT32)
+    shape = g.op("Shape", ["attention_mask"], "mask_shape")
+    total = g.op("Gather", [shape, g.const("idx1", np.array(1, np.int64))], "total_len", axis=0)
+    return seqlens, g.op("Cast", [total], "total_len_i32", to=TensorProto.INT32)
+
+
+def rotary_tables(spec: DecoderSpec, factors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    inv_freq = 1.0 / (spec.rope_base ** (np.arange(0, spec.rope_dim, 2, dtype=np.float64) / spec.rope_dim))
+    if factors is not None:
+        inv_freq = inv_freq / factors.astype(np.float64)
+    angles = np.outer(np.arange(spec.context_length, dtype=np.float64), inv_freq)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def _rotary_caches(g: _Graph, spec: DecoderSpec, factors) -> tuple[str, str]:
+    cos, sin = rotary_tables(spec, factors)
+    return g.const("cos_cache", cos), g.const("sin_cache", sin)
+
+
+def _attention(g, spec, weights, prefix, x, seqlens, total, cos, sin, layer) -> str:
+    parts = [weights.matmul(f"{prefix}.attn_{p}") for p in ("q", "k", "v")]
+    fused = concat_rows(parts)
+    if fused is not None:
+        qkv = _matmul(g, x, fused, f"{prefix}/qkv")
+        qkv = _add_bias(g, qkv, [weights.vector(f"{prefix}.attn_{p}.bias") for p in ("q", "k", "v")], prefix)
+        q, k, v = qkv, "", ""
+    else:
+        q, k, v = (_matmul(g, x, w, f"{prefix}/{p}") for w, p in zip(parts, "qkv"))
+        q, k, v = (_add_bias(g, t, [weights.vector(f"{prefix}.attn_{p}.bias")], prefix) for t, p in zip((q, k, v), "qkv"))
+    out, _, _ = g.op(
+        "GroupQueryAttention",
+        [q, k, v, f"past_key_values.{layer}.key", f"past_key_values.{layer}.value", seqlens, total, cos, sin],
+        f"{prefix}/attn", outputs=3, domain=MS, num_heads=spec.heads, kv_num_heads=spec.kv_heads,
+        do_rotary=1, rotary_interleaved=int(spec.rope_interleaved), scale=float(spec.head_dim ** -0.5))
+    g.nodes[-1].output[1] = f"present.{layer}.key"
+    g.nodes[-1].output[2] = f"present.{layer}.value"
+    return _matmul(g, out, weights.matmul(f"{prefix}.attn_output"), f"{prefix}/o")
+
+
+def _add_bias(g: _Graph, x: str, biases: list[np.ndarray | None], prefix: str) -> str:
+    if all(b is None for b in biases):
+        return x
+    return g.op("Add", [x, g.const("bias", np.concatenate(biases).astype(np.float32))], f"{prefix}/bias")
+
+
+def _mlp(g: _Graph, weights: DecoderWeights, prefix: str, x: str) -> str:
+    gate_w, up_w = weights.matmul(f"{prefix}.ffn_gate"), weights.matmul(f"{prefix}.ffn_up")
+    fused = concat_rows([gate_w, up_w])
+    if fused is not None:
+        both = _matmul(g, x, fused, f"{prefix}/gate_up")
+        gate, up = g.op("Split", [both], f"{prefix}/split", outputs=2, axis=-1, num_outputs=2)
+    else:
+        gate, up = _matmul(g, x, gate_w, f"{prefix}/gate"), _matmul(g, x, up_w, f"{prefix}/up")
+    sigmoid = g.op("Sigmoid", [gate], f"{prefix}/sigmoid")
+    silu = g.op("Mul", [gate, sigmoid], f"{prefix}/silu")
+    return _matmul(g, g.op("Mul", [silu, up], f"{prefix}/swiglu"), weights.matmul(f"{prefix}.ffn_down"), f"{prefix}/down")
+
+
+def _matmul(g: _Graph, x: str, weight: BlockWeight | np.ndarray, base: str) -> str:
+    if isinstance(weight, np.ndarray):
+        return g.op("MatMul", [x, g.const(f"{base}.weight", weight.T.astype(np.float32))], base)
+    inputs = [x, g.const(f"{base}.qweight", weight.packed), g.const(f"{base}.scales", weight.scales.reshape(-1))]
+    if weight.zero_points is not None:
+        inputs.append(g.const(f"{base}.zp", weight.zero_points.reshape(-1)))
+    y = g.op("MatMulNBits", inputs, base, domain=MS, K=weight.k, N=weight.n, bits=weight.bits,
+             block_size=BLOCK, accuracy_level=g.accuracy_level)
+    if weight.offsets is None:
+        return y
+    correction = g.op("MatMul", [_block_sums(g, x, weight.k), g.const(f"{base}.offsets", weight.offsets.T)],
+                      f"{base}/offsets")
+    return g.op("Add", [y, correction], f"{base}/plus_offsets")
+
+
+def _block_sums(g: _Graph, x: str, k: int) -> str:
+    """[..., K] -> [..., K/32]: the sum of each block of inputs."""
+    blocks = g.op("Reshape", [x, g.const("block_shape", np.array([0, 0, k // BLOCK, BLOCK], np.int64))],
+                  "to_blocks")
+    return g.op("ReduceSum", [blocks, g.const("last_axis", np.array([-1], np.int64))], "block_sums", keepdims=0)
+
+
+def _model(g: _Graph, spec: DecoderSpec, logits: str) -> onnx.ModelProto:
+    g.nodes[-1].output[0] = "logits"
+    kv_shape = ["batch_size", spec.kv_heads, "past_sequence_length", spec.head_dim]
+    present_shape = ["batch_size", spec.kv_heads, "total_sequence_length", spec.head_dim]
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch_size", "sequence_length"]),
+        helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch_size", "total_sequence_length"]),
+    ]
+    outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, spec.vocab])]
+    for layer in range(spec.layers):
+        for kind in ("key", "value"):
+            inputs.append(helper.make_tensor_value_info(f"past_key_values.{layer}.{kind}", TensorProto.FLOAT, kv_shape))
+            outputs.append(helper.make_tensor_value_info(f"present.{layer}.{kind}", TensorProto.FLOAT, present_shape))
+    graph = helper.make_graph(g.nodes, "decoder", inputs, outputs, g.initializers)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)],
+        producer_name="offline-assistant")
+    model.ir_version = IR_VERSION
+    return model

@@ -1,0 +1,105 @@
+"""Model folders are written whole or not at all, and carry a manifest of SHA-256s.
+
+A folder is built under a temporary name beside its final place, its manifest written last,
+then renamed into place. A folder without a valid manifest is never used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+_CHUNK = 1 << 20
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(_CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: Path, source: dict) -> dict:
+    """Record every file's size and SHA-256, and where the folder came from."""
+    files = {
+        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": sha256_file(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+    manifest = {"format": 1, "source": source, "files": files}
+    _write_json_synced(folder / MANIFEST, manifest)
+    return manifest
+
+
+def read_manifest(folder: Path) -> dict | None:
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) and "files" in manifest else None
+
+
+def verify_manifest(folder: Path, *, hashes: bool = False) -> bool:
+    """True when every listed file is there with its size (and, if asked, its SHA-256)."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return False
+    for name, entry in manifest["files"].items():
+        path = folder / name
+        if not path.is_file() or path.stat().st_size != entry["size"]:
+            return False
+        if hashes and sha256_file(path) != entry["sha256"]:
+            return False
+    return True
+
+
+@contextlib.contextmanager
+def atomic_folder(final: Path) -> Iterator[Path]:
+    """Yields a temporary folder; on success it replaces `final` in one rename."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        yield tmp
+        _fsync_tree(tmp)
+        old = None
+        if final.exists():
+            old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+            os.replace(final, old)
+        os.replace(tmp, final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def remove_stale_temporaries(parent: Path) -> None:
+    """Leftovers of an interrupted write (a crash or kill mid-way) are deleted."""
+    if not parent.is_dir():
+        return
+    for path in parent.iterdir():
+        if path.name.startswith(".") and (".tmp-" in path.name or ".old-" in path.name):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _write_json_synced(path: Path, data: dict) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _fsync_tree(folder: Path) -> None:
+    for path in folder.rglob("*"):
+        if path.is_file():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())

