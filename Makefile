@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup prepare run test test-fast bench clean
+.PHONY: setup prepare run test test-fast manuals bench clean
 
 setup: $(VENV)/.installed
 
@@ -21,14 +21,18 @@ prepare: setup
 run: prepare
 	$(VENV)/bin/offline-assistant $(DATA_ARG)
 
-test: setup
+manuals:
+	bash tests/fetch_manuals.sh
+
+test: setup manuals
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 test-fast: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not slow"
 
-bench: prepare
+bench: prepare manuals
 	$(PY) bench/bench_llm.py
+	$(PY) bench/bench_ingest.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -293,6 +293,9 @@ def prepare_official(gguf_file: Path, tokenizer_dir: Path, variant: str, allow_i
     return out
 
 
+ALL_ENGINES = ("ours", *OFFICIAL_VARIANTS, "llama.cpp", "hf-fp32")
+
+
 def ensure_llama_cpp(allow_install: bool) -> None:
     if importable("llama_cpp"):
         return
@@ -397,6 +400,33 @@ class LlamaCppRunner:
         return first - start, end - first, tokens
 
 
+class TransformersRunner:
+    """The dequantized float32 checkpoint through transformers: a correctness reference for
+    the checkpoint the official builder starts from (its speed is not the point)."""
+
+    def __init__(self, hf_dir: str, threads: int):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(threads)
+        self.torch = torch
+        self.model = AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).eval()
+
+    def generate(self, ids: list[int], new_tokens: int) -> tuple[float, float, list[int]]:
+        torch = self.torch
+        with torch.inference_mode():
+            start = time.perf_counter()
+            out = self.model(input_ids=torch.tensor([ids]), use_cache=True)
+            tokens = [int(out.logits[0, -1].argmax())]
+            first = time.perf_counter()
+            while len(tokens) < new_tokens:
+                out = self.model(input_ids=torch.tensor([[tokens[-1]]]),
+                                 past_key_values=out.past_key_values, use_cache=True)
+                tokens.append(int(out.logits[0, -1].argmax()))
+            end = time.perf_counter()
+        return first - start, end - first, tokens
+
+
 def worker(kind: str, model: str, spec_file: str) -> None:
     spec = json.loads(Path(spec_file).read_text())
     prompts = {int(n): ids for n, ids in spec["prompts"].items()}
@@ -404,6 +434,8 @@ def worker(kind: str, model: str, spec_file: str) -> None:
     start = time.perf_counter()
     if kind == "genai":
         runner = GenAIRunner(model, threads)
+    elif kind == "transformers":
+        runner = TransformersRunner(model, threads)
     else:
         n_ctx = max(prompts) + new_tokens + 64
         runner = LlamaCppRunner(model, threads, n_ctx)
@@ -451,12 +483,14 @@ def prepare_engines(names: list[str], gguf_file: Path, tokenizer_dir: Path,
             elif name in OFFICIAL_VARIANTS:
                 path = prepare_official(gguf_file, tokenizer_dir, name, allow_install)
                 engines[name] = {"kind": "genai", "model": path}
+            elif name == "hf-fp32":
+                prepare_official(gguf_file, tokenizer_dir, "official", allow_install)
+                engines[name] = {"kind": "transformers", "model": CACHE / "hf-checkpoint"}
             elif name == "llama.cpp":
                 ensure_llama_cpp(allow_install)
                 engines[name] = {"kind": "llama.cpp", "model": gguf_file}
             else:
-                raise SystemExit(f"unknown engine {name!r}; known: {', '.join(ENGINES)}, "
-                                 f"{', '.join(OFFICIAL_VARIANTS)}")
+                raise SystemExit(f"unknown engine {name!r}; known: {', '.join(ALL_ENGINES)}")
         except RuntimeError as exc:
             log(f"{name}: not measured: {exc}")
             engines[name] = {"error": str(exc)}
@@ -555,6 +589,7 @@ LABELS = {
     "official": "official builder int4 (default = accuracy_level 4, block 32)",
     "official-acc1": "official builder int4, accuracy_level 1",
     "llama.cpp": "llama.cpp (llama-cpp-python, same GGUF)",
+    "hf-fp32": "transformers, dequantized float32 checkpoint (correctness reference)",
 }
 
 
@@ -763,7 +798,8 @@ def compare_graphs(a: Path, b: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default=",".join(ENGINES),
-                        help=f"comma-separated, from {', '.join(ENGINES + tuple(OFFICIAL_VARIANTS))}")
+                        help=f"comma-separated, from {', '.join(ALL_ENGINES)} (default: "
+                             f"{','.join(ENGINES)})")
     parser.add_argument("--reps", type=int, default=5, help="repetitions (>= 3); medians reported")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--new-tokens", type=int, default=128)
@@ -775,7 +811,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-install", action="store_true",
                         help="do not pip-install llama-cpp-python / torch+transformers when missing")
     parser.add_argument("--compare-graphs", nargs=2, type=Path, metavar=("DIR_A", "DIR_B"))
-    parser.add_argument("--worker", choices=("genai", "llama.cpp"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("genai", "llama.cpp", "transformers"),
+                        help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -38,3 +38,71 @@ class GenerationStats:
 class GenerationResult:
     text: str
     stats: GenerationStats
+
+
+# -- documents and the index ---------------------------------------------------------------
+
+DocumentStatus = Literal["ready", "ready_with_warnings", "failed"]
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a document's text. For PDFs `number` is the physical page (1-based, as a
+    viewer counts); for other formats it numbers sections or blocks of lines, and `label`
+    says which ("lines 1-120", a heading)."""
+
+    number: int
+    text: str
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    path: str
+    title: str
+    pages: tuple[Page, ...]
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of one page: its text, where it sits in that page's text, and its headings."""
+
+    page: int
+    start: int
+    end: int
+    text: str
+    heading_path: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DocumentOutcome:
+    path: str
+    status: DocumentStatus
+    reason: str = ""  # why it failed, or the warnings, in words a person can act on
+    pages: int = 0
+    chunks: int = 0
+
+
+@dataclass(frozen=True)
+class IndexProgress:
+    """One event of an indexing run, for progress bars and logs."""
+
+    documents_done: int
+    documents_total: int
+    pages_done: int
+    current_file: str
+    elapsed_s: float
+    outcome: DocumentOutcome | None = None  # set when a document has just finished
+    bytes_done: int = 0  # file sizes drive the ETA: page counts are unknown until parsed
+    bytes_total: int = 0
+
+    @property
+    def pages_per_s(self) -> float:
+        return self.pages_done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def eta_s(self) -> float | None:
+        if self.bytes_done <= 0 or self.bytes_total <= 0:
+            return None
+        return self.elapsed_s * (self.bytes_total - self.bytes_done) / self.bytes_done

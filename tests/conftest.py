@@ -38,3 +38,16 @@ def builtin_llm_dir(builtin_data_dir) -> Path:
     from engine.paths import AppPaths
 
     return resolve_llm(AppPaths(builtin_data_dir))
+
+
+MANUALS = Path(__file__).parent / ".manuals"
+
+
+@pytest.fixture(scope="session")
+def manuals_dir() -> Path:
+    """Debian's R manuals (tests/fetch_manuals.sh). Skipped where they cannot be had, never in CI."""
+    if not (MANUALS / "R-intro.pdf").is_file():
+        if os.environ.get("CI"):
+            pytest.fail("tests/.manuals is missing: run tests/fetch_manuals.sh (make test does)")
+        pytest.skip("the R manuals are not here; run tests/fetch_manuals.sh")
+    return MANUALS

@@ -1,0 +1,160 @@
+"""Indexing: files -> parsed pages (child processes) -> chunks -> embeddings -> the store.
+
+Parsing of the next documents runs in child processes while this process chunks and embeds
+the current one (onnxruntime releases the GIL), so both cores stay busy. Each document is
+stored in one transaction; a cancel (Ctrl-C, the GUI's stop button) is checked between
+documents and between embedding batches, and leaves the collection consistent: the next run
+skips what is already stored and carries on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .embedder import Embedder
+from .errors import DocumentError
+from .index_store import IndexStore
+from .ingest.chunking import chunk_document
+from .ingest.discover import discover
+from .ingest.parse_pool import ParsePool
+from .llm import CancelFlag
+from .types import DocumentOutcome, IndexProgress, ParsedDocument
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    chunk_tokens: int = 256
+    overlap_tokens: int = 32
+    embed_batch: int = 32
+    parse_workers: int = 1
+    parse_time_limit_s: float = 120.0
+    parse_memory_limit_mb: int = 2048
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class Indexer:
+    def __init__(self, store: IndexStore, embedder: Embedder, settings: IndexSettings | None = None):
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings or IndexSettings()
+
+    def run(self, inputs: Iterable[str | Path], cancel: CancelFlag | None = None) -> Iterator[IndexProgress]:
+        """Index files and folders; yields an event when a document starts and when it ends."""
+        files = discover(inputs)
+        clock = _Clock(len(files), sum(p.stat().st_size for p in files))
+        todo = []
+        for path in files:
+            if _cancelled(cancel):
+                break
+            fingerprint = self._fingerprint_if_changed(path)
+            if fingerprint is None:
+                yield clock.finished(path, DocumentOutcome(str(path), "ready", "unchanged"))
+            else:
+                todo.append((path, fingerprint))
+        try:
+            yield from self._parse_and_store(todo, clock, cancel)
+        finally:
+            self.store.flush()
+
+    def _fingerprint_if_changed(self, path: Path) -> dict | None:
+        """None when the stored copy is this file: same size and mtime, or else same SHA-256."""
+        stat = path.stat()
+        known = self.store.find_document(str(path))
+        if known and known["size"] == stat.st_size and known["mtime"] == stat.st_mtime \
+                and known["status"] != "failed":
+            return None
+        fingerprint = _fingerprint(path)
+        if known and known["sha256"] == fingerprint["sha256"] and known["status"] != "failed":
+            return None
+        return fingerprint
+
+    def _parse_and_store(self, todo, clock: "_Clock", cancel) -> Iterator[IndexProgress]:
+        s = self.settings
+        fingerprints = {path: fp for path, fp in todo}
+        with ParsePool(workers=s.parse_workers, time_limit_s=s.parse_time_limit_s,
+                       memory_limit_mb=s.parse_memory_limit_mb) as pool:
+            for path, parsed in pool.imap([p for p, _ in todo], cancel=cancel):
+                if _cancelled(cancel):
+                    return
+                yield clock.started(path)
+                try:
+                    outcome = self._store(path, fingerprints[path], parsed, cancel)
+                except _Cancelled:
+                    return
+                yield clock.finished(path, outcome)
+
+    def _store(self, path: Path, fingerprint: dict, parsed, cancel) -> DocumentOutcome:
+        if isinstance(parsed, DocumentError):
+            self.store.record_failure(str(path), status="failed", error=str(parsed), **fingerprint)
+            return DocumentOutcome(str(path), "failed", str(parsed))
+        chunks = chunk_document(parsed, self.embedder.count_tokens, target_tokens=self.settings.chunk_tokens,
+                                overlap_tokens=self.settings.overlap_tokens)
+        embeddings = self._embed([c.text for c in chunks], cancel)
+        status, reason = _status(parsed, chunks)
+        self.store.add_document(str(path), title=parsed.title, page_count=len(parsed.pages), chunks=chunks,
+                                embeddings=embeddings, status=status, error=reason, **fingerprint)
+        return DocumentOutcome(str(path), status, reason, len(parsed.pages), len(chunks))
+
+    def _embed(self, texts: list[str], cancel):
+        import numpy as np
+
+        batch = self.settings.embed_batch * 4  # the embedder sorts by length inside each call
+        parts = []
+        for start in range(0, len(texts), batch):
+            if _cancelled(cancel):
+                raise _Cancelled
+            parts.append(self.embedder.encode_documents(texts[start:start + batch]))
+        return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dimension), np.float32)
+
+
+def _status(parsed: ParsedDocument, chunks) -> tuple[str, str]:
+    if not chunks:
+        return "ready_with_warnings", "no text was found to index"
+    if parsed.warnings:
+        return "ready_with_warnings", "; ".join(parsed.warnings)
+    return "ready", ""
+
+
+def _fingerprint(path: Path) -> dict:
+    stat = path.stat()
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime": stat.st_mtime}
+
+
+def _cancelled(cancel: CancelFlag | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+class _Clock:
+    """Counts documents and pages for progress events."""
+
+    def __init__(self, total: int, total_bytes: int):
+        self.total, self.total_bytes = total, total_bytes
+        self.done = self.pages = self.bytes = 0
+        self.start = time.perf_counter()
+
+    def started(self, path: Path) -> IndexProgress:
+        return self._event(path, None)
+
+    def finished(self, path: Path, outcome: DocumentOutcome) -> IndexProgress:
+        self.done += 1
+        self.pages += outcome.pages
+        self.bytes += path.stat().st_size
+        return self._event(path, outcome)
+
+    def _event(self, path: Path, outcome: DocumentOutcome | None) -> IndexProgress:
+        return IndexProgress(self.done, self.total, self.pages, str(path), self._elapsed(), outcome,
+                             self.bytes, self.total_bytes)
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.start
