@@ -795,6 +795,38 @@ def compare_graphs(a: Path, b: Path) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def run_benchmark(args: argparse.Namespace) -> dict:
+    sys.path.insert(0, str(ROOT))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    lengths = sorted(int(n) for n in args.prompt_lengths.split(","))
+    names = [n.strip() for n in args.engines.split(",") if n.strip()]
+    gguf_file = gguf_path()
+    tokenizer_dir = prepare_tokenizer(gguf_file, CACHE / "tokenizer")
+    engines = prepare_engines(names, gguf_file, tokenizer_dir, not args.no_install)
+    spec_file = CACHE / "prompts.json"
+    spec_file.write_text(json.dumps({
+        "prompts": {str(n): ids for n, ids in build_prompts(tokenizer_dir, lengths).items()},
+        "new_tokens": args.new_tokens, "threads": args.threads, "check_tokens": 16}))
+    runs = measure(engines, spec_file, args.reps, args.threads)
+    reference = "llama.cpp" if "llama.cpp" in names else None
+    # the command that reproduces the measurement: the options that differ from the defaults
+    options = []
+    for flag, value, default in (("--engines", args.engines, ",".join(ENGINES)),
+                                 ("--reps", args.reps, 5), ("--threads", args.threads, 2),
+                                 ("--new-tokens", args.new_tokens, 128),
+                                 ("--prompt-lengths", args.prompt_lengths, "64,512,1500")):
+        if value != default:
+            options += [flag, str(value)]
+    return {
+        "command": " ".join(["python bench/bench_llm.py", *options]),
+        "lengths": lengths,
+        "environment": environment(args.threads, args.new_tokens, args.reps, gguf_file),
+        "summary": summarize(engines, runs, lengths, reference),
+        "runs": runs,
+        "engines": {k: {kk: str(vv) for kk, vv in v.items()} for k, v in engines.items()},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", default=",".join(ENGINES),
@@ -810,6 +842,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-doc", action="store_true", help="do not touch the markdown file")
     parser.add_argument("--no-install", action="store_true",
                         help="do not pip-install llama-cpp-python / torch+transformers when missing")
+    parser.add_argument("--from-json", type=Path, metavar="PATH",
+                        help="re-render the table/doc from a previous --json file, no measuring")
     parser.add_argument("--compare-graphs", nargs=2, type=Path, metavar=("DIR_A", "DIR_B"))
     parser.add_argument("--worker", choices=("genai", "llama.cpp", "transformers"),
                         help=argparse.SUPPRESS)
@@ -826,37 +860,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 1:
         parser.error("--reps must be at least 1")
 
-    sys.path.insert(0, str(ROOT))
-    CACHE.mkdir(parents=True, exist_ok=True)
-    lengths = sorted(int(n) for n in args.prompt_lengths.split(","))
-    names = [n.strip() for n in args.engines.split(",") if n.strip()]
-    gguf_file = gguf_path()
-    tokenizer_dir = prepare_tokenizer(gguf_file, CACHE / "tokenizer")
-    engines = prepare_engines(names, gguf_file, tokenizer_dir, not args.no_install)
-    spec_file = CACHE / "prompts.json"
-    spec_file.write_text(json.dumps({
-        "prompts": {str(n): ids for n, ids in build_prompts(tokenizer_dir, lengths).items()},
-        "new_tokens": args.new_tokens, "threads": args.threads, "check_tokens": 16}))
-    runs = measure(engines, spec_file, args.reps, args.threads)
-    reference = "llama.cpp" if "llama.cpp" in names else None
-    summary = summarize(engines, runs, lengths, reference)
-    env = environment(args.threads, args.new_tokens, args.reps, gguf_file)
-    command = "python bench/bench_llm.py" + ("" if argv is None and len(sys.argv) == 1 else
-                                             " " + " ".join(argv if argv is not None else sys.argv[1:]))
-    text = section(summary, env, lengths, command)
-    if args.json:
-        payload = json.dumps({"environment": env, "summary": summary,
-                              "runs": runs, "engines": {k: {kk: str(vv) for kk, vv in v.items()}
-                                                        for k, v in engines.items()}}, indent=1)
-        if args.json == "-":
-            print(payload)
-        else:
-            Path(args.json).write_text(payload)
+    if args.from_json:
+        payload = json.loads(args.from_json.read_text())
+    else:
+        payload = run_benchmark(args)
+        if args.json:
+            text = json.dumps(payload, indent=1)
+            if args.json == "-":
+                print(text)
+            else:
+                Path(args.json).write_text(text)
+    lengths, summary = payload["lengths"], payload["summary"]
     if args.json != "-":
-        print(table(summary, lengths, args.new_tokens))
+        print(table(summary, lengths, payload["environment"]["new_tokens"]))
         print("\n".join(ratios(summary, lengths)))
     if not args.no_doc:
-        update_doc(args.doc, text)
+        update_doc(args.doc, section(summary, payload["environment"], lengths, payload["command"]))
         log(f"updated {args.doc}")
     return 0
 

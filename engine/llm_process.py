@@ -347,9 +347,13 @@ def _describe_exit(code: int | None) -> str:
 def _error_from(reply: dict) -> EngineError:
     """The same EngineError subclass, with the same message, as was raised in the child."""
     cls = getattr(errors, str(reply.get("error")), None)
+    message = reply.get("message", "The model process reported an error.")
     if not (isinstance(cls, type) and issubclass(cls, EngineError)):
         cls = EngineError
-    return cls(reply.get("message", "The model process reported an error."))
+    try:
+        return cls(message)
+    except TypeError:  # a subclass that needs more than a message
+        return EngineError(message)
 
 
 @contextlib.contextmanager
@@ -364,16 +368,9 @@ def _caller_script_hidden():
         sys.modules["__main__"] = original
 
 
-def disable_runtime_telemetry() -> None:
-    """onnxruntime 1.32 and onnxruntime-genai 0.18 keep a device id and queue usage events
-    under ~/.cache/Microsoft unless this is set before they load; an offline app sends nothing."""
-    os.environ["ORT_DISABLE_TELEMETRY"] = "1"
-
-
 # -- child side ---------------------------------------------------------------------------
 def child_main(conn: Connection) -> None:
     """The child's loop: serve requests until told to close or the caller goes away."""
-    disable_runtime_telemetry()
     _quiet_child()
     llm = None
     try:

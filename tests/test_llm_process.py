@@ -15,7 +15,11 @@ import pytest
 from engine.errors import EngineProcessError, GenerationError, ModelError
 from engine.llm_process import LLMClient
 
-FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
+# With the GGUF's own default system prompt, "The" and "L" are 0.08 logits apart for the first
+# token, so int8-activation kernels (llama.cpp's too) may tip either way; a plain system
+# message gives a clear answer.
+FRANCE = [{"role": "system", "content": "You are a helpful assistant."},
+          {"role": "user", "content": "What is the capital of France?"}]
 STORY = [{"role": "user", "content": "Write a long story about a dragon who loves tea."}]
 SENTENCE = "The pump must be primed with water before it is started. "
 REPO = Path(__file__).resolve().parents[1]

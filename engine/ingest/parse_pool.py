@@ -1,0 +1,412 @@
+"""ParsePool: documents are parsed in child processes, never in the caller's.
+
+A hostile or broken file can make a parser hang, eat memory, recurse without end or crash
+the interpreter (pypdf raises TypeError, AssertionError, RecursionError and more besides its
+own errors). So each document is parsed in a worker process with:
+  - a wall-time limit: past it the worker is killed and the document "timed out"; the worker
+    also sets its own CPU-time limit (RLIMIT_CPU) as a backstop while the caller is not
+    looking (an imap consumer busy embedding);
+  - a memory cap (RLIMIT_AS, on Linux): a MemoryError or a killed worker means "too large";
+  - pypdf's own limits, set inside the worker (pypdf keeps them per thread);
+  - size limits checked before any worker sees the file.
+Whatever happens to a worker, the caller gets a DocumentError for that document, and the next
+document gets a fresh worker.
+
+Protocol: one JSON object per message over a Pipe (send_bytes / recv_bytes; never pickle).
+  caller -> worker   {"op": "settings", "memory_limit_mb": int}   once, first
+                     {"op": "parse", "path": str, "cpu_limit_s": float}
+                     {"op": "close"}
+  worker -> caller   {"ok": true, "document": {"path", "title", "pages": [[number, text, label]],
+                      "warnings": [str]}}
+                     {"ok": false, "kind": str, "message": str, "retire": bool}
+A worker that replies with "retire": true exits after the reply (its state is suspect).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import multiprocessing
+import signal
+import stat
+import time
+import warnings
+from collections import deque
+from collections.abc import Iterable, Iterator
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import DocumentError, EngineProcessError
+from ..llm_process import _caller_script_hidden, _describe_exit, _quiet_child
+from ..types import Page, ParsedDocument
+from .discover import is_supported
+
+MB = 1024 * 1024
+TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
+_POLL_S = 0.1  # how often a waiting caller looks at its cancel flag
+_STOP_TIMEOUT_S = 5.0
+_CPU_MARGIN_S = 5.0  # the worker's own CPU limit lies this far past the wall-time limit
+
+
+class CancelFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+Result = ParsedDocument | DocumentError
+
+
+class ParsePool:
+    """Parses documents in `workers` child processes, each document within the limits.
+
+    max_file_mb limits PDF and DOCX files; max_text_mb limits TXT, Markdown and HTML, whose
+    size is their text: 64 MB is some 30,000 pages, far beyond any manual, and parses well
+    within the default memory cap. Use from one thread at a time.
+    """
+
+    def __init__(self, workers: int = 1, time_limit_s: float = 120.0,
+                 memory_limit_mb: int | None = 2048, max_file_mb: int = 512,
+                 max_text_mb: int = 64):
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.workers = workers
+        self.time_limit_s = time_limit_s
+        self.memory_limit_mb = memory_limit_mb
+        self.max_file_mb = max_file_mb
+        self.max_text_mb = max_text_mb
+        self._live: list[_Worker] = []
+        self._idle: list[_Worker] = []
+
+    def __enter__(self) -> "ParsePool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stops every worker."""
+        for worker in list(self._live):
+            self._discard(worker, polite=worker in self._idle)
+
+    @property
+    def pids(self) -> list[int]:
+        """The process ids of the running workers."""
+        return [worker.pid for worker in self._live]
+
+    # -- parsing --------------------------------------------------------------------------
+    def parse(self, path: str | Path) -> ParsedDocument:
+        """One document; raises DocumentError (with .kind and .outcome) if it cannot be read."""
+        with contextlib.closing(self.imap([path])) as results:
+            for _, result in results:
+                if isinstance(result, DocumentError):
+                    raise result
+                return result
+        raise AssertionError("imap yields one result per path")
+
+    def imap(self, paths: Iterable[str | Path], cancel: CancelFlag | None = None,
+             ) -> Iterator[tuple[Path, Result]]:
+        """(path, ParsedDocument or DocumentError) for each path, in order.
+
+        Keeps `workers` documents parsing ahead, so the next documents parse while the caller
+        works on this one. Stops early, yielding nothing more, once `cancel` is set.
+        """
+        queue = iter(paths)
+        in_flight: deque[_Job] = deque()
+        try:
+            self._fill(in_flight, queue, cancel)
+            while in_flight:
+                job = in_flight.popleft()
+                result = self._finish(job, cancel)
+                if result is None:
+                    return  # cancelled while waiting
+                self._fill(in_flight, queue, cancel)
+                yield job.path, result
+        finally:
+            for job in in_flight:  # the caller stopped early: their workers are mid-parse
+                if job.worker is not None:
+                    self._discard(job.worker)
+
+    def _fill(self, in_flight: deque, queue: Iterator, cancel: CancelFlag | None) -> None:
+        while len(in_flight) < self.workers and not _is_set(cancel):
+            path = next(queue, None)
+            if path is None:
+                return
+            in_flight.append(self._start(Path(path)))
+
+    def _start(self, path: Path) -> "_Job":
+        refusal = self._refusal(path)
+        if refusal is not None:
+            return _Job(path, result=refusal)
+        request = {"op": "parse", "path": str(path),
+                   "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S}
+        worker = self._idle.pop() if self._idle else self._spawn()
+        try:
+            worker.send(request)
+        except _WorkerDied:  # it died while idle: once more, with a fresh one
+            self._discard(worker)
+            worker = self._spawn()
+            worker.send(request)
+        return _Job(path, worker=worker, deadline=time.monotonic() + self.time_limit_s)
+
+    def _finish(self, job: "_Job", cancel: CancelFlag | None) -> Result | None:
+        if job.result is not None:
+            return job.result
+        worker = job.worker
+        try:
+            reply = worker.receive(job.deadline, cancel)
+        except _Cancelled:
+            self._discard(worker)
+            return None
+        except _TimedOut:
+            self._discard(worker)
+            return DocumentError.of("timed_out", job.path, f"limit {self.time_limit_s:g} s")
+        except _WorkerDied as died:
+            self._discard(worker)
+            return self._death_error(job.path, died.exitcode)
+        if reply.get("retire"):
+            self._discard(worker, polite=True)
+        else:
+            self._idle.append(worker)
+        return _result_from(reply, job.path)
+
+    def _refusal(self, path: Path) -> DocumentError | None:
+        """Why `path` need not reach a worker at all, if it need not."""
+        if not is_supported(path):
+            return DocumentError.of("unsupported", path, f"'{path.suffix or 'no extension'}'")
+        try:
+            info = path.stat()
+        except OSError as exc:
+            return DocumentError.of("unreadable", path, exc.strerror or str(exc))
+        if stat.S_ISDIR(info.st_mode):
+            return DocumentError.of("unreadable", path, "it is a folder")
+        if info.st_size == 0:
+            return DocumentError.of("empty", path, "0 bytes")
+        limit_mb = self.max_text_mb if path.suffix.lower() in TEXT_SUFFIXES else self.max_file_mb
+        if info.st_size > limit_mb * MB:
+            return DocumentError.of("too_large", path, f"{info.st_size / MB:,.0f} MB; the "
+                                    f"limit for this format is {limit_mb:,} MB")
+        return None
+
+    def _death_error(self, path: Path, exitcode: int | None) -> DocumentError:
+        if exitcode == -signal.SIGKILL:  # not by us: the system ran out of memory
+            return DocumentError.of("too_large", path, "it ran out of memory")
+        if exitcode == -getattr(signal, "SIGXCPU", 0):
+            return DocumentError.of("timed_out", path, f"over {self.time_limit_s:g} s of CPU")
+        return DocumentError.of("crashed", path, f"the reader process {_describe_exit(exitcode)}")
+
+    # -- workers --------------------------------------------------------------------------
+    def _spawn(self) -> "_Worker":
+        worker = _Worker.start({"op": "settings", "memory_limit_mb": self.memory_limit_mb})
+        self._live.append(worker)
+        return worker
+
+    def _discard(self, worker: "_Worker", polite: bool = False) -> None:
+        if worker in self._idle:
+            self._idle.remove(worker)
+        if worker in self._live:
+            self._live.remove(worker)
+        worker.stop(polite)
+
+
+class _Job:
+    """One document on its way: either a worker parsing it, or a result known at once."""
+
+    def __init__(self, path: Path, worker: "_Worker | None" = None, deadline: float = 0.0,
+                 result: Result | None = None):
+        self.path = path
+        self.worker = worker
+        self.deadline = deadline
+        self.result = result
+
+
+class _WorkerDied(Exception):
+    def __init__(self, exitcode: int | None):
+        super().__init__(f"worker exited: {exitcode}")
+        self.exitcode = exitcode
+
+
+class _TimedOut(Exception):
+    pass
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class _Worker:
+    """A worker process and the caller's end of its pipe."""
+
+    def __init__(self, process, conn: Connection):
+        self.process = process
+        self.conn = conn
+        self.pid = process.pid
+
+    @classmethod
+    def start(cls, settings: dict) -> "_Worker":
+        context = multiprocessing.get_context("spawn")
+        parent_end, child_end = context.Pipe(duplex=True)
+        process = context.Process(target=worker_main, args=(child_end,),
+                                  name="offline-assistant-parse", daemon=True)
+        try:
+            with _caller_script_hidden():
+                process.start()
+        except OSError as exc:
+            parent_end.close()
+            raise EngineProcessError(f"A document reader process could not be started ({exc}).") from exc
+        finally:
+            child_end.close()  # else the caller would never see the worker's end close
+        worker = cls(process, parent_end)
+        try:
+            worker.send(settings)
+        except _WorkerDied as exc:
+            worker.stop()
+            raise EngineProcessError("A document reader process stopped as it started.") from exc
+        return worker
+
+    def send(self, message: dict) -> None:
+        try:
+            self.conn.send_bytes(json.dumps(message).encode("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise self._died() from exc
+
+    def receive(self, deadline: float, cancel: CancelFlag | None) -> dict:
+        """The worker's reply; raises _TimedOut past `deadline`, _Cancelled, or _WorkerDied."""
+        while True:
+            if _is_set(cancel):
+                raise _Cancelled()
+            remaining = deadline - time.monotonic()
+            timeout = max(0.0, min(remaining, _POLL_S) if cancel is not None else remaining)
+            ready = wait([self.conn, self.process.sentinel], timeout=timeout)
+            if self.conn in ready:  # checked first: a reply sent just before exiting counts
+                try:
+                    return json.loads(self.conn.recv_bytes())
+                except (EOFError, OSError) as exc:
+                    raise self._died() from exc
+            if self.process.sentinel in ready:
+                raise self._died()
+            if remaining <= 0:
+                raise _TimedOut()
+
+    def stop(self, polite: bool = False) -> None:
+        """Ends the worker: asks it to exit when `polite` (it is idle), else kills it."""
+        if self.conn is None:
+            return
+        if polite:
+            with contextlib.suppress(OSError, ValueError):  # it may be gone already
+                self.conn.send_bytes(json.dumps({"op": "close"}).encode("utf-8"))
+            self.process.join(_STOP_TIMEOUT_S)
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+        self.conn = None
+        self.process.close()
+
+    def _died(self) -> _WorkerDied:
+        self.process.join(_STOP_TIMEOUT_S)
+        return _WorkerDied(self.process.exitcode)
+
+
+def _is_set(cancel: CancelFlag | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+def _result_from(reply: dict, path: Path) -> Result:
+    if not reply.get("ok"):
+        return DocumentError(reply.get("message", f"'{path.name}' could not be read."),
+                             reply.get("kind", "crashed"), str(path))
+    document = reply["document"]
+    pages = tuple(Page(number, text, label) for number, text, label in document["pages"])
+    return ParsedDocument(str(path), document["title"], pages, tuple(document["warnings"]))
+
+
+# -- the worker side ----------------------------------------------------------------------
+def worker_main(conn: Connection) -> None:
+    """The worker's loop: settings first, then one document per request, until told to close."""
+    _quiet_child()
+    try:
+        settings = json.loads(conn.recv_bytes())
+        _apply_settings(settings)
+        while True:
+            request = json.loads(conn.recv_bytes())
+            if request.get("op") != "parse":
+                return
+            reply, retire = _serve(request, settings)
+            conn.send_bytes(reply)
+            if retire:
+                return
+    except (EOFError, OSError):
+        return  # the caller's end is gone: nobody is left to answer
+
+
+def _apply_settings(settings: dict) -> None:
+    from .pdf import apply_pypdf_limits
+
+    _limit_memory(settings.get("memory_limit_mb"))
+    apply_pypdf_limits()
+    # pypdf reports recoverable damage through logging and warnings; the outcome says enough
+    logging.getLogger("pypdf").addHandler(logging.NullHandler())
+    logging.getLogger("pypdf").propagate = False
+    warnings.simplefilter("ignore")
+
+
+def _serve(request: dict, settings: dict) -> tuple[bytes, bool]:
+    """The reply to one parse request, and whether this worker should retire after it."""
+    from . import parse_file
+    from .pdf import describe
+
+    path = Path(request["path"])
+    try:
+        _limit_cpu(float(request["cpu_limit_s"]))
+        return _encode({"ok": True, "document": _document_json(parse_file(path))}), False
+    except DocumentError as exc:
+        return _encode(_error_json(exc, retire=False)), False
+    except MemoryError:  # built here, once the big objects are gone with the exception
+        failure = DocumentError.of("too_large", path, "it needs more than the "
+                                   f"{settings.get('memory_limit_mb')} MB memory limit")
+    except Exception as exc:
+        failure = DocumentError.of("crashed", path, describe(exc))
+    return _encode(_error_json(failure, retire=True)), True
+
+
+def _document_json(document: ParsedDocument) -> dict:
+    return {"path": document.path, "title": document.title,
+            "pages": [[page.number, page.text, page.label] for page in document.pages],
+            "warnings": list(document.warnings)}
+
+
+def _error_json(error: DocumentError, retire: bool) -> dict:
+    return {"ok": False, "kind": error.kind, "message": str(error), "retire": retire}
+
+
+def _encode(message: dict) -> bytes:
+    # ASCII escapes keep lone surrogates (from odd file names) intact across the pipe
+    return json.dumps(message).encode("ascii")
+
+
+def _limit_memory(limit_mb: int | None) -> None:
+    try:
+        import resource
+    except ImportError:  # Windows: no rlimits; the time limit still applies
+        return
+    if limit_mb:
+        _set_soft_limit(resource, resource.RLIMIT_AS, int(limit_mb) * MB)
+
+
+def _limit_cpu(seconds: float) -> None:
+    """The worker kills itself (SIGXCPU) after `seconds` more CPU time."""
+    try:
+        import resource
+    except ImportError:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    _set_soft_limit(resource, resource.RLIMIT_CPU,
+                      int(usage.ru_utime + usage.ru_stime + seconds) + 1)
+
+
+def _set_soft_limit(resource, which: int, value: int) -> None:
+    _, hard = resource.getrlimit(which)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(which, (value, hard))

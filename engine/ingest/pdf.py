@@ -1,0 +1,182 @@
+"""PDF: text per physical page with pypdf. Run it in a worker process (see parse_pool):
+pypdf can take minutes or much memory on hostile files, and raises many exception types."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NoReturn
+
+from ..errors import DocumentError
+from ..types import Page, ParsedDocument
+
+# pypdf's own limits, set in the worker (pypdf keeps them per thread, in a context variable).
+# Defaults of pypdf 7.1 except where noted; a page's text never needs more.
+PYPDF_LIMITS = {
+    "maximum_declared_stream_length": 75_000_000,
+    "zlib_maximum_output_length": 75_000_000,
+    "lzw_maximum_output_length": 75_000_000,
+    "run_length_maximum_output_length": 75_000_000,
+    "brotli_maximum_output_length": 75_000_000,
+    "jbig2_maximum_output_length": 75_000_000,
+    "image_maximum_buffer_size": 75_000_000,
+    "stream_decoding_work_maximum_length": 300_000_000,
+    "stream_parsing_work_maximum_count": 2_000_000,
+    "page_tree_maximum_depth": 100,
+    "page_tree_maximum_entries": 100_000,
+    "xform_maximum_invocations_per_extraction": 5_000,
+    "jbig2dec_binary": None,  # never start an external decoder: images carry no text
+}
+MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
+
+
+def apply_pypdf_limits() -> None:
+    """Sets PYPDF_LIMITS for the calling thread's pypdf."""
+    import pypdf
+
+    pypdf.overwrite_configuration(**PYPDF_LIMITS)
+
+
+def parse_pdf(path: str | Path) -> ParsedDocument:
+    """The text of each physical page (1-based); pages that fail are skipped with a warning."""
+    path = Path(path)
+    reader, page_count = _open(path)
+    pages, failures, image_only = _read_pages(reader, page_count)
+    if not pages:
+        _raise_unreadable(path, failures, page_count)
+    if not any(page.text.strip() for page in pages):
+        raise DocumentError.of("no_text", path, f"none of its {page_count} pages has text")
+    warnings = _failure_warnings(failures) + _image_only_warning(image_only)
+    return ParsedDocument(str(path), _title(reader, path), tuple(pages), tuple(warnings))
+
+
+# -- opening ------------------------------------------------------------------------------
+def _open(path: Path):
+    """The reader and its page count, decrypted with the empty password when that works."""
+    from pypdf import PdfReader
+
+    try:
+        reader = PdfReader(path)
+        if reader.is_encrypted:
+            _decrypt(reader, path)
+        return reader, len(reader.pages)
+    except DocumentError:
+        raise
+    except OSError as exc:
+        raise DocumentError.of("unreadable", path, exc.strerror or str(exc)) from exc
+    except Exception as exc:  # pypdf raises far more than its own errors on damaged files
+        raise _open_error(path, exc) from exc
+
+
+def _decrypt(reader, path: Path) -> None:
+    from pypdf.errors import DependencyError
+
+    try:
+        opened = reader.decrypt("")  # many manuals only have an owner password
+    except DependencyError as exc:
+        raise DocumentError.of("encrypted", path, f"its encryption needs a package that is "
+                               f"not installed: {exc}") from exc
+    except NotImplementedError as exc:
+        raise DocumentError.of("encrypted", path, f"unsupported encryption: {exc}") from exc
+    if not opened:
+        raise DocumentError.of("encrypted", path, "a password is needed to open it")
+
+
+def _open_error(path: Path, exc: Exception) -> DocumentError:
+    from pypdf.errors import EmptyFileError, FileNotDecryptedError, LimitReachedError
+
+    if isinstance(exc, EmptyFileError):
+        return DocumentError.of("empty", path)
+    if isinstance(exc, FileNotDecryptedError):
+        return DocumentError.of("encrypted", path, "a password is needed to open it")
+    if isinstance(exc, (LimitReachedError, MemoryError)):
+        return DocumentError.of("too_large", path, describe(exc))
+    return DocumentError.of("invalid", path, describe(exc))
+
+
+def describe(exc: BaseException) -> str:
+    """A short "Type: message" for a reason; pypdf's messages can be very long."""
+    if isinstance(exc, RecursionError):
+        return "it is nested too deeply (RecursionError)"
+    text = " ".join(str(exc).split())
+    text = text if len(text) <= 160 else text[:157] + "..."
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _title(reader, path: Path) -> str:
+    try:
+        title = reader.metadata.title if reader.metadata else None
+    except Exception:  # damaged metadata only costs the title
+        title = None
+    title = " ".join(str(title).split()) if title else ""
+    return title or path.stem
+
+
+# -- pages --------------------------------------------------------------------------------
+def _read_pages(reader, page_count: int):
+    """(pages read, {reason: [page numbers]} for pages that failed, image-only page numbers)."""
+    pages, failures, image_only = [], {}, []
+    for number in range(1, page_count + 1):
+        try:
+            page = reader.pages[number - 1]
+            text = page.extract_text() or ""
+        except Exception as exc:  # one bad page must not cost the others
+            failures.setdefault(_page_reason(exc), []).append(number)
+            continue
+        pages.append(Page(number, text))
+        if not text.strip() and _has_images(page):
+            image_only.append(number)
+    return pages, failures, image_only
+
+
+def _page_reason(exc: Exception) -> str:
+    from pypdf.errors import LimitReachedError
+
+    if isinstance(exc, (LimitReachedError, MemoryError)):
+        return f"too large to read within the limits ({describe(exc)})"
+    return describe(exc)
+
+
+def _has_images(page) -> bool:
+    """Whether the page draws an image directly: a page of images and no text is scanned."""
+    try:
+        xobjects = page["/Resources"].get_object().get("/XObject")
+        xobjects = xobjects.get_object() if xobjects is not None else {}
+        return any(x.get_object().get("/Subtype") == "/Image" for x in xobjects.values())
+    except Exception:  # odd resources: then it is just an empty page
+        return False
+
+
+def _raise_unreadable(path: Path, failures: dict[str, list[int]], page_count: int) -> NoReturn:
+    if not failures:
+        raise DocumentError.of("empty", path, "it has no pages")
+    reason = next(iter(failures))
+    kind = "too_large" if reason.startswith("too large") else "invalid"
+    raise DocumentError.of(kind, path, f"none of its {page_count} pages could be read: {reason}")
+
+
+def _failure_warnings(failures: dict[str, list[int]]) -> list[str]:
+    warnings = [f"{_pages_text(numbers)} skipped: {reason}"
+                for reason, numbers in list(failures.items())[:MAX_WARNINGS]]
+    rest = sum(len(numbers) for numbers in list(failures.values())[MAX_WARNINGS:])
+    if rest:
+        warnings.append(f"{rest} more pages skipped for other reasons")
+    return warnings
+
+
+def _image_only_warning(numbers: list[int]) -> list[str]:
+    if not numbers:
+        return []
+    verb = "has" if len(numbers) == 1 else "have"
+    return [f"{_pages_text(numbers)} {verb} only images and no text (scanned?); "
+            "without OCR they cannot be searched"]
+
+
+def _pages_text(numbers: list[int]) -> str:
+    """"page 4" or "pages 3, 7-9"."""
+    ranges, start = [], numbers[0]
+    for previous, current in zip(numbers, numbers[1:] + [None]):
+        if current != previous + 1:
+            ranges.append(str(start) if start == previous else f"{start}-{previous}")
+            start = current
+    word = "page" if len(numbers) == 1 else "pages"
+    return f"{word} {', '.join(ranges)}"

@@ -1,0 +1,182 @@
+"""Plain text and Markdown: decoding, blocks of lines, sections by heading."""
+
+from __future__ import annotations
+
+import codecs
+import re
+from pathlib import Path
+
+from ..errors import DocumentError
+from ..types import Page, ParsedDocument
+
+LINES_PER_PAGE = 100  # a "page" of a text file: small enough to cite, big enough to chunk
+HEADING_SEPARATOR = " > "
+
+_BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-{2,})[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+# -- decoding -----------------------------------------------------------------------------
+def decode_text(data: bytes, path: Path, declared: str | None = None) -> tuple[str, list[str]]:
+    """The text of `data` and any warnings: a BOM wins, then `declared` (an HTML charset),
+    else UTF-8, with undecodable bytes replaced and a warning saying so."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return _decode(data, encoding, path)
+    if b"\x00" in data[:8192]:
+        raise DocumentError.of("invalid", path, "it contains binary data; if it is UTF-16 "
+                               "text without a byte-order mark, save it as UTF-8")
+    return _decode(data, _known_codec(declared) or "utf-8", path)
+
+
+def _decode(data: bytes, encoding: str, path: Path) -> tuple[str, list[str]]:
+    try:
+        return data.decode(encoding), []
+    except UnicodeDecodeError as exc:
+        warning = (f"'{path.name}' is not valid {encoding.upper()} (first bad byte at offset "
+                   f"{exc.start}); unreadable characters were replaced. Save it as UTF-8 to fix this.")
+        return data.decode(encoding, errors="replace"), [warning]
+
+
+def _known_codec(name: str | None) -> str | None:
+    if not name:
+        return None
+    try:
+        return codecs.lookup(name).name
+    except LookupError:
+        return None
+
+
+def read_text(path: Path) -> tuple[str, list[str]]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DocumentError.of("unreadable", path, exc.strerror or str(exc)) from exc
+    text, warnings = decode_text(data, path)
+    if not text.strip():
+        raise DocumentError.of("empty", path, "it contains no text")
+    return text, warnings
+
+
+# -- plain text ---------------------------------------------------------------------------
+def parse_text(path: str | Path) -> ParsedDocument:
+    """A text file as pages of LINES_PER_PAGE lines, labelled "lines 1-100"."""
+    path = Path(path)
+    text, warnings = read_text(path)
+    lines = text.splitlines()
+    pages = []
+    for index, start in enumerate(range(0, len(lines), LINES_PER_PAGE), 1):
+        block = lines[start:start + LINES_PER_PAGE]
+        if any(line.strip() for line in block):
+            label = f"lines {start + 1}-{start + len(block)}"
+            pages.append(Page(index, "\n".join(block), label))
+    return ParsedDocument(str(path), path.stem, tuple(pages), tuple(warnings))
+
+
+# -- Markdown -----------------------------------------------------------------------------
+def parse_markdown(path: str | Path) -> ParsedDocument:
+    """A Markdown file as one page per section; a section's label is its heading path."""
+    path = Path(path)
+    text, warnings = read_text(path)
+    sections = Sections(path.stem)
+    for line, heading in _markdown_lines(_without_front_matter(text.splitlines())):
+        if heading is not None:
+            sections.heading(*heading)
+        sections.add(line)
+    return sections.document(path, warnings)
+
+
+def _markdown_lines(lines: list[str]):
+    """Yields (line, (level, title) or None); a setext heading's underline is dropped."""
+    fence = None
+    underline_next = False
+    for index, line in enumerate(lines):
+        if underline_next:
+            underline_next = False
+            continue
+        fence, in_code = _fence_state(line, fence)
+        atx = None if in_code else _ATX.match(line)
+        if atx:
+            yield line, (len(atx.group(1)), (atx.group(2) or "").strip())
+            continue
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        underline = None if in_code else _SETEXT.match(following)
+        if underline and _can_be_setext(line):
+            underline_next = True
+            yield line, (1 if underline.group(1)[0] == "=" else 2, line.strip())
+            continue
+        yield line, None
+
+
+def _fence_state(line: str, fence: str | None) -> tuple[str | None, bool]:
+    """The open fence's character after `line`, and whether `line` is code (fences included)."""
+    match = _FENCE.match(line)
+    if fence is None:
+        return (match.group(1)[0], True) if match else (None, False)
+    if match and match.group(1)[0] == fence:
+        return None, True
+    return fence, True
+
+
+def _can_be_setext(line: str) -> bool:
+    stripped = line.strip()
+    return bool(stripped) and not stripped.startswith(("-", "*", "+", ">", "#", "|"))
+
+
+def _without_front_matter(lines: list[str]) -> list[str]:
+    """YAML front matter (between --- lines at the very top) is metadata, not text."""
+    if lines and lines[0].strip() == "---":
+        for end in range(1, len(lines)):
+            if lines[end].strip() in ("---", "..."):
+                return lines[end + 1:]
+    return lines
+
+
+class Sections:
+    """Collects lines into sections headed by a heading path; used for Markdown, HTML, DOCX."""
+
+    def __init__(self, title: str):
+        self.title = title
+        self._first_heading = ""
+        self._path: list[tuple[int, str]] = []
+        self._lines: list[str] = []
+        self._pages: list[Page] = []
+        self._label = ""
+
+    def heading(self, level: int, title: str) -> None:
+        self._close()
+        while self._path and self._path[-1][0] >= level:
+            self._path.pop()
+        self._path.append((level, title))
+        self._label = HEADING_SEPARATOR.join(name for _, name in self._path)
+        if level == 1 and not self._first_heading:
+            self._first_heading = title
+
+    def add(self, line: str) -> None:
+        self._lines.append(line)
+
+    def add_break(self) -> None:
+        """A blank line between paragraphs, never two in a row."""
+        if self._lines and self._lines[-1] != "":
+            self._lines.append("")
+
+    def document(self, path: Path, warnings: list[str], title: str = "") -> ParsedDocument:
+        self._close()
+        title = title or self._first_heading or self.title
+        pages = tuple(page if page.label else Page(page.number, page.text, title)
+                      for page in self._pages)
+        return ParsedDocument(str(path), title, pages, tuple(warnings))
+
+    def _close(self) -> None:
+        text = "\n".join(self._lines).strip("\n")
+        if text.strip():
+            self._pages.append(Page(len(self._pages) + 1, text, self._label))
+        self._lines = []
