@@ -443,16 +443,20 @@ def worker(kind: str, model: str, spec_file: str) -> None:
     rss_after_load = peak_rss_mib()
     for n in sorted(prompts):  # warm-up: first-run allocations, page faults, weight prepacking
         runner.generate(prompts[n], 4)
-    result = {"load_s": load_s, "rss_after_load_mib": rss_after_load, "runs": {}}
-    for n in sorted(prompts):
-        ttft, decode_s, tokens = runner.generate(prompts[n], new_tokens)
-        if len(tokens) != new_tokens:
-            raise RuntimeError(f"decoded {len(tokens)} tokens, expected {new_tokens}")
-        result["runs"][str(n)] = {
-            "ttft_s": ttft, "prompt_tok_s": n / ttft,
-            "decode_s": decode_s, "decode_tok_s": (new_tokens - 1) / decode_s,
-            "tokens": tokens[: spec["check_tokens"]],
-        }
+    result = {"load_s": load_s, "rss_after_load_mib": rss_after_load,
+              "runs": {str(n): {"ttft_s": [], "decode_s": []} for n in prompts}}
+    for _ in range(spec["inner"]):  # lengths interleaved, so slow phases hit all of them
+        for n in sorted(prompts):
+            ttft, decode_s, tokens = runner.generate(prompts[n], new_tokens)
+            if len(tokens) != new_tokens:
+                raise RuntimeError(f"decoded {len(tokens)} tokens, expected {new_tokens}")
+            run = result["runs"][str(n)]
+            run["ttft_s"].append(ttft)
+            run["decode_s"].append(decode_s)
+            run["tokens"] = tokens[: spec["check_tokens"]]
+    for n, run in result["runs"].items():
+        run["prompt_tok_s"] = [int(n) / t for t in run["ttft_s"]]
+        run["decode_tok_s"] = [(new_tokens - 1) / t for t in run["decode_s"]]
     result["peak_rss_mib"] = peak_rss_mib()
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
@@ -511,9 +515,9 @@ def measure(engines: dict[str, dict], spec_file: Path, reps: int, threads: int) 
                 engine.setdefault("failures", []).append(str(exc))
                 continue
             runs[name].append(result)
-            r64 = result["runs"][min(result["runs"], key=int)]
-            log(f"rep {rep + 1}/{reps} {name}: load {result['load_s']:.2f} s, "
-                f"decode {r64['decode_tok_s']:.1f} tok/s, peak {result['peak_rss_mib']:.0f} MiB")
+            short = result["runs"][min(result["runs"], key=int)]
+            log(f"rep {rep + 1}/{reps} {name}: load {result['load_s']:.2f} s, decode "
+                f"{median(short['decode_tok_s']):.1f} tok/s, peak {result['peak_rss_mib']:.0f} MiB")
     return runs
 
 
@@ -535,11 +539,10 @@ def summarize(engines: dict, runs: dict, lengths: list[int], reference: str | No
                "load_s": median([r["load_s"] for r in results]),
                "peak_rss_mib": median([r["peak_rss_mib"] for r in results]),
                "ttft_s": {}, "prompt_tok_s": {}, "decode_tok_s": {}}
-        for n in lengths:
+        for n in lengths:  # median over every sample: repetitions x inner runs
             key = str(n)
-            row["ttft_s"][key] = median([r["runs"][key]["ttft_s"] for r in results])
-            row["prompt_tok_s"][key] = median([r["runs"][key]["prompt_tok_s"] for r in results])
-            row["decode_tok_s"][key] = median([r["runs"][key]["decode_tok_s"] for r in results])
+            for metric in ("ttft_s", "prompt_tok_s", "decode_tok_s"):
+                row[metric][key] = median([v for r in results for v in r["runs"][key][metric]])
         tokens = results[0]["runs"][str(min(lengths))]["tokens"]
         row["first_tokens"] = tokens
         if ref_tokens is not None:
@@ -553,7 +556,7 @@ def summarize(engines: dict, runs: dict, lengths: list[int], reference: str | No
     return summary
 
 
-def environment(threads: int, new_tokens: int, reps: int, gguf_file: Path) -> dict:
+def environment(threads: int, new_tokens: int, reps: int, inner: int, gguf_file: Path) -> dict:
     cpu = "unknown"
     with open("/proc/cpuinfo") as fh:
         for line in fh:
@@ -572,7 +575,7 @@ def environment(threads: int, new_tokens: int, reps: int, gguf_file: Path) -> di
         "versions": {d: version(d) for d in ("onnxruntime-genai", "onnxruntime", "llama_cpp_python",
                                              "torch", "transformers", "gguf", "numpy")},
         "model": f"{gguf_file.name} ({gguf_file.stat().st_size / 2**20:.0f} MiB)",
-        "threads": threads, "new_tokens": new_tokens, "reps": reps,
+        "threads": threads, "new_tokens": new_tokens, "reps": reps, "inner": inner,
     }
 
 
@@ -632,16 +635,22 @@ def ratios(summary: dict, lengths: list[int]) -> list[str]:
     return out
 
 
-def section(summary: dict, env: dict, lengths: list[int], command: str) -> str:
+def section(summary: dict, env: dict, lengths: list[int], command: str,
+            notes: list[str]) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in env["versions"].items())
     parts = [
         SECTION, "",
-        f"The built-in model ({env['model']}) on this machine, all engines side by side in one run. "
-        f"Medians of {env['reps']} repetitions; each repetition is a fresh subprocess per engine "
-        f"(load, warm-up over every prompt length, then one measured generation per prompt length), "
-        f"engines interleaved and their order rotated between repetitions.", "",
+        f"The built-in model, {env['model']}, on this machine, all engines side by side in one "
+        f"run. Medians of {env['reps']} repetitions x {env['inner']} generations per prompt length; "
+        f"each repetition is a fresh subprocess per engine (load, warm-up over every prompt length, "
+        f"then the measured generations, prompt lengths interleaved), engines interleaved and their "
+        f"order rotated between repetitions. Load time and peak RSS: medians of the "
+        f"{env['reps']} subprocesses.", "",
         table(summary, lengths, env["new_tokens"]), "",
         *ratios(summary, lengths), "",
+        *(["Where the ours and official decoder graphs differ (`python bench/bench_llm.py "
+           "--compare-graphs bench/.cache/ours bench/.cache/official` prints everything):",
+           *notes, ""] if notes else []),
         "What is measured:",
         f"- Prompts are the same token ids for every engine, exactly {', '.join(map(str, lengths))} "
         "tokens (manual-like prose cut at that many tokens).",
@@ -736,7 +745,8 @@ def graph_facts(folder: Path) -> dict:
                      if not hasattr(v, "dims")}
             if node.op_type == "MatMulNBits":
                 attrs["zero_points"] = len(node.input) > 3 and bool(node.input[3])
-                attrs["g_idx/bias"] = [bool(x) for x in node.input[4:]]
+                if any(node.input[4:]):
+                    attrs["g_idx/bias"] = [bool(x) for x in node.input[4:]]
                 matmuls.append((node.name, attrs.get("K"), attrs.get("N")))
                 attrs = {k: v for k, v in attrs.items() if k not in ("K", "N")}
             if node.op_type == "GatherBlockQuantized":
@@ -773,6 +783,32 @@ def graph_facts(folder: Path) -> dict:
     return facts
 
 
+def graph_notes(ours: Path, official: Path) -> list[str]:
+    """A few lines for the doc: where the two decoder graphs differ."""
+    a, b = graph_facts(ours), graph_facts(official)
+    ops = sorted(set(a["ops"]) | set(b["ops"]))
+    counts = ", ".join(f"{op} {a['ops'].get(op, 0)} vs {b['ops'].get(op, 0)}" for op in ops
+                       if a["ops"].get(op, 0) != b["ops"].get(op, 0))
+
+    def variants(facts: dict, op: str) -> str:
+        return "; ".join(f"{n}x {k}" for k, n in facts["attributes"].get(op, {}).items()) or "none"
+
+    return [
+        f"- Node counts that differ (ours vs official): {counts or 'none'}; "
+        f"nodes in all: {sum(a['ops'].values())} vs {sum(b['ops'].values())}.",
+        f"- MatMulNBits, ours: {variants(a, 'MatMulNBits')}.",
+        f"- MatMulNBits, official: {variants(b, 'MatMulNBits')}.",
+        f"- Embedding, ours: {', '.join(a['embedding']) or '-'}; official: "
+        f"{', '.join(b['embedding']) or '-'}; lm_head shares the embedding's weight: "
+        f"ours {a['lm_head weight shared with embedding']}, official "
+        f"{b['lm_head weight shared with embedding']}.",
+        f"- GroupQueryAttention, ours: {variants(a, 'GroupQueryAttention')}; official: "
+        f"{variants(b, 'GroupQueryAttention')}.",
+        f"- Weights on disk: ours {a['initializer_bytes'] / 2**20:.0f} MiB, official "
+        f"{b['initializer_bytes'] / 2**20:.0f} MiB.",
+    ]
+
+
 def compare_graphs(a: Path, b: Path) -> str:
     fa, fb = graph_facts(a), graph_facts(b)
     lines = [f"A = {a}", f"B = {b}"]
@@ -806,21 +842,28 @@ def run_benchmark(args: argparse.Namespace) -> dict:
     spec_file = CACHE / "prompts.json"
     spec_file.write_text(json.dumps({
         "prompts": {str(n): ids for n, ids in build_prompts(tokenizer_dir, lengths).items()},
-        "new_tokens": args.new_tokens, "threads": args.threads, "check_tokens": 16}))
+        "new_tokens": args.new_tokens, "threads": args.threads, "check_tokens": 16,
+        "inner": args.inner}))
     runs = measure(engines, spec_file, args.reps, args.threads)
     reference = "llama.cpp" if "llama.cpp" in names else None
     # the command that reproduces the measurement: the options that differ from the defaults
     options = []
     for flag, value, default in (("--engines", args.engines, ",".join(ENGINES)),
-                                 ("--reps", args.reps, 5), ("--threads", args.threads, 2),
+                                 ("--reps", args.reps, 5), ("--inner", args.inner, 3),
+                                 ("--threads", args.threads, 2),
                                  ("--new-tokens", args.new_tokens, 128),
                                  ("--prompt-lengths", args.prompt_lengths, "64,512,1500")):
         if value != default:
             options += [flag, str(value)]
+    notes = []
+    if "error" not in engines.get("ours", {"error": 1}) and \
+            "error" not in engines.get("official", {"error": 1}):
+        notes = graph_notes(engines["ours"]["model"], engines["official"]["model"])
     return {
+        "graph_notes": notes,
         "command": " ".join(["python bench/bench_llm.py", *options]),
         "lengths": lengths,
-        "environment": environment(args.threads, args.new_tokens, args.reps, gguf_file),
+        "environment": environment(args.threads, args.new_tokens, args.reps, args.inner, gguf_file),
         "summary": summarize(engines, runs, lengths, reference),
         "runs": runs,
         "engines": {k: {kk: str(vv) for kk, vv in v.items()} for k, v in engines.items()},
@@ -833,6 +876,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, from {', '.join(ALL_ENGINES)} (default: "
                              f"{','.join(ENGINES)})")
     parser.add_argument("--reps", type=int, default=5, help="repetitions (>= 3); medians reported")
+    parser.add_argument("--inner", type=int, default=3,
+                        help="measured generations per prompt length inside each repetition")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--prompt-lengths", default="64,512,1500")
@@ -875,7 +920,8 @@ def main(argv: list[str] | None = None) -> int:
         print(table(summary, lengths, payload["environment"]["new_tokens"]))
         print("\n".join(ratios(summary, lengths)))
     if not args.no_doc:
-        update_doc(args.doc, section(summary, payload["environment"], lengths, payload["command"]))
+        update_doc(args.doc, section(summary, payload["environment"], lengths, payload["command"],
+                                     payload.get("graph_notes", [])))
         log(f"updated {args.doc}")
     return 0
 

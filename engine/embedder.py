@@ -75,6 +75,12 @@ class Embedder:
         return self._dimension
 
     @property
+    def input_names(self) -> tuple[str, ...]:
+        """The inputs the model asked for (token_type_ids only if it has that input)."""
+        self.load()
+        return tuple(self._inputs)
+
+    @property
     def model_id(self) -> str:
         """'<name>:<16 hex>': the folder (or file) name, and a SHA-256 over model.onnx's size,
         its first and last MiB, and the whole tokenizer.json. Hashing both ends keeps opening
@@ -89,7 +95,7 @@ class Embedder:
         return len(self._counter.encode(text, add_special_tokens=False).ids)
 
     def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
-        encodings = self._counter.encode_batch(list(texts), add_special_tokens=False)
+        encodings = self._counter.encode_batch_fast(list(texts), add_special_tokens=False)
         return [len(e.ids) for e in encodings]
 
     # -- embeddings -----------------------------------------------------------------------

@@ -32,8 +32,9 @@ class DocumentError(EngineError):
     _MESSAGES = {
         "encrypted": "'{name}' is password-protected{detail}. Save a copy without the password "
                      "and add that instead.",
-        "no_text": "'{name}' has no text layer{detail}; it looks scanned, and OCR is not "
-                   "available. Add a version with text (exported from the original, or after OCR).",
+        "no_text": "'{name}' has no text layer{detail}, and OCR is not available, so it "
+                   "cannot be searched. Add a version with text (exported from the original, "
+                   "or after OCR).",
         "invalid": "'{name}' is damaged or not a valid {format} file{detail}. Open it in its "
                    "own application and save a repaired copy, or remove it.",
         "empty": "'{name}' is empty{detail}; there is nothing to index. Replace it with the "

@@ -125,7 +125,8 @@ class IndexStore:
     @classmethod
     def open(cls, folder: Path, *, embedder_id: str | None, dimension: int | None, create: bool = True,
              read_only: bool = False) -> "IndexStore":
-        """Open (or create) the collection in `folder`.
+        """Open (or create) the collection in `folder`. embedder_id and dimension may be None
+        to take whatever the collection was built with (no new collection, then).
 
         A writer holds the collection's lock until close(); a second writer gets an EngineError.
         A collection built with another embedder cannot be opened for writing; read-only it
@@ -139,15 +140,17 @@ class IndexStore:
         try:
             db = _connect(db_path, read_only)
             try:
-                store = cls._from_connection(folder, db, lock, embedder_id, dimension, read_only)
+                return cls._from_connection(folder, db, lock, embedder_id, dimension, read_only)
             except BaseException:
                 db.close()
                 raise
-        except BaseException:
+        except BaseException as exc:
             if lock is not None:
                 lock.close()
+            if type(exc) is sqlite3.DatabaseError:  # not a database, malformed (not locked, not I/O)
+                raise EngineError(f"The collection in '{folder}' is damaged ({exc}); "
+                                  "remove the folder and index the documents again.") from exc
             raise
-        return store
 
     @classmethod
     def _from_connection(cls, folder, db, lock, embedder_id, dimension, read_only) -> "IndexStore":
@@ -456,7 +459,8 @@ class IndexStore:
 
     def _reconcile(self) -> tuple[int, int]:
         """Make faiss hold exactly SQLite's chunk ids. Returns (added, removed) counts."""
-        in_sqlite = np.fromiter((row[0] for row in self._db.execute("SELECT id FROM chunks")), dtype=np.int64)
+        rows = self._db.execute("SELECT id FROM chunks")
+        in_sqlite = np.fromiter((row[0] for row in rows), dtype=np.int64)
         in_faiss = self._vectors.ids()
         extra = np.setdiff1d(in_faiss, in_sqlite, assume_unique=True)
         missing = np.setdiff1d(in_sqlite, in_faiss, assume_unique=True)
@@ -469,9 +473,10 @@ class IndexStore:
 
     def _embeddings_of(self, chunk_ids: list[int]) -> tuple[list[int], np.ndarray]:
         marks = ",".join("?" * len(chunk_ids))
-        rows = self._db.execute(f"SELECT id, embedding FROM chunks WHERE id IN ({marks})", chunk_ids).fetchall()
-        blob = b"".join(row[1] for row in rows)
-        return [row[0] for row in rows], np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self._dimension)
+        sql = f"SELECT id, embedding FROM chunks WHERE id IN ({marks})"
+        rows = self._db.execute(sql, chunk_ids).fetchall()
+        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
+        return [row[0] for row in rows], matrix.reshape(len(rows), self._dimension)
 
     def _refresh_if_changed_elsewhere(self) -> None:
         """Another process committed (a reader beside an indexer): bring faiss up to date."""
@@ -499,7 +504,8 @@ class IndexStore:
         found: set[int] = set()
         for batch in _batches(chunk_ids):
             marks = ",".join("?" * len(batch))
-            found.update(row[0] for row in self._db.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", batch))
+            rows = self._db.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", batch)
+            found.update(row[0] for row in rows)
         return found
 
     def _remove_stale_vector_files(self) -> None:
@@ -551,7 +557,8 @@ class _Vectors:
         return int(ids.max()) if ids.size else 0
 
     def add(self, ids: list[int], vectors: np.ndarray) -> None:
-        self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(ids, dtype=np.int64))
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._index.add_with_ids(matrix, np.asarray(ids, dtype=np.int64))
 
     def remove(self, ids: list[int]) -> None:
         self._index.remove_ids(np.asarray(ids, dtype=np.int64))
@@ -580,7 +587,8 @@ def fts_query(text: str) -> str:
     Quoting makes operators (AND, NEAR, *, ^, column:, parentheses) plain words; words
     without a letter or digit are dropped, since they would be empty phrases."""
     terms: list[str] = []
-    printable = "".join(ch if ch.isprintable() else " " for ch in _clean(text))  # NUL ends the string in FTS5
+    # Control characters become spaces: FTS5 reads a NUL as the end of the query.
+    printable = "".join(ch if ch.isprintable() else " " for ch in _clean(text))
     for word in printable.split():
         if not any(ch.isalnum() for ch in word):
             continue
@@ -594,6 +602,7 @@ def _take_writer_lock(folder: Path):
     """Hold an OS lock on writer.lock; the OS releases it when the process ends, even killed."""
     folder.mkdir(parents=True, exist_ok=True)
     handle = open(folder / LOCK_NAME, "a+b")
+    handle.seek(0)  # msvcrt locks bytes from the current position
     if not _try_lock(handle):
         handle.close()
         raise EngineError(f"The collection '{folder.name}' is being indexed by another process; "
@@ -621,12 +630,16 @@ def _connect(db_path: Path, read_only: bool) -> sqlite3.Connection:
     # Autocommit mode: this module writes BEGIN/COMMIT itself. The store may be created on one
     # thread and used on a worker thread (one at a time), hence check_same_thread=False.
     db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    db.row_factory = sqlite3.Row
-    db.execute("PRAGMA busy_timeout = 10000")
-    db.execute("PRAGMA foreign_keys = ON")
-    if not read_only:
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = FULL")
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.execute("PRAGMA foreign_keys = ON")
+        if not read_only:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        db.close()
+        raise
     return db
 
 
@@ -654,13 +667,13 @@ def _set_meta(db: sqlite3.Connection, **values) -> None:
 def _read_meta(db: sqlite3.Connection, folder: Path) -> dict:
     try:
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
-    except sqlite3.DatabaseError as exc:
-        raise EngineError(f"The collection in '{folder}' cannot be read ({exc}); "
-                          "remove the folder and index the documents again.") from exc
+    except sqlite3.OperationalError as exc:  # no meta table: not one of our collections
+        raise EngineError(f"'{folder}' does not hold a collection this app can read ({exc}).") from exc
     version = int(meta.get("schema_version", 0))
     if version != SCHEMA_VERSION:
         raise EngineError(f"The collection in '{folder}' has format {version}, this app reads format "
-                          f"{SCHEMA_VERSION}; use a matching version of the app or index the documents again.")
+                          f"{SCHEMA_VERSION}; use a matching version of the app or index the documents "
+                          "again.")
     return meta
 
 
@@ -676,6 +689,8 @@ def _embedder_mismatch(meta: dict, embedder_id: str | None, dimension: int | Non
 
 def _as_matrix(vectors, rows: int, dimension: int) -> np.ndarray:
     matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.size == 0 and rows == 0:
+        matrix = matrix.reshape(0, dimension)
     if rows == 1 and matrix.ndim == 1:
         matrix = matrix.reshape(1, -1)
     if matrix.shape != (rows, dimension):

@@ -30,15 +30,13 @@ import itertools
 import json
 import multiprocessing
 import os
-import signal
-import sys
 import traceback
-import types
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
 from . import errors
+from .child_process import caller_script_hidden, describe_exit, quiet_child
 from .errors import EngineError, EngineProcessError, GenerationError
 from .llm import CancelFlag, GenerationStream, Message
 from .types import GenerationParams, GenerationResult, GenerationStats
@@ -274,7 +272,7 @@ class _Child:
             target=child_main, args=(child_end,), name="offline-assistant-llm", daemon=True
         )
         try:
-            with _caller_script_hidden():
+            with caller_script_hidden():
                 process.start()
         except OSError as exc:
             parent_end.close()
@@ -326,22 +324,14 @@ class _Child:
 
     def _died(self) -> EngineProcessError:
         self.process.join(_STOP_TIMEOUT_S)
-        how = _describe_exit(self.process.exitcode)
+        how = describe_exit(self.process.exitcode)
         return EngineProcessError(
             f"The model process stopped unexpectedly ({how}); it may have run out of memory. "
             "The answer was lost; ask again and the model will be started afresh."
         )
 
 
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "it stopped answering"
-    if code < 0:
-        try:
-            return f"killed by signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+
 
 
 def _error_from(reply: dict) -> EngineError:
@@ -356,22 +346,13 @@ def _error_from(reply: dict) -> EngineError:
         return EngineError(message)
 
 
-@contextlib.contextmanager
-def _caller_script_hidden():
-    """A spawned child re-runs the caller's __main__ script, which may import Qt; show it a
-    bare __main__ so the child imports only the engine."""
-    original = sys.modules["__main__"]
-    sys.modules["__main__"] = types.ModuleType("__main__")
-    try:
-        yield
-    finally:
-        sys.modules["__main__"] = original
+
 
 
 # -- child side ---------------------------------------------------------------------------
 def child_main(conn: Connection) -> None:
     """The child's loop: serve requests until told to close or the caller goes away."""
-    _quiet_child()
+    quiet_child()
     llm = None
     try:
         while True:
@@ -398,14 +379,7 @@ def child_main(conn: Connection) -> None:
         conn.close()
 
 
-def _quiet_child() -> None:
-    # Ctrl-C reaches the whole process group; the caller decides how to cancel.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The caller's stdout may be the answer itself (the CLI); keep library output off it.
-    if sys.stderr is not None and sys.stdout is not None:
-        with contextlib.suppress(OSError, ValueError):  # no console (a GUI app)
-            os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-        sys.stdout = sys.stderr
+
 
 
 def _serve_load(conn: Connection, request: dict, llm):

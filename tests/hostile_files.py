@@ -51,17 +51,18 @@ def text_content(text: str) -> bytes:
 
 
 def text_pdf(pages: list[str], title: str | None = None, page_tree: bytes | None = None,
-             extra_objects: list[bytes] = (), **build) -> bytes:
+             extra_objects: list[bytes] = (), page_entries: bytes = b"", **build) -> bytes:
     """One page per string. Objects: 1 catalog, 2 page tree, 3 font, then page and content
-    pairs, then `extra_objects`, then the /Info dictionary if `title`."""
+    pairs, then `extra_objects`, then the /Info dictionary if `title`. `page_entries` go
+    into every page's dictionary."""
     objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"",
                b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     kids = []
     for text in pages:
         kids.append(len(objects) + 1)
-        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+        objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] %s"
                        b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>"
-                       % (len(objects) + 2))
+                       % (page_entries, len(objects) + 2))
         objects.append(stream(text_content(text)))
     references = b" ".join(b"%d 0 R" % kid for kid in kids)
     objects[1] = page_tree or b"<< /Type /Pages /Kids [%s] /Count %d >>" % (references, len(kids))
@@ -91,8 +92,8 @@ def write_manual_pdf(folder: Path, name: str = "manual.pdf") -> Path:
     return path
 
 
-def write_long_pdf(folder: Path, pages: int = 3000) -> Path:
-    """Many small pages: a pypdf read that takes seconds (for the time limit)."""
+def write_long_pdf(folder: Path, pages: int = 8000) -> Path:
+    """Many small pages: a read that takes pypdf about 10 s here (for the time limit)."""
     path = folder / "long.pdf"
     texts = [f"Page {number} of the long manual.\n" + "Filler text for timing. " * 20
              for number in range(1, pages + 1)]
@@ -287,42 +288,32 @@ def encrypted_pdf(folder: Path, algorithm: str = "RC4-128", user_password: str =
 
 
 def deep_array_pdf(folder: Path, depth: int = 200_000) -> Path:
-    """The page's /Resources holds an array nested 200,000 deep."""
+    """The page's dictionary holds an array nested 200,000 deep."""
     path = folder / "deep-array.pdf"
-    data = text_pdf(["Deep below."])
     deep = b"/Deep " + b"[" * depth + b"]" * depth + b" "
-    path.write_bytes(data.replace(b"/Resources << ", b"/Resources << " + deep, 1))
-    # the page object grew: rebuild so the xref offsets are right again
-    return _rewrite_offsets(path)
-
-
-def _rewrite_offsets(path: Path) -> Path:
-    """Re-numbers the xref table of a build_pdf file after an object was edited."""
-    data = path.read_bytes()
-    head, _, _ = data.partition(b"xref\n")
-    objects = []
-    for chunk in head.split(b" 0 obj\n")[1:]:
-        objects.append(chunk.rsplit(b"\nendobj\n", 1)[0])
-    trailer = data[data.index(b"<< /Size"):data.index(b">>\nstartxref")]
-    trailer = b" ".join(trailer.split()[3:])  # what follows "/Size n"
-    path.write_bytes(build_pdf(objects, trailer))
+    path.write_bytes(text_pdf(["Deep below."], page_entries=deep))
     return path
 
 
-def scanned_pdf(folder: Path, pages: int = 2) -> Path:
-    """Pages that only draw an 8x8 grey image: what a scanner writes, minus the OCR."""
+def scanned_pdf(folder: Path, texts: tuple[str | None, ...] = (None, None),
+                name: str = "scanned.pdf") -> Path:
+    """Pages that draw an 8x8 grey image, as a scanner without OCR writes them; where
+    `texts` has a string instead of None, that page has text and no image."""
     image = stream(bytes(range(0, 256, 4)), b"/Type /XObject /Subtype /Image /Width 8 "
                    b"/Height 8 /ColorSpace /DeviceGray /BitsPerComponent 8")
-    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", image]
+    objects = [b"<< /Type /Catalog /Pages 2 0 R >>", b"", image,
+               b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     kids = []
-    for _ in range(pages):
+    for text in texts:
         kids.append(len(objects) + 1)
         objects.append(b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources "
-                       b"<< /XObject << /Im1 3 0 R >> >> /Contents %d 0 R >>" % (len(objects) + 2))
-        objects.append(stream(b"q 400 0 0 600 100 100 cm /Im1 Do Q"))
+                       b"<< /XObject << /Im1 3 0 R >> /Font << /F1 4 0 R >> >> /Contents %d 0 R >>"
+                       % (len(objects) + 2))
+        drawing = text_content(text) if text is not None else b"q 400 0 0 600 100 100 cm /Im1 Do Q"
+        objects.append(stream(drawing))
     objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
         b" ".join(b"%d 0 R" % kid for kid in kids), len(kids))
-    path = folder / "scanned.pdf"
+    path = folder / name
     path.write_bytes(build_pdf(objects))
     return path
 

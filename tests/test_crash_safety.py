@@ -80,7 +80,8 @@ def check_document(doc: dict) -> None:
     version = int(re.search(r" v(\d+) ", doc["title"]).group(1))
     intended = crash_writer.document(number, version)
     assert doc["sha256"] == intended.sha256
-    assert doc["chunk_count"] == len(intended.chunks) == int(re.search(r"chunks=(\d+)", doc["title"]).group(1))
+    in_title = int(re.search(r"chunks=(\d+)", doc["title"]).group(1))
+    assert doc["chunk_count"] == len(intended.chunks) == in_title
 
 
 def check_collection(folder: Path, rng: random.Random) -> tuple[int, dict]:

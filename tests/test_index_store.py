@@ -117,7 +117,8 @@ def test_failed_documents_are_listed_with_their_reason_until_replaced(store):
     store.record_failure("/docs/locked.pdf", sha256="s1", size=10, mtime=2.0, status="failed",
                          error="The file is encrypted; enter its password or remove it")
     listed = store.list_documents()
-    assert [(d["path"], d["status"], d["chunk_count"]) for d in listed] == [("/docs/locked.pdf", "failed", 0)]
+    assert [(d["path"], d["status"], d["chunk_count"]) for d in listed] == [
+        ("/docs/locked.pdf", "failed", 0)]
     assert "encrypted" in listed[0]["error"]
     add(store, "/docs/locked.pdf", MANUAL[:1], seed=1, sha="s2")
     again = store.find_document("/docs/locked.pdf")
@@ -139,7 +140,7 @@ def test_warnings_are_kept_with_a_ready_document(store):
 
 def test_a_failed_add_leaves_the_previous_copy_untouched(store):
     add(store, "/docs/a.pdf", MANUAL, seed=1, sha="v1")
-    broken = chunks("fine", "also fine") + [Chunk(page="three", start=0, end=1, text="x")]  # fails mid-insert
+    broken = chunks("fine", "also fine") + [Chunk(page="three", start=0, end=1, text="x")]  # fails midway
     with pytest.raises(ValueError):
         store.add_document("/docs/a.pdf", "v2", 1, 1.0, "T", 3, broken, vectors(3, 9))
     with pytest.raises(ValueError):
@@ -194,8 +195,8 @@ HOSTILE = ['"', '""', '"E-1234', 'NEAR(pump sensor', 'pump NEAR/2 sensor', '*', 
            'NOT pump', '"pump" "', 'pump OR', 'x' * 10000, ' '.join(['word'] * 500)]
 
 
-FIND_PUMP = {'NEAR(pump sensor', 'pump NEAR/2 sensor', 'pump*', 'pump AND', '^pump', '-pump', '{text}: pump',
-             'NOT pump', '"pump" "', 'pump OR'}
+FIND_PUMP = {'NEAR(pump sensor', 'pump NEAR/2 sensor', 'pump*', 'pump AND', '^pump', '-pump',
+             '{text}: pump', 'NOT pump', '"pump" "', 'pump OR'}
 
 
 @pytest.mark.parametrize("query", HOSTILE)
@@ -375,7 +376,8 @@ def test_vectors_of_removed_documents_never_come_back(folder):
         assert store.open_report["removed"] == len(MANUAL)
         assert len(store.vector_ids()) == 2
         for embedding in first:
-            assert all(store.chunk(i)["path"] == "/docs/b.pdf" for i, _ in store.search_dense(embedding, 10))
+            hits = store.search_dense(embedding, 10)
+            assert all(store.chunk(i)["path"] == "/docs/b.pdf" for i, _ in hits)
 
 
 def test_old_and_temporary_faiss_files_are_cleaned_up(folder):
@@ -446,3 +448,20 @@ def test_a_second_writer_process_is_refused_until_the_first_ends(folder):
         holder.stdout.close()
     with open_store(folder) as store:
         assert store.quick_check() == "ok"
+
+
+def test_a_damaged_database_gives_an_actionable_error(folder):
+    folder.mkdir()
+    (folder / DB_NAME).write_bytes(b"this is not an SQLite database" * 200)
+    for read_only in (False, True):
+        with pytest.raises(EngineError, match="index the documents again"):
+            open_store(folder, read_only=read_only)
+    with pytest.raises(EngineError, match="damaged"):  # and the writer lock was released
+        open_store(folder)
+
+
+def test_a_document_without_chunks(store):
+    store.add_document("/docs/empty.pdf", "s", 1, 1.0, "E", 1, [], [], status="ready_with_warnings",
+                       error="no text was found to index")
+    assert store.find_document("/docs/empty.pdf")["chunk_count"] == 0
+    assert store.stats()["vectors"] == 0

@@ -27,6 +27,7 @@ CountTokens = Callable[[str], int]
 CountTokensBatch = Callable[[Sequence[str]], Sequence[int]]
 
 EDGE_LINES = 3  # lines looked at, at each end of a page, for running headers and footers
+MAX_BOILERPLATE_CHARS = 160  # longer lines are text, whatever repeats
 MIN_PAGES_FOR_BOILERPLATE = 4
 MAX_HEADING_DEPTH = 6
 
@@ -107,24 +108,25 @@ def _edge_indexes(text: str, lines: list[tuple[int, int]]) -> list[int]:
     return filled[:EDGE_LINES] + filled[-EDGE_LINES:]
 
 
-def boilerplate_keys(pages: Sequence[Page]) -> set[str]:
+def boilerplate_keys(pages: Sequence[Page], paged: bool = True) -> set[str]:
     """Keys (see `line_key`) of running headers and footers, for documents of 4 pages or more:
     lines among the first or last 3 of a page that recur there on at least half the pages of
-    the document, or on at least 3 pages and half of those from their first to their last
-    (chapter headers), and bare page numbers."""
+    the document, and bare page numbers. In `paged` documents (PDF) also chapter headers:
+    lines there on at least 2 pages and on half of those from their first to their last."""
     if len(pages) < MIN_PAGES_FOR_BOILERPLATE:
         return set()
     seen: dict[str, list[int]] = {}
     for number, page in enumerate(pages):
         lines = _split_lines(page.text)
-        for key in {line_key(page.text[a:b]) for a, b in
-                    (lines[i] for i in _edge_indexes(page.text, lines))}:
+        edges = (lines[i] for i in _edge_indexes(page.text, lines))
+        for key in {line_key(page.text[a:b]) for a, b in edges
+                    if b - a <= MAX_BOILERPLATE_CHARS}:
             seen.setdefault(key, []).append(number)
     keys = set()
     for key, where in seen.items():
         stretch = where[-1] - where[0] + 1
-        if (2 * len(where) >= len(pages) or (len(where) >= 3 and 2 * len(where) >= stretch)
-                or _PAGE_NUMBER_KEY.match(key)):
+        chapter_header = paged and len(where) >= 2 and 2 * len(where) >= stretch
+        if 2 * len(where) >= len(pages) or chapter_header or _PAGE_NUMBER_KEY.match(key):
             keys.add(key)
     return keys
 
@@ -159,78 +161,100 @@ _RULE = re.compile(r"^\s*([-*_=~])(?:\s*\1){2,}\s*$")
 _SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
 _MD_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)[\s#]*$")
 _NUMBERED = re.compile(r"^\s*(\d{1,2}(?:\.\d{1,3}){0,4})(\.?)\s+([A-Z]\S*(?:\s+\S+){0,11})\s*$")
+_CHAPTER = re.compile(r"^\s*(?:Chapter|Appendix|Part|Annex)\s+(?:\d{1,3}|[A-Z]|[IVXLC]+)"
+                      r"(?:[:.]?$|[:.]?\s+[A-Z])")
+_RUNNING_TAIL = re.compile(r"(?:[.,;-]|:.*\s\d+)$")  # "Chapter 3: Objects 15" is a page header
+_NOT_A_TITLE = re.compile(r"[\d%=<>$]")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•◦▪‣–·]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)])\s+\S")
 _PROMPT = re.compile(r"^\s*(?:\$|>>>|>|PS>|\.\.\.)\s")
 _DOT_LEADERS = re.compile(r"\.\s?\.\s?\.")
 _CODE_CHARS = re.compile(r"[()\[\]{}<>=$|\\@#*_]")
 _CELL_GAP = re.compile(r"(?: {2,}|\t+)(?=\S)")
-_MINOR_WORDS = frozenset("a an and as at by for from in into of on or per the to vs via with".split())
+_MINOR_WORDS = frozenset(
+    "a an and as at by for from in into of on or per the to vs via with".split())
 _SENTENCE_END = ".!?:"
 
 
 class _PageLines:
     """The content lines of one page, with the line tests that need their neighbours."""
 
-    def __init__(self, text: str, lines: list[tuple[int, int]]):
+    def __init__(self, text: str, lines: list[tuple[int, int]], markdown: bool):
+        self.markdown = markdown  # '#' lines are headings, not comments in code
         self.text = text
         self.spans = lines
         self.raw = [text[a:b].rstrip("\r") for a, b in lines]
         self.strip = [line.strip() for line in self.raw]
+        self.count = len(lines)
+        self._kinds: list[str | None] = [None] * len(lines)  # each line is classified once
 
-    def __len__(self) -> int:
-        return len(self.raw)
-
+    # Cheap first-character tests come before each regex: pages have many lines.
     def blank(self, i: int) -> bool:
-        return not self.strip[i] or bool(_RULE.match(self.raw[i])) and not self.setext_below(i - 1)
+        line = self.strip[i]
+        return not line or (line[0] in "-*_=~" and bool(_RULE.match(line))
+                            and not self.setext_below(i - 1))
 
     def indent(self, i: int) -> int:
         line = self.raw[i].expandtabs(4)
         return len(line) - len(line.lstrip())
 
     def ends_sentence_before(self, i: int) -> bool:
-        """True at the page's start, after a blank line or after a finished sentence."""
-        return i == 0 or not self.strip[i - 1] or self.strip[i - 1][-1] in _SENTENCE_END
+        """True at the page's start, after a blank line, a heading or a finished sentence."""
+        before = self.strip[i - 1] if i else ""
+        if not before or self._kinds[i - 1] == "heading":  # lines are classified in order
+            return True
+        return before[-1] in _SENTENCE_END and not before.endswith("..")
 
     def setext_below(self, i: int) -> bool:
-        return (0 <= i < len(self) - 1 and bool(self.strip[i]) and not _RULE.match(self.raw[i])
-                and bool(_SETEXT.match(self.raw[i + 1])) and len(self.strip[i + 1]) >= 3)
+        return (0 <= i < self.count - 1 and self.strip[i + 1][:1] in ("=", "-")
+                and len(self.strip[i + 1]) >= 3 and bool(_SETEXT.match(self.raw[i + 1]))
+                and bool(self.strip[i]) and not _RULE.match(self.raw[i]))
 
     def table_row(self, i: int) -> bool:
         line = self.strip[i]
-        return line.count("|") >= 2 or len(_CELL_GAP.findall(line)) >= 2
+        if "|" in line:
+            return line.count("|") >= 2
+        return ("  " in line or "\t" in line) and len(_CELL_GAP.findall(line)) >= 2
 
     def cell_starts(self, i: int) -> set[int]:
         line = self.raw[i].expandtabs(4)
         return {m.end() for m in _CELL_GAP.finditer(line)}
 
     def table_starts(self, i: int) -> bool:
-        if i + 1 >= len(self) or not (self.table_row(i) and self.table_row(i + 1)):
+        if i + 1 >= self.count or not (self.table_row(i) and self.table_row(i + 1)):
             return False
         if "|" in self.strip[i]:
             return True
         return bool(self.cell_starts(i) & self.cell_starts(i + 1))  # columns line up
 
     def code_line(self, i: int, after_code: bool = False) -> bool:
-        if _PROMPT.match(self.raw[i]):
+        if self.strip[i][:1] in ("$", ">", "P", ".") and _PROMPT.match(self.raw[i]):
             return True
-        indented = self.indent(i) >= 4 and not _LIST_ITEM.match(self.raw[i])
+        indented = (self.raw[i][:1] in (" ", "\t") and self.indent(i) >= 4
+                    and not _LIST_ITEM.match(self.raw[i]))
         return indented and (after_code or i == 0 or not self.strip[i - 1])
 
     def heading(self, i: int) -> tuple[int, str] | None:
         """(level, text) when line i is a heading; level 0 means 'under the last numbered or
         Markdown heading' (a title-case line whose rank the text does not say)."""
         raw, line = self.raw[i], self.strip[i]
-        if len(line) > 100 or _DOT_LEADERS.search(line):
+        if len(line) > 100:
             return None
-        if match := _MD_HEADING.match(raw):
+        if line[0] == "#" and self.markdown and (match := _MD_HEADING.match(raw)):
             return (len(match.group(1)), match.group(2)) if match.group(2) else None
         if self.setext_below(i):
             return (1 if self.strip[i + 1][0] == "=" else 2), line
-        if match := _NUMBERED.match(raw):
+        if not (line[0].isdigit() or line[0].isupper()) or _DOT_LEADERS.search(line):
+            return None
+        if (line[0] in "ACP" and _CHAPTER.match(raw) and not _RUNNING_TAIL.search(line)
+                and self.ends_sentence_before(i)):
+            return 1, " ".join(line.split())
+        if line[0].isdigit() and (match := _NUMBERED.match(raw)):
             number, dot, rest = match.groups()
-            single = "." not in number
-            if rest[-1] in ".,;:" or (single and (dot or not self.ends_sentence_before(i))):
+            after_sentence = self.ends_sentence_before(i)
+            if rest[-1] in ".,;:-" or not (after_sentence or _NOT_A_TITLE.search(rest) is None):
                 return None
+            if "." not in number and (dot or not after_sentence):
+                return None  # "1. Open the lid" is a list item, "3 of them" a wrapped line
             return number.count(".") + 1, " ".join(line.split())
         if self.title_line(i):
             return 0, " ".join(line.split())
@@ -238,7 +262,7 @@ class _PageLines:
 
     def title_line(self, i: int) -> bool:
         line = self.strip[i]
-        if (len(line) > 70 or line[-1] in ".,;:!?" or not line[0].isupper()
+        if (len(line) > 70 or line[-1] in ".,;:!?-" or not line[0].isupper()
                 or _CODE_CHARS.search(line) or _LIST_ITEM.match(line)):
             return False
         words = [w for w in line.split() if w[0].isalpha()]
@@ -246,16 +270,24 @@ class _PageLines:
             return False
         if not all(w[0].isupper() or w.lower() in _MINOR_WORDS for w in words):
             return False
-        next_line = self.strip[i + 1] if i + 1 < len(self) else ""
-        if next_line[:1].islower() or not self.ends_sentence_before(i):
-            return False
-        # A lone capitalised word is a heading only when it stands between blank lines.
-        return len(words) > 1 or (not next_line and (i == 0 or not self.strip[i - 1]))
+        next_line = self.strip[i + 1] if i + 1 < self.count else ""
+        if next_line[:1].islower() or not self.ends_sentence_before(i) or _numeric(next_line):
+            return False  # a wrapped sentence, or a table's header row
+        # Two real words at least ("See Also" is a caption in reference manuals), or a lone
+        # word standing between blank lines.
+        if sum(len(w) >= 4 for w in words) >= 2:
+            return True
+        return len(words) == 1 and not next_line and (i == 0 or not self.strip[i - 1])
 
     def kind(self, i: int) -> str:
+        if self._kinds[i] is None:
+            self._kinds[i] = self._classify(i)
+        return self._kinds[i]
+
+    def _classify(self, i: int) -> str:
         if self.blank(i):
             return "blank"
-        if _FENCE.match(self.raw[i]):
+        if self.strip[i][0] in "`~" and _FENCE.match(self.raw[i]):
             return "fence"
         if self.heading(i):
             return "heading"
@@ -268,11 +300,17 @@ class _PageLines:
         return "text"
 
 
+def _numeric(line: str) -> bool:
+    """Mostly numbers, like a row of a table."""
+    cells = line.split()
+    return bool(cells) and 2 * sum(c[0].isdigit() or c[0] in "-+." for c in cells) >= len(cells)
+
+
 def _block_end(lines: _PageLines, i: int, kind: str) -> int:
     """The index of the last line of the block of `kind` that starts at line i."""
     if kind == "fence":
-        return next((j for j in range(i + 1, len(lines)) if _FENCE.match(lines.raw[j])),
-                    len(lines) - 1)
+        return next((j for j in range(i + 1, lines.count) if _FENCE.match(lines.raw[j])),
+                    lines.count - 1)
     if kind == "heading":
         return i + 1 if lines.setext_below(i) else i
     if kind == "list":
@@ -286,7 +324,7 @@ def _block_end(lines: _PageLines, i: int, kind: str) -> int:
 
 def _run_end(lines: _PageLines, i: int, belongs: Callable[[int], bool]) -> int:
     j = i
-    while j + 1 < len(lines) and belongs(j + 1):
+    while j + 1 < lines.count and belongs(j + 1):
         j += 1
     return j
 
@@ -294,10 +332,10 @@ def _run_end(lines: _PageLines, i: int, belongs: Callable[[int], bool]) -> int:
 def _list_end(lines: _PageLines, i: int) -> int:
     """Items, their wrapped or indented continuation lines, and blank lines between items."""
     last, j = i, i + 1
-    while j < len(lines):
+    while j < lines.count:
         kind = lines.kind(j)
         if kind == "blank":
-            after = next((k for k in range(j, len(lines)) if not lines.blank(k)), None)
+            after = next((k for k in range(j, lines.count) if not lines.blank(k)), None)
             if after is None or not (lines.kind(after) == "list" or lines.indent(after) >= 2):
                 break
             last, j = after, after + 1
@@ -356,11 +394,12 @@ def _heading_like_label(label: str) -> bool:
     return bool(label.strip()) and not _LOCATION_LABEL.match(label)
 
 
-def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings) -> list[_Block]:
+def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings,
+                 pdf: bool) -> list[_Block]:
     text, found = page.text, []
-    page_lines = _PageLines(text, lines)
+    page_lines = _PageLines(text, lines, markdown=not pdf)
     i = 0
-    while i < len(page_lines):
+    while i < page_lines.count:
         kind = page_lines.kind(i)
         if kind == "blank":
             i += 1
@@ -378,14 +417,14 @@ def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings) 
 
 
 def _lay_out(doc: ParsedDocument) -> list[tuple[Page, list[_Block]]]:
-    boilerplate = boilerplate_keys(doc.pages)
-    use_labels = not doc.path.lower().endswith(".pdf")  # PDF labels are page numbers
+    pdf = doc.path.lower().endswith(".pdf")
+    boilerplate = boilerplate_keys(doc.pages, paged=pdf)
     headings = _Headings()
     layouts = []
     for page in doc.pages:
-        headings.start_page(page, use_labels)
+        headings.start_page(page, use_label=not pdf)  # PDF labels are page numbers
         lines = _content_lines(page.text, boilerplate)
-        layouts.append((page, _page_blocks(page, lines, headings)))
+        layouts.append((page, _page_blocks(page, lines, headings, pdf)))
     return layouts
 
 

@@ -13,13 +13,13 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
     """Supported files under `paths`, sorted, each once.
 
     Folders are searched recursively by extension (any case), skipping hidden files and
-    folders, and following links to folders without looping. A path named directly is
-    kept whatever its extension (or even if it is missing), so it gets an outcome that says
-    what is wrong with it rather than silently vanishing.
+    folders, and following links to folders without looping. A file named directly is kept
+    whatever its extension, so it gets an outcome ("unsupported format") rather than silently
+    vanishing; a path that does not exist is left out (callers check their inputs).
     """
     found: dict[str, Path] = {}
     for path in map(Path, paths):
-        files = _walk(path) if path.is_dir() else [path]
+        files = _walk(path) if path.is_dir() else [path] if path.is_file() else []
         for file in files:
             found.setdefault(_identity(file), file)
     return sorted(found.values())

@@ -60,7 +60,7 @@ class _HTMLText(HTMLParser):
     def handle_starttag(self, tag, attrs):
         if tag in _SKIPPED:
             self._skip_depth += 1
-        elif tag == "title":
+        elif tag == "title" and not self._title_parts:  # not an SVG's <title> later on
             self._title = self._title_parts
         elif tag in _SECTION_HEADINGS:
             self._end_line()

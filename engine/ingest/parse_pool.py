@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..errors import DocumentError, EngineProcessError
-from ..llm_process import _caller_script_hidden, _describe_exit, _quiet_child
+from ..child_process import caller_script_hidden, describe_exit, quiet_child
 from ..types import Page, ParsedDocument
 from .discover import is_supported
 
@@ -85,7 +85,7 @@ class ParsePool:
         self.close()
 
     def close(self) -> None:
-        """Stops every worker."""
+        """Stops every worker (an imap still running then raises EngineProcessError)."""
         for worker in list(self._live):
             self._discard(worker, polite=worker in self._idle)
 
@@ -97,12 +97,10 @@ class ParsePool:
     # -- parsing --------------------------------------------------------------------------
     def parse(self, path: str | Path) -> ParsedDocument:
         """One document; raises DocumentError (with .kind and .outcome) if it cannot be read."""
-        with contextlib.closing(self.imap([path])) as results:
-            for _, result in results:
-                if isinstance(result, DocumentError):
-                    raise result
-                return result
-        raise AssertionError("imap yields one result per path")
+        [(_, result)] = self.imap([path])
+        if isinstance(result, DocumentError):
+            raise result
+        return result
 
     def imap(self, paths: Iterable[str | Path], cancel: CancelFlag | None = None,
              ) -> Iterator[tuple[Path, Result]]:
@@ -138,16 +136,26 @@ class ParsePool:
         refusal = self._refusal(path)
         if refusal is not None:
             return _Job(path, result=refusal)
-        request = {"op": "parse", "path": str(path),
-                   "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S}
-        worker = self._idle.pop() if self._idle else self._spawn()
+        worker = self._send({"op": "parse", "path": str(path),
+                             "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S})
+        return _Job(path, worker=worker, deadline=time.monotonic() + self.time_limit_s)
+
+    def _send(self, request: dict) -> "_Worker":
+        """An idle worker, or a new one, that has taken `request`."""
+        if self._idle:
+            worker = self._idle.pop()
+            try:
+                worker.send(request)
+                return worker
+            except _WorkerDied:  # it died while idle; that is no document's fault
+                self._discard(worker)
+        worker = self._spawn()
         try:
             worker.send(request)
-        except _WorkerDied:  # it died while idle: once more, with a fresh one
+        except _WorkerDied as exc:
             self._discard(worker)
-            worker = self._spawn()
-            worker.send(request)
-        return _Job(path, worker=worker, deadline=time.monotonic() + self.time_limit_s)
+            raise EngineProcessError("A document reader process stopped as it started.") from exc
+        return worker
 
     def _finish(self, job: "_Job", cancel: CancelFlag | None) -> Result | None:
         if job.result is not None:
@@ -191,9 +199,10 @@ class ParsePool:
     def _death_error(self, path: Path, exitcode: int | None) -> DocumentError:
         if exitcode == -signal.SIGKILL:  # not by us: the system ran out of memory
             return DocumentError.of("too_large", path, "it ran out of memory")
-        if exitcode == -getattr(signal, "SIGXCPU", 0):
+        sigxcpu = getattr(signal, "SIGXCPU", None)  # not on Windows
+        if sigxcpu is not None and exitcode == -sigxcpu:
             return DocumentError.of("timed_out", path, f"over {self.time_limit_s:g} s of CPU")
-        return DocumentError.of("crashed", path, f"the reader process {_describe_exit(exitcode)}")
+        return DocumentError.of("crashed", path, f"the reader process {describe_exit(exitcode)}")
 
     # -- workers --------------------------------------------------------------------------
     def _spawn(self) -> "_Worker":
@@ -249,11 +258,12 @@ class _Worker:
         process = context.Process(target=worker_main, args=(child_end,),
                                   name="offline-assistant-parse", daemon=True)
         try:
-            with _caller_script_hidden():
+            with caller_script_hidden():
                 process.start()
         except OSError as exc:
             parent_end.close()
-            raise EngineProcessError(f"A document reader process could not be started ({exc}).") from exc
+            raise EngineProcessError(
+                f"A document reader process could not be started ({exc}).") from exc
         finally:
             child_end.close()  # else the caller would never see the worker's end close
         worker = cls(process, parent_end)
@@ -265,6 +275,8 @@ class _Worker:
         return worker
 
     def send(self, message: dict) -> None:
+        if self.conn is None:
+            raise _WorkerDied(None)
         try:
             self.conn.send_bytes(json.dumps(message).encode("utf-8"))
         except (OSError, ValueError) as exc:
@@ -272,6 +284,8 @@ class _Worker:
 
     def receive(self, deadline: float, cancel: CancelFlag | None) -> dict:
         """The worker's reply; raises _TimedOut past `deadline`, _Cancelled, or _WorkerDied."""
+        if self.conn is None:
+            raise EngineProcessError("The document reader was closed while it was reading.")
         while True:
             if _is_set(cancel):
                 raise _Cancelled()
@@ -324,7 +338,7 @@ def _result_from(reply: dict, path: Path) -> Result:
 # -- the worker side ----------------------------------------------------------------------
 def worker_main(conn: Connection) -> None:
     """The worker's loop: settings first, then one document per request, until told to close."""
-    _quiet_child()
+    quiet_child()
     try:
         settings = json.loads(conn.recv_bytes())
         _apply_settings(settings)
@@ -343,7 +357,7 @@ def worker_main(conn: Connection) -> None:
 def _apply_settings(settings: dict) -> None:
     from .pdf import apply_pypdf_limits
 
-    _limit_memory(settings.get("memory_limit_mb"))
+    _limit_resources(settings.get("memory_limit_mb"))
     apply_pypdf_limits()
     # pypdf reports recoverable damage through logging and warnings; the outcome says enough
     logging.getLogger("pypdf").addHandler(logging.NullHandler())
@@ -385,11 +399,12 @@ def _encode(message: dict) -> bytes:
     return json.dumps(message).encode("ascii")
 
 
-def _limit_memory(limit_mb: int | None) -> None:
+def _limit_resources(limit_mb: int | None) -> None:
     try:
         import resource
     except ImportError:  # Windows: no rlimits; the time limit still applies
         return
+    _set_soft_limit(resource, resource.RLIMIT_CORE, 0)  # a crash must not dump a document
     if limit_mb:
         _set_soft_limit(resource, resource.RLIMIT_AS, int(limit_mb) * MB)
 

@@ -3,6 +3,8 @@ pypdf can take minutes or much memory on hostile files, and raises many exceptio
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from pathlib import Path
 from typing import NoReturn
 
@@ -27,6 +29,8 @@ PYPDF_LIMITS = {
     "jbig2dec_binary": None,  # never start an external decoder: images carry no text
 }
 MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
+# LimitReachedError covers sizes and structure (cycles, depth); only sizes are "too large"
+_SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
 
 
 def apply_pypdf_limits() -> None:
@@ -39,12 +43,13 @@ def apply_pypdf_limits() -> None:
 def parse_pdf(path: str | Path) -> ParsedDocument:
     """The text of each physical page (1-based); pages that fail are skipped with a warning."""
     path = Path(path)
-    reader, page_count = _open(path)
-    pages, failures, image_only = _read_pages(reader, page_count)
+    with _pypdf_log() as damage:
+        reader, page_count = _open(path)
+        pages, failures, image_only = _read_pages(reader, page_count)
     if not pages:
         _raise_unreadable(path, failures, page_count)
     if not any(page.text.strip() for page in pages):
-        raise DocumentError.of("no_text", path, f"none of its {page_count} pages has text")
+        _raise_no_text(path, page_count, image_only, damage)
     warnings = _failure_warnings(failures) + _image_only_warning(image_only)
     return ParsedDocument(str(path), _title(reader, path), tuple(pages), tuple(warnings))
 
@@ -81,16 +86,51 @@ def _decrypt(reader, path: Path) -> None:
         raise DocumentError.of("encrypted", path, "a password is needed to open it")
 
 
+@contextlib.contextmanager
+def _pypdf_log():
+    """What pypdf logs meanwhile: its only sign of damage it recovered from (a page object
+    that failed to parse comes back nearly empty, and would look blank)."""
+    handler = _Collect()
+    logger = logging.getLogger("pypdf")
+    logger.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+
+
+class _Collect(logging.Handler):
+    def __init__(self, keep: int = 5):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        self._keep = keep
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(self.messages) < self._keep:
+            self.messages.append(" ".join(record.getMessage().split())[:160])
+
+
 def _open_error(path: Path, exc: Exception) -> DocumentError:
-    from pypdf.errors import EmptyFileError, FileNotDecryptedError, LimitReachedError
+    from pypdf.errors import EmptyFileError, FileNotDecryptedError
 
     if isinstance(exc, EmptyFileError):
         return DocumentError.of("empty", path)
     if isinstance(exc, FileNotDecryptedError):
         return DocumentError.of("encrypted", path, "a password is needed to open it")
-    if isinstance(exc, (LimitReachedError, MemoryError)):
+    if _is_size_limit(exc):
         return DocumentError.of("too_large", path, describe(exc))
+    if not _has_pdf_header(path):
+        return DocumentError.of("invalid", path, "it has no PDF header; it may be another "
+                                "kind of file with a .pdf name")
     return DocumentError.of("invalid", path, describe(exc))
+
+
+def _has_pdf_header(path: Path) -> bool:
+    try:
+        with path.open("rb") as file:
+            return b"%PDF-" in file.read(1024)
+    except OSError:
+        return False
 
 
 def describe(exc: BaseException) -> str:
@@ -128,10 +168,17 @@ def _read_pages(reader, page_count: int):
     return pages, failures, image_only
 
 
-def _page_reason(exc: Exception) -> str:
+def _is_size_limit(exc: Exception) -> bool:
     from pypdf.errors import LimitReachedError
 
-    if isinstance(exc, (LimitReachedError, MemoryError)):
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, LimitReachedError) and any(
+        word in str(exc).lower() for word in _SIZE_WORDS)
+
+
+def _page_reason(exc: Exception) -> str:
+    if _is_size_limit(exc):
         return f"too large to read within the limits ({describe(exc)})"
     return describe(exc)
 
@@ -152,6 +199,16 @@ def _raise_unreadable(path: Path, failures: dict[str, list[int]], page_count: in
     reason = next(iter(failures))
     kind = "too_large" if reason.startswith("too large") else "invalid"
     raise DocumentError.of(kind, path, f"none of its {page_count} pages could be read: {reason}")
+
+
+def _raise_no_text(path: Path, page_count: int, image_only: list[int],
+                   damage: list[str]) -> NoReturn:
+    if image_only:
+        raise DocumentError.of("no_text", path, f"its pages are only images, as scanned "
+                               f"pages are; none of its {page_count} pages has text")
+    if damage:  # not scanned: its pages were damaged beyond reading
+        raise DocumentError.of("invalid", path, f"no page has readable text; {damage[0]}")
+    raise DocumentError.of("no_text", path, f"none of its {page_count} pages has text")
 
 
 def _failure_warnings(failures: dict[str, list[int]]) -> list[str]:

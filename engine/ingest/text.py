@@ -42,7 +42,8 @@ def _decode(data: bytes, encoding: str, path: Path) -> tuple[str, list[str]]:
         return data.decode(encoding), []
     except UnicodeDecodeError as exc:
         warning = (f"'{path.name}' is not valid {encoding.upper()} (first bad byte at offset "
-                   f"{exc.start}); unreadable characters were replaced. Save it as UTF-8 to fix this.")
+                   f"{exc.start}); unreadable characters were replaced. Save it as UTF-8 "
+                   "to fix this.")
         return data.decode(encoding, errors="replace"), [warning]
 
 
@@ -66,12 +67,19 @@ def read_text(path: Path) -> tuple[str, list[str]]:
     return text, warnings
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines as an editor numbers them: str.splitlines would also split at form feeds,
+    which old manuals use as page breaks, and the "lines 1-100" labels would drift."""
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 # -- plain text ---------------------------------------------------------------------------
 def parse_text(path: str | Path) -> ParsedDocument:
     """A text file as pages of LINES_PER_PAGE lines, labelled "lines 1-100"."""
     path = Path(path)
     text, warnings = read_text(path)
-    lines = text.splitlines()
+    lines = split_lines(text)
     pages = []
     for index, start in enumerate(range(0, len(lines), LINES_PER_PAGE), 1):
         block = lines[start:start + LINES_PER_PAGE]
@@ -87,7 +95,7 @@ def parse_markdown(path: str | Path) -> ParsedDocument:
     path = Path(path)
     text, warnings = read_text(path)
     sections = Sections(path.stem)
-    for line, heading in _markdown_lines(_without_front_matter(text.splitlines())):
+    for line, heading in _markdown_lines(_without_front_matter(split_lines(text))):
         if heading is not None:
             sections.heading(*heading)
         sections.add(line)
