@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_models(commands, common)
     _add_generate(commands, common)
+    from .cli_index import add_commands
+
+    add_commands(commands, common, _paths)
     return parser
 
 

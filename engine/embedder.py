@@ -18,12 +18,19 @@ import numpy as np
 
 from .errors import ModelError
 
-POOLED_OUTPUTS = ("sentence_embedding", "pooler_output_normalized")
+POOLED_OUTPUTS = ("sentence_embedding",)
 TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
 ID_SAMPLE_BYTES = 1 << 20  # model_id hashes this much from each end of model.onnx
 
 
 class Embedder:
+    """    with Embedder.from_files(resolve_embedder(paths)) as embedder:
+            vectors = embedder.encode_documents(chunk_texts)  # [n, dimension]
+            query = embedder.encode_queries("how do I ...")   # [dimension]
+
+    The tokenizer is ready at once (`count_tokens` needs no model); the ONNX session is
+    created by `load()`, or on first use."""
+
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
                  threads: int | None = None, max_tokens: int = 256,
                  providers: Sequence[str] | None = None):
@@ -191,6 +198,8 @@ def _open_session(model_path: Path, threads: int, providers: list[str]):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1  # one graph at a time: parallelism is inside the matmuls
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Idle worker threads sleep instead of spinning: document parsing runs on the same cores.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(model_path), options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types, not exported
@@ -225,9 +234,11 @@ def _choose_output(session, model_path: Path) -> tuple[str, bool]:
     for name in TOKEN_OUTPUTS:
         if name in outputs:
             return name, False
+    # BERT's pooler_output (CLS through a dense layer) is not a sentence embedding: an
+    # unknown export is only trusted for token vectors, which we pool ourselves.
     for name, rank in outputs.items():
-        if rank in (2, 3):
-            return name, rank == 2
+        if rank == 3:
+            return name, False
     raise ModelError(f"The embedding model '{model_path}' has no token or sentence embedding "
                      "output; use a sentence-transformers export.")
 

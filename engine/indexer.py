@@ -10,6 +10,7 @@ skips what is already stored and carries on.
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -17,11 +18,12 @@ from pathlib import Path
 
 from .embedder import Embedder
 from .errors import DocumentError
-from .index_store import IndexStore
+from .index_store import IndexStore, collection_folder
 from .ingest.chunking import chunk_document
 from .ingest.discover import discover
 from .ingest.parse_pool import ParsePool
 from .llm import CancelFlag
+from .paths import AppPaths
 from .types import DocumentOutcome, IndexProgress, ParsedDocument
 
 
@@ -35,8 +37,30 @@ class IndexSettings:
     parse_memory_limit_mb: int = 2048
 
 
+DEFAULT_COLLECTION = "default"
+
+
 class _Cancelled(Exception):
     pass
+
+
+def open_collection(paths: AppPaths, name: str = DEFAULT_COLLECTION, embedder: Embedder | None = None,
+                    *, read_only: bool = False) -> IndexStore:
+    """A collection of `paths`; with an embedder it must have been built with that one."""
+    folder = collection_folder(paths.collections, name)
+    return IndexStore.open(
+        folder,
+        embedder_id=embedder.model_id if embedder else None,
+        dimension=embedder.dimension if embedder else None,
+        create=embedder is not None and not read_only,
+        read_only=read_only,
+    )
+
+
+def default_embedder(paths: AppPaths) -> Embedder:
+    from .models.registry import resolve_embedder
+
+    return Embedder.from_files(resolve_embedder(paths)).load()
 
 
 class Indexer:
@@ -47,7 +71,7 @@ class Indexer:
 
     def run(self, inputs: Iterable[str | Path], cancel: CancelFlag | None = None) -> Iterator[IndexProgress]:
         """Index files and folders; yields an event when a document starts and when it ends."""
-        files = discover(inputs)
+        files = [Path(os.path.abspath(p)) for p in discover(inputs)]
         clock = _Clock(len(files), sum(p.stat().st_size for p in files))
         todo = []
         for path in files:
@@ -95,7 +119,8 @@ class Indexer:
             self.store.record_failure(str(path), status="failed", error=str(parsed), **fingerprint)
             return DocumentOutcome(str(path), "failed", str(parsed))
         chunks = chunk_document(parsed, self.embedder.count_tokens, target_tokens=self.settings.chunk_tokens,
-                                overlap_tokens=self.settings.overlap_tokens)
+                                overlap_tokens=self.settings.overlap_tokens,
+                                count_tokens_batch=self.embedder.count_tokens_batch)
         embeddings = self._embed([c.text for c in chunks], cancel)
         status, reason = _status(parsed, chunks)
         self.store.add_document(str(path), title=parsed.title, page_count=len(parsed.pages), chunks=chunks,
