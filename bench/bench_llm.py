@@ -675,7 +675,9 @@ def section(summary: dict, env: dict, lengths: list[int], command: str,
         "engine.models.gguf_tokenizer, then `python -m onnxruntime_genai.models.builder -i HF -o OUT "
         "-p int4 -e cpu`. Its CPU default is accuracy_level=4 and block_size=32, so the default and "
         "the explicit `accuracy_level=4` build are the same model; it re-quantizes the dequantized "
-        "weights (symmetric RTN), not the GGUF's own Q4_1 blocks.",
+        "weights (symmetric RTN), not the GGUF's own Q4_1 blocks. The float32 checkpoint itself "
+        "matches llama.cpp 16/16 (`--engines llama.cpp,hf-fp32`), so the official row's lower "
+        "greedy match comes from that re-quantization.",
         "",
         f"Machine: {env['machine']}. Shared and noisy: compare rows of the same run as ratios rather "
         f"than absolute numbers across runs.",

@@ -88,6 +88,13 @@ def test_a_sentence_embedding_output_is_used_as_it_is(tmp_path):
     assert np.allclose(ours, pooled / np.linalg.norm(pooled, axis=1, keepdims=True), atol=1e-5)
 
 
+def test_an_unknown_token_output_is_mean_pooled(tmp_path, tiny):
+    files = write_tiny_embedder(tmp_path / "renamed", output="token_vectors")  # same weights
+    with Embedder.from_files(files) as embedder:
+        assert np.allclose(embedder.encode_documents(TEXTS), tiny.encode_documents(TEXTS),
+                           atol=1e-6)
+
+
 def test_truncation_at_the_model_s_limit_and_at_max_tokens(tmp_path, tiny):
     # The tiny model has 64 positions: a longer input would fail in its position Gather.
     assert tiny.max_tokens == 64

@@ -123,8 +123,9 @@ def _feed_forward_nodes(rng, inits: list) -> list:
 
 
 def write_model(path: Path, *, token_type_ids: bool = True, pooled: bool = False,
-                max_positions: int = 64, seed: int = 0) -> Path:
-    """Outputs last_hidden_state [batch, seq, 16]; with `pooled`, also an unmasked
+                max_positions: int = 64, seed: int = 0,
+                output: str = "last_hidden_state") -> Path:
+    """Outputs `output` [batch, seq, 16]; with `pooled`, also an unmasked
     sentence_embedding [batch, 16] that differs from masked mean pooling on purpose."""
     rng = np.random.default_rng(seed)
     inits: list = []
@@ -133,15 +134,15 @@ def write_model(path: Path, *, token_type_ids: bool = True, pooled: bool = False
     nodes += _attention_nodes(rng, inits)
     nodes += _layer_norm("x1_raw", "x1", inits)
     nodes += _feed_forward_nodes(rng, inits)
-    nodes += _layer_norm("x2_raw", "last_hidden_state", inits)
+    nodes += _layer_norm("x2_raw", output, inits)
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if token_type_ids else [])
     inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
               for n in names]
-    outputs = [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
+    outputs = [helper.make_tensor_value_info(output, TensorProto.FLOAT,
                                              ["batch", "sequence", WIDTH])]
     if pooled:
         inits.append(_constant("seq_axis", np.array([1], np.int64)))
-        nodes.append(helper.make_node("ReduceMean", ["last_hidden_state", "seq_axis"],
+        nodes.append(helper.make_node("ReduceMean", [output, "seq_axis"],
                                       ["sentence_embedding"], keepdims=0))
         outputs.append(helper.make_tensor_value_info("sentence_embedding", TensorProto.FLOAT,
                                                      ["batch", WIDTH]))
@@ -153,12 +154,11 @@ def write_model(path: Path, *, token_type_ids: bool = True, pooled: bool = False
     return path
 
 
-def write_tiny_embedder(folder: Path, *, token_type_ids: bool = True, pooled: bool = False,
-                        max_positions: int = 64, seed: int = 0) -> EmbedderFiles:
-    """A sentence-transformers-like export folder: model.onnx, tokenizer.json, config.json."""
+def write_tiny_embedder(folder: Path, *, max_positions: int = 64, **options) -> EmbedderFiles:
+    """A sentence-transformers-like export folder: model.onnx, tokenizer.json, config.json;
+    `options` go to write_model."""
     folder.mkdir(parents=True, exist_ok=True)
-    model = write_model(folder / "model.onnx", token_type_ids=token_type_ids, pooled=pooled,
-                        max_positions=max_positions, seed=seed)
+    model = write_model(folder / "model.onnx", max_positions=max_positions, **options)
     tokenizer = write_tokenizer(folder / "tokenizer.json")
     config = {"max_position_embeddings": max_positions, "hidden_size": WIDTH}
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")

@@ -112,7 +112,8 @@ def boilerplate_keys(pages: Sequence[Page], paged: bool = True) -> set[str]:
     """Keys (see `line_key`) of running headers and footers, for documents of 4 pages or more:
     lines among the first or last 3 of a page that recur there on at least half the pages of
     the document, and bare page numbers. In `paged` documents (PDF) also chapter headers:
-    lines there on at least 2 pages and on half of those from their first to their last."""
+    lines with a number (the page's) there on at least 2 pages and on half of the pages from
+    their first to their last."""
     if len(pages) < MIN_PAGES_FOR_BOILERPLATE:
         return set()
     seen: dict[str, list[int]] = {}
@@ -125,7 +126,7 @@ def boilerplate_keys(pages: Sequence[Page], paged: bool = True) -> set[str]:
     keys = set()
     for key, where in seen.items():
         stretch = where[-1] - where[0] + 1
-        chapter_header = paged and len(where) >= 2 and 2 * len(where) >= stretch
+        chapter_header = paged and "#" in key and len(where) >= 2 and 2 * len(where) >= stretch
         if 2 * len(where) >= len(pages) or chapter_header or _PAGE_NUMBER_KEY.match(key):
             keys.add(key)
     return keys
