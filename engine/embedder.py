@@ -33,11 +33,14 @@ class Embedder:
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
                  threads: int | None = None, max_tokens: int = 256,
-                 providers: Sequence[str] | None = None):
+                 providers: Sequence[str] | None = None, int8_activations: bool = True):
         self.model_path = Path(model_path)
         self.tokenizer_path = Path(tokenizer_path)
         self.threads = threads or physical_cores()
         self.providers = list(providers) if providers else ["CPUExecutionProvider"]
+        # int8 weights used as int8 with activations quantized per call (embedder_graph);
+        # False keeps the exact float32 maths. No effect on float models.
+        self.int8_activations = int8_activations
         self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
         self._encoder = _load_tokenizer(self.tokenizer_path, self.max_tokens)
         self._counter = _load_tokenizer(self.tokenizer_path, None)
@@ -57,7 +60,7 @@ class Embedder:
     def load(self) -> "Embedder":
         if self._session is not None:
             return self
-        session = _open_session(self.model_path, self.threads, self.providers)
+        session = _open_session(self.model_path, self.threads, self.providers, self.int8_activations)
         self._inputs = _input_types(session, self.model_path)
         self._output, self._pooled = _choose_output(session, self.model_path)
         self._session = session
@@ -190,8 +193,10 @@ def _load_tokenizer(path: Path, max_tokens: int | None):
     return tokenizer
 
 
-def _open_session(model_path: Path, threads: int, providers: list[str]):
+def _open_session(model_path: Path, threads: int, providers: list[str], int8_activations: bool):
     import onnxruntime as ort
+
+    from .embedder_graph import int8_activation_model
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -201,7 +206,10 @@ def _open_session(model_path: Path, threads: int, providers: list[str]):
     # Idle worker threads sleep instead of spinning: document parsing runs on the same cores.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
-        return ort.InferenceSession(str(model_path), options, providers=providers)
+        # The fused op is a CPU kernel: on a GPU provider it would pull the matmuls back to the CPU.
+        on_cpu = providers[0] == "CPUExecutionProvider"
+        rewritten = int8_activation_model(model_path) if int8_activations and on_cpu else None
+        return ort.InferenceSession(rewritten or str(model_path), options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types, not exported
         raise ModelError(f"The embedding model '{model_path}' cannot be loaded ({exc}); "
                          "import a valid ONNX export of the model again.") from exc

@@ -163,13 +163,12 @@ def test_killing_the_indexing_process_never_breaks_the_collection(tmp_path, manu
         shutil.copy(manuals_dir / name, docs / name)
     data = tmp_path / "data"
     for attempt in range(5):
-        process = subprocess.Popen(_index_command(data, docs) + ["--json"], cwd=REPO, stdout=subprocess.PIPE,
-                                   stderr=subprocess.DEVNULL, text=True)
-        for _ in range(attempt % 3):  # kill after 0, 1 or 2 documents have been stored
-            if not process.stdout.readline():
-                break
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+        with subprocess.Popen(_index_command(data, docs) + ["--json"], cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) as process:
+            for _ in range(attempt % 3):  # kill after 0, 1 or 2 documents have been stored
+                if not process.stdout.readline():
+                    break
+            os.kill(process.pid, signal.SIGKILL)
         _check_consistent(data)
     finished = subprocess.run(_index_command(data, docs), cwd=REPO, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr

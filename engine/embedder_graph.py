@@ -1,0 +1,152 @@
+"""Int8 activations for models that store int8 weights: a graph rewrite done in memory.
+
+Exports such as the built-in all-MiniLM-L6-v2 keep each linear layer's weight as int8 with a
+per-output-channel scale and turn it back into float32 in the graph:
+
+    W_q (int8 [K, N]) -> Cast(float) -> Mul(scale [1, N]) -> MatMul(A, .)
+
+onnxruntime folds that into a float32 weight at load time, so all the maths stays float32.
+`fuse_int8_matmuls` replaces each such MatMul by com.microsoft.DynamicQuantizeMatMul(A, W_q,
+scale [N], zero point [N] = 0): the stored int8 weights are used as they are, and only the
+activations are quantized, per call, inside the kernel. Anything else is left as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+MS_DOMAIN = "com.microsoft"
+FUSED_OP = "DynamicQuantizeMatMul"
+_INT8_TYPES = (TensorProto.INT8, TensorProto.UINT8)
+
+
+@dataclass(frozen=True)
+class _Match:
+    matmul: onnx.NodeProto
+    weight: str  # the int8 initializer, used as B unchanged
+    scale: np.ndarray  # [N] float32
+    chain: tuple[onnx.NodeProto, ...]  # the Mul and the Cast, dropped once nothing reads them
+
+
+def int8_activation_model(model_path: str | Path) -> bytes | None:
+    """The model at `model_path` rewritten for int8 activations, serialised for
+    onnxruntime; None when it has no int8-weight MatMul (a float model: load it as it is)."""
+    model = onnx.load(str(model_path))
+    if fuse_int8_matmuls(model) == 0:
+        return None
+    return model.SerializeToString()
+
+
+def fuse_int8_matmuls(model: onnx.ModelProto) -> int:
+    """Rewrites `model` in place; returns how many MatMuls became DynamicQuantizeMatMul."""
+    graph = model.graph
+    matches = find_matches(graph)
+    for number, match in enumerate(matches):
+        _replace(graph, match, f"int8act_{number}")
+    if matches:
+        _remove_unused(graph, [node for match in matches for node in match.chain])
+        _ensure_opset(model)
+    return len(matches)
+
+
+def find_matches(graph: onnx.GraphProto) -> list[_Match]:
+    """Every MatMul whose B is Mul(Cast(int8 initializer), per-column scale)."""
+    producers = {out: node for node in graph.node for out in node.output}
+    initializers = {init.name: init for init in graph.initializer}
+    matches = []
+    for node in graph.node:
+        if node.op_type == "MatMul" and node.domain in ("", "ai.onnx"):
+            found = _weight_of(node.input[1], producers, initializers)
+            if found is not None:
+                matches.append(_Match(node, *found))
+    return matches
+
+
+def _weight_of(name: str, producers: dict, initializers: dict) -> tuple | None:
+    """(int8 initializer name, [N] scale, (Mul, Cast)) when `name` is Mul(Cast(int8), scale)."""
+    mul = producers.get(name)
+    if mul is None or mul.op_type != "Mul" or mul.domain not in ("", "ai.onnx"):
+        return None
+    for cast_output, scale_name in (mul.input, reversed(mul.input)):
+        weight = _cast_int8_source(producers.get(cast_output), initializers)
+        if weight is not None and scale_name in initializers:
+            columns = int(initializers[weight].dims[-1])
+            scale = _column_scale(numpy_helper.to_array(initializers[scale_name]), columns)
+            if scale is not None:
+                return weight, scale, (mul, producers[cast_output])
+    return None
+
+
+def _cast_int8_source(cast: onnx.NodeProto | None, initializers: dict) -> str | None:
+    """The int8 (or uint8) 2-D initializer that `cast` turns into float32, if it does."""
+    if cast is None or cast.op_type != "Cast":
+        return None
+    target = next((a.i for a in cast.attribute if a.name == "to"), None)
+    source = initializers.get(cast.input[0])
+    if target != TensorProto.FLOAT or source is None:
+        return None
+    if source.data_type not in _INT8_TYPES or len(source.dims) != 2:
+        return None
+    return source.name
+
+
+def _column_scale(scale: np.ndarray, columns: int) -> np.ndarray | None:
+    """`scale` as one float per column ([N]), if it is per column or per tensor.
+    A per-row scale ([K, 1]) cannot be moved out of the sum, so it does not match."""
+    if scale.dtype != np.float32 or scale.ndim > 2:
+        return None
+    if scale.ndim == 2 and scale.shape[0] != 1:
+        return None
+    if scale.size not in (1, columns):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(scale.reshape(-1), (columns,)))
+
+
+def _replace(graph: onnx.GraphProto, match: _Match, prefix: str) -> None:
+    weight_type = next(i.data_type for i in graph.initializer if i.name == match.weight)
+    zero_type = helper.tensor_dtype_to_np_dtype(weight_type)
+    graph.initializer.extend([
+        numpy_helper.from_array(match.scale, f"{prefix}_scale"),
+        numpy_helper.from_array(np.zeros(match.scale.shape, zero_type), f"{prefix}_zero_point"),
+    ])
+    fused = helper.make_node(
+        FUSED_OP, [match.matmul.input[0], match.weight, f"{prefix}_scale", f"{prefix}_zero_point"],
+        list(match.matmul.output), name=f"{prefix}_{match.matmul.name}", domain=MS_DOMAIN)
+    # Same place in the node list, so the graph stays topologically sorted.
+    index = list(graph.node).index(match.matmul)
+    graph.node.remove(match.matmul)
+    graph.node.insert(index, fused)
+
+
+def _remove_unused(graph: onnx.GraphProto, chain: list[onnx.NodeProto]) -> None:
+    """Drops the matched Mul and Cast nodes (Mul first) once nothing reads them, then their
+    scales; a weight that is also read elsewhere keeps its chain."""
+    unique = list({id(node): node for node in chain}.values())
+    for node in unique:
+        if not set(node.output) & _names_read(graph):
+            graph.node.remove(node)
+    candidates = {name for node in unique for name in node.input}
+    read = _names_read(graph) | {value.name for value in graph.input}
+    for init in [i for i in graph.initializer if i.name in candidates and i.name not in read]:
+        graph.initializer.remove(init)
+
+
+def _names_read(graph: onnx.GraphProto) -> set[str]:
+    """Every name an input of a node reads, in subgraphs too, and the graph's outputs."""
+    names = {out.name for out in graph.output}
+    for node in graph.node:
+        names.update(node.input)
+        for attribute in node.attribute:
+            for subgraph in [attribute.g] * attribute.HasField("g") + list(attribute.graphs):
+                names |= _names_read(subgraph)
+    return names
+
+
+def _ensure_opset(model: onnx.ModelProto) -> None:
+    if not any(o.domain == MS_DOMAIN for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
