@@ -37,7 +37,7 @@ def add_commands(commands, common, paths_of) -> None:
 def _collection_option():
     from argparse import ArgumentParser
 
-    from .indexer import DEFAULT_COLLECTION
+    from .paths import DEFAULT_COLLECTION
 
     option = ArgumentParser(add_help=False)
     option.add_argument("--collection", metavar="NAME", default=DEFAULT_COLLECTION,

@@ -23,7 +23,7 @@ from .ingest.chunking import chunk_document
 from .ingest.discover import discover
 from .ingest.parse_pool import ParsePool
 from .llm import CancelFlag
-from .paths import AppPaths
+from .paths import DEFAULT_COLLECTION, AppPaths
 from .types import DocumentOutcome, IndexProgress, ParsedDocument
 
 
@@ -35,9 +35,6 @@ class IndexSettings:
     parse_workers: int = 1
     parse_time_limit_s: float = 120.0
     parse_memory_limit_mb: int = 2048
-
-
-DEFAULT_COLLECTION = "default"
 
 
 class _Cancelled(Exception):

@@ -8,6 +8,7 @@ from pathlib import Path
 import platformdirs
 
 APP_NAME = "OfflineAssistant"
+DEFAULT_COLLECTION = "default"
 
 
 @dataclass(frozen=True)
