@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import multiprocessing
 import os
 import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection, wait
 
 _MAIN_SWAP = threading.Lock()
+_STOP_TIMEOUT_S = 5.0
 
 
 @contextlib.contextmanager
@@ -47,3 +51,81 @@ def quiet_child() -> None:
         with contextlib.suppress(OSError, ValueError):  # no console (a GUI app)
             os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
         sys.stdout = sys.stderr
+
+
+class ChildDied(Exception):
+    """The child process exited; `exitcode` says how (negative: killed by that signal)."""
+
+    def __init__(self, exitcode: int | None):
+        super().__init__(describe_exit(exitcode))
+        self.exitcode = exitcode
+
+
+class JsonChild:
+    """A spawned child process and the caller's end of a pipe carrying JSON messages
+    (send_bytes/recv_bytes: never pickle). Waiting releases the GIL."""
+
+    def __init__(self, process, conn: Connection):
+        self.process = process
+        self.conn: Connection | None = conn
+        self.pid = process.pid
+
+    @classmethod
+    def start(cls, target: Callable[[Connection], None], name: str) -> "JsonChild":
+        """Starts `target(conn)` in a new process; raises OSError if it cannot."""
+        context = multiprocessing.get_context("spawn")
+        parent_end, child_end = context.Pipe(duplex=True)
+        process = context.Process(target=target, args=(child_end,), name=name, daemon=True)
+        try:
+            with caller_script_hidden():
+                process.start()
+        except OSError:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()  # else the caller would never see the child's end close
+        return cls(process, parent_end)
+
+    def alive(self) -> bool:
+        return self.conn is not None and self.process.is_alive()
+
+    def send(self, message: dict) -> None:
+        if self.conn is None:
+            raise ChildDied(None)
+        try:
+            self.conn.send_bytes(json.dumps(message).encode("utf-8"))
+        except (OSError, ValueError) as exc:
+            raise self._died() from exc
+
+    def poll(self, timeout: float) -> dict | None:
+        """The next message, or None after `timeout` seconds; ChildDied if the child exited."""
+        if self.conn is None:
+            raise ChildDied(None)
+        ready = wait([self.conn, self.process.sentinel], timeout=max(0.0, timeout))
+        if self.conn in ready:  # checked first: a reply sent just before exiting counts
+            try:
+                return json.loads(self.conn.recv_bytes())
+            except (EOFError, OSError) as exc:
+                raise self._died() from exc
+        if self.process.sentinel in ready:
+            raise self._died()
+        return None
+
+    def stop(self, polite: bool = True) -> None:
+        """Ends the child: asks it to close first when `polite`, kills it if it lingers."""
+        if self.conn is None:
+            return
+        if polite:
+            with contextlib.suppress(OSError, ValueError):  # it may be gone already
+                self.conn.send_bytes(json.dumps({"op": "close"}).encode("utf-8"))
+            self.process.join(_STOP_TIMEOUT_S)
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+        self.conn = None
+        self.process.close()
+
+    def _died(self) -> ChildDied:
+        self.process.join(_STOP_TIMEOUT_S)
+        return ChildDied(self.process.exitcode)

@@ -24,25 +24,22 @@ One request runs at a time; the caller reads a request's replies to its "done" o
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import itertools
 import json
-import multiprocessing
 import os
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 from . import errors
-from .child_process import caller_script_hidden, describe_exit, quiet_child
+from .child_process import ChildDied, JsonChild, quiet_child
 from .errors import EngineError, EngineProcessError, GenerationError
 from .llm import CancelFlag, GenerationStream, Message
 from .types import GenerationParams, GenerationResult, GenerationStats
 
 _POLL_S = 0.02  # how often a waiting caller looks at its cancel flag
-_STOP_TIMEOUT_S = 5.0
 
 
 # -- caller side --------------------------------------------------------------------------
@@ -256,82 +253,47 @@ class _Request:
         return dataclasses.replace(result, finish_reason="cancelled") if self.cancelled else result
 
 
-class _Child:
-    """The child process and the caller's end of its pipe."""
-
-    def __init__(self, process, conn: Connection):
-        self.process = process
-        self.conn = conn
-        self.pid = process.pid
+class _Child(JsonChild):
+    """The model's process, with the caller's errors."""
 
     @classmethod
     def start(cls) -> "_Child":
-        context = multiprocessing.get_context("spawn")
-        parent_end, child_end = context.Pipe(duplex=True)
-        process = context.Process(
-            target=child_main, args=(child_end,), name="offline-assistant-llm", daemon=True
-        )
         try:
-            with caller_script_hidden():
-                process.start()
+            return super().start(child_main, "offline-assistant-llm")
         except OSError as exc:
-            parent_end.close()
             raise EngineProcessError(f"The model process could not be started ({exc}).") from exc
-        finally:
-            child_end.close()  # else the caller would never see the child's end close
-        return cls(process, parent_end)
-
-    def alive(self) -> bool:
-        return self.conn is not None and self.process.is_alive()
 
     def send(self, message: dict) -> None:
-        if self.conn is None:
-            raise EngineProcessError("The model was closed; load it again.")
+        self._require_open()
         try:
-            self.conn.send_bytes(json.dumps(message).encode("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise self._died() from exc
+            super().send(message)
+        except ChildDied as died:
+            raise _lost(died) from died
 
     def receive(self, on_wait: Callable[[], object] | None = None) -> dict:
         """The next message; calls on_wait every _POLL_S while waiting (GIL released)."""
-        if self.conn is None:
-            raise EngineProcessError("The model was closed; load it again.")
+        self._require_open()
         while True:
             if on_wait is not None:
                 on_wait()
-            ready = wait([self.conn, self.process.sentinel], timeout=_POLL_S)
-            if self.conn in ready:
-                try:
-                    return json.loads(self.conn.recv_bytes())
-                except (EOFError, OSError) as exc:
-                    raise self._died() from exc
-            if self.process.sentinel in ready:
-                raise self._died()
+            try:
+                reply = self.poll(_POLL_S)
+            except ChildDied as died:
+                raise _lost(died) from died
+            if reply is not None:
+                return reply
 
-    def stop(self) -> None:
-        """Asks the child to exit; kills it if it has not after a while."""
+
+    def _require_open(self) -> None:
         if self.conn is None:
-            return
-        with contextlib.suppress(OSError, ValueError):  # it may be gone already
-            self.conn.send_bytes(json.dumps({"op": "close"}).encode("utf-8"))
-        self.process.join(_STOP_TIMEOUT_S)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.conn.close()
-        self.conn = None
-        self.process.close()
-
-    def _died(self) -> EngineProcessError:
-        self.process.join(_STOP_TIMEOUT_S)
-        how = describe_exit(self.process.exitcode)
-        return EngineProcessError(
-            f"The model process stopped unexpectedly ({how}); it may have run out of memory. "
-            "The answer was lost; ask again and the model will be started afresh."
-        )
+            raise EngineProcessError("The model was closed; load it again.")
 
 
-
+def _lost(died: ChildDied) -> EngineProcessError:
+    return EngineProcessError(
+        f"The model process stopped unexpectedly ({died}); it may have run out of memory. "
+        "The answer was lost; ask again and the model will be started afresh."
+    )
 
 
 def _error_from(reply: dict) -> EngineError:

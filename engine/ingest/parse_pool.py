@@ -24,29 +24,26 @@ A worker that replies with "retire": true exits after the reply (its state is su
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import multiprocessing
 import signal
 import stat
 import time
 import warnings
 from collections import deque
 from collections.abc import Iterable, Iterator
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol
 
 from ..errors import DocumentError, EngineProcessError
-from ..child_process import caller_script_hidden, describe_exit, quiet_child
+from ..child_process import ChildDied, JsonChild, describe_exit, quiet_child
 from ..types import Page, ParsedDocument
 from .discover import is_supported
 
 MB = 1024 * 1024
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 _POLL_S = 0.1  # how often a waiting caller looks at its cancel flag
-_STOP_TIMEOUT_S = 5.0
 _CPU_MARGIN_S = 5.0  # the worker's own CPU limit lies this far past the wall-time limit
 
 
@@ -147,12 +144,12 @@ class ParsePool:
             try:
                 worker.send(request)
                 return worker
-            except _WorkerDied:  # it died while idle; that is no document's fault
+            except ChildDied:  # it died while idle; that is no document's fault
                 self._discard(worker)
         worker = self._spawn()
         try:
             worker.send(request)
-        except _WorkerDied as exc:
+        except ChildDied as exc:
             self._discard(worker)
             raise EngineProcessError("A document reader process stopped as it started.") from exc
         return worker
@@ -169,7 +166,7 @@ class ParsePool:
         except _TimedOut:
             self._discard(worker)
             return DocumentError.of("timed_out", job.path, f"limit {self.time_limit_s:g} s")
-        except _WorkerDied as died:
+        except ChildDied as died:
             self._discard(worker)
             return self._death_error(job.path, died.exitcode)
         if reply.get("retire"):
@@ -229,12 +226,6 @@ class _Job:
         self.result = result
 
 
-class _WorkerDied(Exception):
-    def __init__(self, exitcode: int | None):
-        super().__init__(f"worker exited: {exitcode}")
-        self.exitcode = exitcode
-
-
 class _TimedOut(Exception):
     pass
 
@@ -243,83 +234,35 @@ class _Cancelled(Exception):
     pass
 
 
-class _Worker:
-    """A worker process and the caller's end of its pipe."""
-
-    def __init__(self, process, conn: Connection):
-        self.process = process
-        self.conn = conn
-        self.pid = process.pid
+class _Worker(JsonChild):
+    """A parse worker process."""
 
     @classmethod
     def start(cls, settings: dict) -> "_Worker":
-        context = multiprocessing.get_context("spawn")
-        parent_end, child_end = context.Pipe(duplex=True)
-        process = context.Process(target=worker_main, args=(child_end,),
-                                  name="offline-assistant-parse", daemon=True)
         try:
-            with caller_script_hidden():
-                process.start()
+            worker = super().start(worker_main, "offline-assistant-parse")
         except OSError as exc:
-            parent_end.close()
-            raise EngineProcessError(
-                f"A document reader process could not be started ({exc}).") from exc
-        finally:
-            child_end.close()  # else the caller would never see the worker's end close
-        worker = cls(process, parent_end)
+            raise EngineProcessError(f"A document reader process could not be started ({exc}).") from exc
         try:
             worker.send(settings)
-        except _WorkerDied as exc:
+        except ChildDied as exc:
             worker.stop()
             raise EngineProcessError("A document reader process stopped as it started.") from exc
         return worker
 
-    def send(self, message: dict) -> None:
-        if self.conn is None:
-            raise _WorkerDied(None)
-        try:
-            self.conn.send_bytes(json.dumps(message).encode("utf-8"))
-        except (OSError, ValueError) as exc:
-            raise self._died() from exc
-
     def receive(self, deadline: float, cancel: CancelFlag | None) -> dict:
-        """The worker's reply; raises _TimedOut past `deadline`, _Cancelled, or _WorkerDied."""
+        """The worker's reply; raises _TimedOut past `deadline`, _Cancelled, or ChildDied."""
         if self.conn is None:
             raise EngineProcessError("The document reader was closed while it was reading.")
         while True:
             if _is_set(cancel):
                 raise _Cancelled()
             remaining = deadline - time.monotonic()
-            timeout = max(0.0, min(remaining, _POLL_S) if cancel is not None else remaining)
-            ready = wait([self.conn, self.process.sentinel], timeout=timeout)
-            if self.conn in ready:  # checked first: a reply sent just before exiting counts
-                try:
-                    return json.loads(self.conn.recv_bytes())
-                except (EOFError, OSError) as exc:
-                    raise self._died() from exc
-            if self.process.sentinel in ready:
-                raise self._died()
-            if remaining <= 0:
+            reply = self.poll(min(remaining, _POLL_S) if cancel is not None else remaining)
+            if reply is not None:
+                return reply
+            if deadline - time.monotonic() <= 0:
                 raise _TimedOut()
-
-    def stop(self, polite: bool = False) -> None:
-        """Ends the worker: asks it to exit when `polite` (it is idle), else kills it."""
-        if self.conn is None:
-            return
-        if polite:
-            with contextlib.suppress(OSError, ValueError):  # it may be gone already
-                self.conn.send_bytes(json.dumps({"op": "close"}).encode("utf-8"))
-            self.process.join(_STOP_TIMEOUT_S)
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join()
-        self.conn.close()
-        self.conn = None
-        self.process.close()
-
-    def _died(self) -> _WorkerDied:
-        self.process.join(_STOP_TIMEOUT_S)
-        return _WorkerDied(self.process.exitcode)
 
 
 def _is_set(cancel: CancelFlag | None) -> bool:
