@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
 import threading
 from pathlib import Path
@@ -54,20 +56,33 @@ def _index(args, paths) -> int:
         raise EngineError(f"Not found: {', '.join(missing)}. Check the path and try again.")
     cancel = threading.Event()
     embedder = default_embedder(paths.ensure())
-    with open_collection(paths, args.collection, embedder) as store:
+    with open_collection(paths, args.collection, embedder) as store, _first_ctrl_c_sets(cancel):
         bar = _ProgressBar(sys.stderr)
-        try:
-            for event in Indexer(store, embedder).run(args.inputs, cancel):
-                _report(event, bar, args.json)
-        except KeyboardInterrupt:
-            cancel.set()  # the generator's finally still saves the vector index
-            bar.finish()
+        for event in Indexer(store, embedder).run(args.inputs, cancel):
+            _report(event, bar, args.json)
+        bar.finish()
+        if cancel.is_set():
             print(f"Stopped after {bar.last.documents_done if bar.last else 0} documents; "
                   "run the same command again to carry on.", file=sys.stderr)
             return CANCELLED_EXIT
-        bar.finish()
         _summary(bar, store)
     return 0
+
+
+@contextlib.contextmanager
+def _first_ctrl_c_sets(cancel: threading.Event):
+    """The first Ctrl-C stops indexing cleanly at the next batch; a second one at once."""
+    def handler(signum, frame):
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        sys.stderr.write("\nStopping after the current batch (Ctrl-C again to stop at once)...\n")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool) -> None:

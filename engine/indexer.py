@@ -127,7 +127,7 @@ class Indexer:
     def _embed(self, texts: list[str], cancel):
         import numpy as np
 
-        batch = self.settings.embed_batch * 4  # the embedder sorts by length inside each call
+        batch = self.settings.embed_batch * 2  # sorted by length inside each call; cancel between
         parts = []
         for start in range(0, len(texts), batch):
             if _cancelled(cancel):

@@ -190,3 +190,20 @@ def _check_consistent(data_dir: Path) -> list[dict]:
         assert store.stats()["vectors"] == ready_chunks
         assert all(d["chunk_count"] > 0 for d in documents if d["status"] == "ready")
         return documents
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_the_next_run_carries_on(tmp_path, manuals_dir):
+    data = tmp_path / "data"
+    inputs = [manuals_dir / "R-data.pdf", manuals_dir / "R-FAQ.pdf"]
+    with subprocess.Popen(_index_command(data, *inputs) + ["--json"], cwd=REPO, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as process:
+        assert process.stdout.readline()  # the first document is stored
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "carry on" in err
+    assert len(_check_consistent(data)) == 1
+    finished = subprocess.run(_index_command(data, *inputs), cwd=REPO, capture_output=True, text=True)
+    assert finished.returncode == 0, finished.stderr
+    assert len(_check_consistent(data)) == 2
