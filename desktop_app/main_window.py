@@ -13,7 +13,8 @@ class MainWindow(QMainWindow):
         super().__init__()
         self.setWindowTitle("Offline Assistant")
         self.resize(1000, 700)
-        placeholder = QLabel("Drop manuals here to index them (coming soon).")
+        placeholder = QLabel("Chat and drag-and-drop indexing are not in this build yet.\n"
+                             "Meanwhile: offline-assistant-cli index FOLDER, then generate \"QUESTION\".")
         placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setCentralWidget(placeholder)
         self.statusBar().showMessage(model_summary(models))

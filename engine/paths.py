@@ -15,6 +15,9 @@ DEFAULT_COLLECTION = "default"
 class AppPaths:
     root: Path
 
+    def __post_init__(self):
+        object.__setattr__(self, "root", Path(self.root))
+
     @classmethod
     def default(cls) -> "AppPaths":
         return cls(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)))
