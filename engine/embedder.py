@@ -33,13 +33,14 @@ class Embedder:
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
                  threads: int | None = None, max_tokens: int = 256,
-                 providers: Sequence[str] | None = None, int8_activations: bool = True):
+                 providers: Sequence[str] | None = None, int8_activations: bool = False):
         self.model_path = Path(model_path)
         self.tokenizer_path = Path(tokenizer_path)
         self.threads = threads or physical_cores()
         self.providers = list(providers) if providers else ["CPUExecutionProvider"]
-        # int8 weights used as int8 with activations quantized per call (embedder_graph);
-        # False keeps the exact float32 maths. No effect on float models.
+        # True: int8 weights used as int8, activations quantized per call (embedder_graph).
+        # Off by default: only ~1.25x faster here, and a text's vector then depends on its
+        # batch (one activation scale per call); see docs/benchmarks.md. No-op for float models.
         self.int8_activations = int8_activations
         self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
         self._encoder = _load_tokenizer(self.tokenizer_path, self.max_tokens)
@@ -196,7 +197,7 @@ def _load_tokenizer(path: Path, max_tokens: int | None):
 def _open_session(model_path: Path, threads: int, providers: list[str], int8_activations: bool):
     import onnxruntime as ort
 
-    from .embedder_graph import int8_activation_model
+    from .embedder_graph import EXACT_INT8_CONFIG, int8_activation_model
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -209,6 +210,8 @@ def _open_session(model_path: Path, threads: int, providers: list[str], int8_act
         # The fused op is a CPU kernel: on a GPU provider it would pull the matmuls back to the CPU.
         on_cpu = providers[0] == "CPUExecutionProvider"
         rewritten = int8_activation_model(model_path) if int8_activations and on_cpu else None
+        if rewritten:
+            options.add_session_config_entry(*EXACT_INT8_CONFIG)
         return ort.InferenceSession(rewritten or str(model_path), options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types, not exported
         raise ModelError(f"The embedding model '{model_path}' cannot be loaded ({exc}); "

@@ -9,6 +9,7 @@ onnxruntime folds that into a float32 weight at load time, so all the maths stay
 `fuse_int8_matmuls` replaces each such MatMul by com.microsoft.DynamicQuantizeMatMul(A, W_q,
 scale [N], zero point [N] = 0): the stored int8 weights are used as they are, and only the
 activations are quantized, per call, inside the kernel. Anything else is left as it is.
+Run the result with EXACT_INT8_CONFIG set in the session options.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+# A session option to set with the rewritten model. On x86 without VNNI, onnxruntime's
+# u8 x s8 kernel adds pairs of products in saturating 16-bit registers, which gives wrong
+# outputs for some inputs; with this it uses its exact (slower) u8 x u8 kernel on those CPUs
+# only. The stored weights stay as they are either way.
+EXACT_INT8_CONFIG = ("session.x64quantprecision", "1")
 
 MS_DOMAIN = "com.microsoft"
 FUSED_OP = "DynamicQuantizeMatMul"
@@ -126,7 +133,7 @@ def _replace(graph: onnx.GraphProto, match: _Match, prefix: str) -> None:
 def _remove_unused(graph: onnx.GraphProto, chain: list[onnx.NodeProto]) -> None:
     """Drops the matched Mul and Cast nodes (Mul first) once nothing reads them, then their
     scales; a weight that is also read elsewhere keeps its chain."""
-    unique = list({id(node): node for node in chain}.values())
+    unique = list({node.output[0]: node for node in chain}.values())  # a Mul may feed two MatMuls
     for node in unique:
         if not set(node.output) & _names_read(graph):
             graph.node.remove(node)
