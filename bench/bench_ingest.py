@@ -43,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchdoc import update_section  # bench/ is on sys.path when run as a script
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -525,19 +527,7 @@ def section(r: dict, command: str) -> str:
 
 
 def update_doc(doc: Path, text: str) -> None:
-    """Replaces (or appends) this section only; every other section is kept as it is."""
-    old = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
-    lines = old.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        rest = "".join(lines[end:])
-        new = "".join(lines[:start]) + text + ("\n" + rest if rest else "")
-    temporary = doc.with_suffix(".md.tmp")
-    temporary.write_text(new, encoding="utf-8")
-    os.replace(temporary, doc)
+    update_section(doc, SECTION, text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from benchdoc import update_section  # bench/ is on sys.path when run as a script
+
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -654,7 +656,7 @@ def section(summary: dict, env: dict, lengths: list[int], command: str,
         "What is measured:",
         f"- Prompts are the same token ids for every engine, exactly {', '.join(map(str, lengths))} "
         "tokens (manual-like prose cut at that many tokens).",
-        f"- TTFT: from handing over the prompt ids to having the first new token (prefill plus one "
+        "- TTFT: from handing over the prompt ids to having the first new token (prefill plus one "
         f"greedy pick; for onnxruntime-genai includes creating the Generator). Prompt tok/s = "
         f"prompt tokens / TTFT.",
         f"- Decode: {env['new_tokens']} new tokens, greedy, end-of-sequence suppressed "
@@ -697,20 +699,7 @@ def section(summary: dict, env: dict, lengths: list[int], command: str,
 
 
 def update_doc(doc: Path, text: str) -> None:
-    """Replace (or append) this section only; other sections of the file are kept as they are."""
-    old = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n\n"
-    lines = old.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        new = old.rstrip("\n") + "\n\n" + text
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        rest = "".join(lines[end:])
-        new = "".join(lines[:start]) + text + ("\n" + rest if rest else "")
-    doc.parent.mkdir(parents=True, exist_ok=True)
-    tmp = doc.with_suffix(".md.tmp")
-    tmp.write_text(new, encoding="utf-8")
-    os.replace(tmp, doc)
+    update_section(doc, SECTION, text)
 
 
 # --------------------------------------------------------------------------------------------
