@@ -657,8 +657,8 @@ def section(summary: dict, env: dict, lengths: list[int], command: str,
         f"- Prompts are the same token ids for every engine, exactly {', '.join(map(str, lengths))} "
         "tokens (manual-like prose cut at that many tokens).",
         "- TTFT: from handing over the prompt ids to having the first new token (prefill plus one "
-        f"greedy pick; for onnxruntime-genai includes creating the Generator). Prompt tok/s = "
-        f"prompt tokens / TTFT.",
+        "greedy pick; for onnxruntime-genai includes creating the Generator). Prompt tok/s = "
+        "prompt tokens / TTFT.",
         f"- Decode: {env['new_tokens']} new tokens, greedy, end-of-sequence suppressed "
         f"(onnxruntime-genai: min_length = max_length = prompt + new tokens; llama.cpp: argmax "
         f"over the logits, no stop token), so every engine decodes the same count; decode tok/s = "
