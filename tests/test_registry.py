@@ -192,3 +192,23 @@ def test_prepare_once_then_ready_and_a_no_op(paths, tmp_path, monkeypatch):
     assert by_name(paths)[BUILTIN_LLM.name].status == "invalid"
     with pytest.raises(ModelError, match="models prepare"):
         resolve_llm(paths)
+
+
+@pytest.mark.slow
+def test_a_folder_from_an_older_converter_needs_preparation(builtin_data_dir, tmp_path):
+    import json
+    import shutil
+
+    from engine.models.registry import BUILTIN_LLM, list_models
+    from engine.paths import AppPaths
+
+    paths = AppPaths(tmp_path).ensure()
+    shutil.copytree(AppPaths(builtin_data_dir).models, paths.models, dirs_exist_ok=True)
+    status = {m.name: m.status for m in list_models(paths, "cpu")}
+    assert status[BUILTIN_LLM.name] == "ready"
+    manifest_file = paths.models / BUILTIN_LLM.name / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["source"]["converter"] = 0
+    manifest_file.write_text(json.dumps(manifest))
+    status = {m.name: m.status for m in list_models(paths, "cpu")}
+    assert status[BUILTIN_LLM.name] == "needs preparation"

@@ -18,6 +18,7 @@ from ..errors import ModelError
 from .decoder_graph import DecoderSpec, DecoderWeights, build_decoder
 from .gguf_weights import matmul_weight, to_float
 from .manifest import atomic_folder, sha256_file, write_manifest
+from .versions import GGUF_CONVERTER
 
 Progress = Callable[[float, str], None]
 
@@ -185,6 +186,7 @@ def _source(reader: GGUFReader, path: Path, spec: DecoderSpec) -> dict:
     return {
         "kind": "llm",
         "format": "gguf",
+        "converter": GGUF_CONVERTER,
         "file": path.name,
         "size": stat.st_size,
         "sha256": sha256_file(path),

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..errors import ModelError
 from ..paths import AppPaths
 from .manifest import read_manifest, remove_stale_temporaries, sha256_file, verify_manifest
+from .versions import GGUF_CONVERTER
 
 Progress = Callable[[float, str], None]
 KINDS = ("llm", "embedder", "reranker")
@@ -162,6 +163,8 @@ def _llm_status(paths: AppPaths, gguf: Path, *, may_hash: bool) -> str:
         return "invalid"
     source = read_manifest(folder).get("source") or {}
     if source.get("size") != gguf.stat().st_size or not source.get("sha256"):
+        return "needs preparation"
+    if source.get("converter") != GGUF_CONVERTER:  # built by an older converter
         return "needs preparation"
     if _read_stamp(paths) == {**_fingerprint(gguf), "sha256": source["sha256"]}:
         return "ready"
