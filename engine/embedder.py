@@ -197,7 +197,7 @@ def _load_tokenizer(path: Path, max_tokens: int | None):
 def _open_session(model_path: Path, threads: int, providers: list[str], int8_activations: bool):
     import onnxruntime as ort
 
-    from .embedder_graph import EXACT_INT8_CONFIG, int8_activation_model
+    from .embedder_graph import EXACT_INT8_CONFIG, prepared_model
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -209,8 +209,8 @@ def _open_session(model_path: Path, threads: int, providers: list[str], int8_act
     try:
         # The fused op is a CPU kernel: on a GPU provider it would pull the matmuls back to the CPU.
         on_cpu = providers[0] == "CPUExecutionProvider"
-        rewritten = int8_activation_model(model_path) if int8_activations and on_cpu else None
-        if rewritten:
+        rewritten, int8_applied = prepared_model(model_path, int8_activations and on_cpu)
+        if int8_applied:
             options.add_session_config_entry(*EXACT_INT8_CONFIG)
         return ort.InferenceSession(rewritten or str(model_path), options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own exception types, not exported

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine.embedder import Embedder
-from engine.embedder_graph import (EXACT_INT8_CONFIG, FUSED_OP, find_matches, fuse_int8_matmuls,
-                                   int8_activation_model)
+from engine.embedder_graph import (EXACT_INT8_CONFIG, FUSED_OP, drop_softmax_nan_guards, find_matches,
+                                   fuse_int8_matmuls, int8_activation_model)
 from engine.models.registry import builtin_embedder_files
 
 K, N = 64, 48
@@ -177,3 +177,55 @@ def test_builtin_model_int8_activations_agree_with_the_exact_path():
         cosines = (fast.encode_documents(SENTENCES) * exact.encode_documents(SENTENCES)).sum(axis=1)
     assert cosines.min() > 0.98
     assert cosines.max() < 0.99999  # the two paths really differ
+
+
+# -- NaN guards after softmax -----------------------------------------------------------------
+def _guarded_softmax_model(fill: float) -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["probs"], axis=-1),
+        helper.make_node("IsNaN", ["probs"], ["nan"]),
+        helper.make_node("Where", ["nan", "fill", "probs"], ["guarded"]),
+        helper.make_node("MatMul", ["guarded", "w"], ["y"]),
+    ]
+    inits = [numpy_helper.from_array(np.array(fill, np.float32), "fill"),
+             numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _run_graph(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+def test_softmax_nan_guards_are_dropped_and_outputs_unchanged():
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    model = _guarded_softmax_model(0.0)
+    expected = _run_graph(model, {"x": x})
+    assert drop_softmax_nan_guards(model) == 1
+    assert {n.op_type for n in model.graph.node} == {"Softmax", "MatMul"}
+    np.testing.assert_array_equal(_run_graph(model, {"x": x}), expected)
+
+
+def test_a_where_that_fills_something_else_is_kept():
+    model = _guarded_softmax_model(1.0)
+    assert drop_softmax_nan_guards(model) == 0
+    assert len(model.graph.node) == 4
+
+
+@pytest.mark.slow
+def test_builtin_model_without_its_guards_gives_the_same_outputs():
+    files = builtin_embedder_files()
+    original = onnx.load(str(files.model))
+    trimmed = onnx.load(str(files.model))
+    assert drop_softmax_nan_guards(trimmed) == 6
+    texts = ["Open the valve.", "Close the valve slowly before you stop the pump. " * 10]
+    encodings = Embedder.from_files(files)._encoder.encode_batch(texts)
+    width = max(len(e.ids) for e in encodings)
+    ids = np.array([e.ids + [0] * (width - len(e.ids)) for e in encodings], np.int64)
+    mask = np.array([[1] * len(e.ids) + [0] * (width - len(e.ids)) for e in encodings], np.int64)
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    np.testing.assert_array_equal(_run_graph(trimmed, feeds), _run_graph(original, feeds))
