@@ -39,7 +39,6 @@ class DecoderSpec:
     rope_dim: int
     rope_interleaved: bool  # llama.cpp's "normal" rope rotates adjacent pairs; NeoX rotates halves
     context_length: int
-    qkv_bias: bool
 
 
 @dataclass(frozen=True)

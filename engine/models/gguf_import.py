@@ -93,7 +93,6 @@ def decoder_spec(reader: GGUFReader, path: Path) -> DecoderSpec:
         rope_dim=int(field(reader, f"{arch}.rope.dimension_count", head_dim)),
         rope_interleaved=SUPPORTED_ARCHS[arch],
         context_length=min(int(field(reader, f"{arch}.context_length", 4096)), MAX_CONTEXT),
-        qkv_bias=any(t.name == "blk.0.attn_q.bias" for t in reader.tensors),
     )
 
 
