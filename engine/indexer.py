@@ -9,7 +9,6 @@ skips what is already stored and carries on.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -23,6 +22,7 @@ from .ingest.chunking import chunk_document
 from .ingest.discover import discover
 from .ingest.parse_pool import ParsePool
 from .llm import CancelFlag
+from .models.manifest import sha256_file
 from .paths import DEFAULT_COLLECTION, AppPaths
 from .types import DocumentOutcome, IndexProgress, ParsedDocument
 
@@ -69,7 +69,7 @@ class Indexer:
     def run(self, inputs: Iterable[str | Path], cancel: CancelFlag | None = None) -> Iterator[IndexProgress]:
         """Index files and folders; yields an event when a document starts and when it ends."""
         files = [Path(os.path.abspath(p)) for p in discover(inputs)]
-        clock = _Clock(len(files), sum(p.stat().st_size for p in files))
+        clock = _Clock({path: path.stat().st_size for path in files})
         todo = []
         for path in files:
             if _cancelled(cancel):
@@ -91,7 +91,7 @@ class Indexer:
         if known and known["size"] == stat.st_size and known["mtime"] == stat.st_mtime \
                 and known["status"] != "failed":
             return None
-        fingerprint = _fingerprint(path)
+        fingerprint = {"sha256": sha256_file(path), "size": stat.st_size, "mtime": stat.st_mtime}
         if known and known["sha256"] == fingerprint["sha256"] and known["status"] != "failed":
             return None
         return fingerprint
@@ -145,15 +145,6 @@ def _status(parsed: ParsedDocument, chunks) -> tuple[str, str]:
     return "ready", ""
 
 
-def _fingerprint(path: Path) -> dict:
-    stat = path.stat()
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return {"sha256": digest.hexdigest(), "size": stat.st_size, "mtime": stat.st_mtime}
-
-
 def _cancelled(cancel: CancelFlag | None) -> bool:
     return cancel is not None and cancel.is_set()
 
@@ -161,8 +152,9 @@ def _cancelled(cancel: CancelFlag | None) -> bool:
 class _Clock:
     """Counts documents and pages for progress events."""
 
-    def __init__(self, total: int, total_bytes: int):
-        self.total, self.total_bytes = total, total_bytes
+    def __init__(self, sizes: dict[Path, int]):
+        self.sizes = sizes  # taken once at the start: the ETA goes by bytes
+        self.total, self.total_bytes = len(sizes), sum(sizes.values())
         self.done = self.pages = self.bytes = 0
         self.start = time.perf_counter()
 
@@ -172,7 +164,7 @@ class _Clock:
     def finished(self, path: Path, outcome: DocumentOutcome) -> IndexProgress:
         self.done += 1
         self.pages += outcome.pages
-        self.bytes += path.stat().st_size
+        self.bytes += self.sizes[path]
         return self._event(path, outcome)
 
     def _event(self, path: Path, outcome: DocumentOutcome | None) -> IndexProgress:
