@@ -33,6 +33,7 @@ test-fast: setup
 bench: prepare manuals
 	$(PY) bench/bench_llm.py
 	$(PY) bench/bench_ingest.py
+	$(PY) bench/bench_retrieval.py --answers --latency
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -60,9 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_models(commands, common)
     _add_generate(commands, common)
-    from .cli_index import add_commands
+    from . import cli_ask, cli_index
 
-    add_commands(commands, common, _paths)
+    cli_index.add_commands(commands, common, _paths)
+    cli_ask.add_commands(commands, common, _paths, _ctrl_c_sets, CANCELLED_EXIT)
     return parser
 
 
@@ -193,7 +194,7 @@ def _progress_line(label: str):
 def _generate(args) -> int:
     from .llm_process import LLMClient
 
-    folder = _llm_folder(_paths(args), args.model)
+    folder = llm_folder(_paths(args), args.model)
     messages = [{"role": "system", "content": args.system}] if args.system else []
     messages.append({"role": "user", "content": args.prompt})
     cancel = threading.Event()
@@ -208,7 +209,7 @@ def _generate(args) -> int:
     return CANCELLED_EXIT if cancel.is_set() else 0
 
 
-def _llm_folder(paths, name: str | None):
+def llm_folder(paths, name: str | None):
     from .models.registry import BUILTIN_LLM, prepare_builtin_llm, resolve_llm
 
     if name in (None, BUILTIN_LLM.name):

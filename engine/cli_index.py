@@ -17,7 +17,7 @@ CANCELLED_EXIT = 130
 
 def add_commands(commands, common, paths_of) -> None:
     """Register the commands; `paths_of(args)` gives the AppPaths of a command's --data-dir."""
-    collection = _collection_option()
+    collection = collection_option()
 
     index = commands.add_parser("index", parents=[common, collection],
                                 help="index files and folders (PDF, TXT, Markdown, HTML, DOCX)")
@@ -36,7 +36,7 @@ def add_commands(commands, common, paths_of) -> None:
     remove.set_defaults(run=lambda args: _docs_remove(args, paths_of(args)))
 
 
-def _collection_option():
+def collection_option():
     from argparse import ArgumentParser
 
     from .paths import DEFAULT_COLLECTION

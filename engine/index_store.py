@@ -306,16 +306,35 @@ class IndexStore:
         existing = self._existing_chunk_ids([chunk_id for chunk_id, _ in hits])
         return [(chunk_id, score) for chunk_id, score in hits if chunk_id in existing]
 
-    def search_keyword(self, query: str, k: int) -> list[tuple[int, float]]:
+    def embeddings(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The stored (normalised) embeddings of the chunks that exist among these ids."""
+        found: dict[int, np.ndarray] = {}
+        for batch in _batches([int(i) for i in chunk_ids]):
+            ids, vectors = self._embeddings_of(batch)
+            found.update(zip(ids, vectors))
+        return found
+
+    def search_keyword(self, query: str, k: int, prefixes: Iterable[str] = ()) -> list[tuple[int, float]]:
         """Chunk ids and BM25 scores (higher is better), best first. Any text is a safe query:
-        each word is searched as a quoted phrase, so FTS5 syntax in it means nothing."""
-        match = fts_query(query)
+        each word is searched as a quoted phrase, so FTS5 syntax in it means nothing.
+        `prefixes` also match any word they begin (stems: 'print' finds 'printing')."""
+        match = fts_query(query, prefixes)
         if not match or k <= 0:
             return []
         rows = self._db.execute(
             "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
             (match, int(k)))
         return [(row[0], -row[1]) for row in rows]  # FTS5's bm25 is negative: lower is better
+
+    def prefix_frequency(self, prefix: str) -> float:
+        """The fraction of chunks with a word that starts with `prefix` (0 for an empty one)."""
+        match = fts_query(prefix)
+        total = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        if not match or " OR " in match or total == 0:
+            return 0.0
+        found = self._db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                                 (match + "*",)).fetchone()[0]
+        return found / total
 
     # -- state -------------------------------------------------------------------------------
 
@@ -581,21 +600,26 @@ def collection_folder(collections_root: Path, name: str) -> Path:
     return Path(collections_root) / name
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 MATCH expression for free text: each distinct word as a quoted phrase, ORed.
+def fts_query(text: str, prefixes: Iterable[str] = ()) -> str:
+    """An FTS5 MATCH expression for free text: each distinct word as a quoted phrase, ORed,
+    and each prefix as a quoted prefix query.
 
     Quoting makes operators (AND, NEAR, *, ^, column:, parentheses) plain words; words
     without a letter or digit are dropped, since they would be empty phrases."""
     terms: list[str] = []
-    # Control characters become spaces: FTS5 reads a NUL as the end of the query.
-    printable = "".join(ch if ch.isprintable() else " " for ch in _clean(text))
-    for word in printable.split():
+    for word, star in [(w, "") for w in _printable(text).split()] + \
+                      [(p, "*") for p in _printable(" ".join(prefixes)).split()]:
         if not any(ch.isalnum() for ch in word):
             continue
-        term = '"' + word.replace('"', '""') + '"'
+        term = '"' + word.replace('"', '""') + '"' + star
         if term not in terms:
             terms.append(term)
     return " OR ".join(terms[:_MAX_QUERY_TERMS])
+
+
+def _printable(text: str) -> str:
+    """Control characters become spaces: FTS5 reads a NUL as the end of the query."""
+    return "".join(ch if ch.isprintable() else " " for ch in _clean(text))
 
 
 def _take_writer_lock(folder: Path):

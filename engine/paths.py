@@ -39,10 +39,14 @@ class AppPaths:
         return self.root / "logs"
 
     @property
+    def conversations(self) -> Path:
+        return self.root / "conversations"
+
+    @property
     def settings_file(self) -> Path:
         return self.root / "settings.toml"
 
     def ensure(self) -> "AppPaths":
-        for folder in (self.root, self.models, self.collections, self.logs):
+        for folder in (self.root, self.models, self.collections, self.logs, self.conversations):
             folder.mkdir(parents=True, exist_ok=True)
         return self

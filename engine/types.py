@@ -106,3 +106,48 @@ class IndexProgress:
         if self.bytes_done <= 0 or self.bytes_total <= 0:
             return None
         return self.elapsed_s * (self.bytes_total - self.bytes_done) / self.bytes_done
+
+
+# -- retrieval and answers -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Span:
+    """Where a passage's text sits: characters [start, end) of a page's text."""
+
+    page: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Passage:
+    """Retrieved text: one chunk, or neighbouring chunks of one document merged."""
+
+    document_id: int
+    path: str
+    title: str
+    chunk_ids: tuple[int, ...]
+    spans: tuple[Span, ...]
+    text: str
+    heading_path: tuple[str, ...]
+    score: float  # what ordered the results: the fused score, or the reranker's
+    similarity: float  # cosine of the question and the best chunk; the relevance gate reads it
+    keyword_score: float | None = None  # BM25 (higher is better), when keyword search found it
+    rerank_score: float | None = None
+    anchor: int = 0  # which span is the chunk that ranked: a citation opens its page
+
+    @property
+    def page(self) -> int:
+        return self.spans[self.anchor].page
+
+    @property
+    def pages(self) -> tuple[int, ...]:
+        return tuple(sorted({span.page for span in self.spans}))
+
+    @property
+    def document(self) -> str:
+        """The file name, as a citation shows it."""
+        return self.path.replace("\\", "/").rsplit("/", 1)[-1]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "document": self.document, "pages": list(self.pages)}

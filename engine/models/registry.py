@@ -11,18 +11,28 @@ import importlib.util
 import json
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import ModelError
 from ..paths import AppPaths
-from .manifest import read_manifest, remove_stale_temporaries, sha256_file, verify_manifest
+from .manifest import (
+    atomic_folder,
+    read_manifest,
+    remove_stale_temporaries,
+    sha256_file,
+    verify_manifest,
+    write_manifest,
+)
 from .versions import GGUF_CONVERTER
 
 Progress = Callable[[float, str], None]
 KINDS = ("llm", "embedder", "reranker")
 PREPARE_HINT = "run 'offline-assistant-cli models prepare'"
+RERANKER_MODEL_FILES = ("model.onnx", "onnx/model.onnx")  # as engine.reranker looks for them
+_RERANKER_EXTRAS = (".json", ".txt", ".md")  # config, tokenizer files, vocab, model card
 
 
 @dataclass(frozen=True)
@@ -242,7 +252,7 @@ def _kind_of(folder: Path, manifest: dict | None) -> str:
     for kind in ((manifest or {}).get("kind"), source.get("kind")):
         if kind in KINDS:
             return kind
-    return "llm"  # ONNX GenAI folders are language models; no other kind is imported yet
+    return "llm"  # a folder whose manifest names no kind is a language model
 
 
 def _imported_info(folder: Path, provider: str) -> ModelInfo:
@@ -291,8 +301,26 @@ def resolve_llm(paths: AppPaths, name: str | None = None) -> Path:
     return folder
 
 
+def resolve_reranker(paths: AppPaths) -> Path | None:
+    """The imported cross-encoder folder (the latest imported, if several); None when none is."""
+    found = []
+    for folder in _imported_folders(paths):
+        manifest = read_manifest(folder)
+        if _kind_of(folder, manifest) == "reranker":
+            imported_at = ((manifest or {}).get("source") or {}).get("imported_at") or 0
+            found.append((imported_at, folder.name, folder))
+    if not found:
+        return None
+    folder = max(found)[2]
+    if not verify_manifest(folder):
+        raise ModelError(f"The reranker '{folder.name}' is damaged (files missing or changed); "
+                         "import it again, or delete its folder from the models folder.")
+    return folder
+
+
 def import_model(path: str | Path, paths: AppPaths, progress: Progress | None = None) -> Path:
-    """Installs a .gguf file or an ONNX model folder into the data dir; returns its folder."""
+    """Installs a .gguf file, a cross-encoder export folder or an ONNX model folder into the
+    data dir; returns its folder."""
     path = Path(path).expanduser()
     name = _name_for(path)
     paths.models.mkdir(parents=True, exist_ok=True)
@@ -301,6 +329,8 @@ def import_model(path: str | Path, paths: AppPaths, progress: Progress | None = 
         from .gguf_import import import_gguf
 
         return import_gguf(path, paths.models / name, progress)
+    if path.is_dir() and _classifier_architecture(path):
+        return _import_reranker(path, paths.models / name, progress)
     if path.is_dir() and _looks_like_onnx_model(path):
         from .genai_folder import import_genai_folder
 
@@ -325,3 +355,54 @@ def _looks_like_onnx_model(folder: Path) -> bool:
         return True
     has_onnx = any(folder.glob("*.onnx")) or any(folder.glob("onnx/*.onnx"))
     return (folder / "config.json").is_file() and has_onnx
+
+
+# -- cross-encoders (rerankers) ----------------------------------------------------------------
+def _classifier_architecture(folder: Path) -> str | None:
+    """The *ForSequenceClassification architecture config.json declares, if it declares one."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    names = config.get("architectures") if isinstance(config, dict) else None
+    classifiers = [n for n in names or [] if isinstance(n, str)
+                   and n.endswith("ForSequenceClassification")]
+    return classifiers[0] if classifiers else None
+
+
+def _import_reranker(src: Path, final: Path, progress: Progress | None) -> Path:
+    """Copies a cross-encoder export into `final`, whole or not at all, with a manifest."""
+    from .genai_folder import _check_external_data, _copy_files, _overlap, _refuse
+
+    report = progress or (lambda fraction, message: None)
+    if _overlap(src, final):
+        _refuse(src, f"overlaps the place it would be installed ('{final}')",
+                "import it from a folder outside the models folder")
+    model = next((name for name in RERANKER_MODEL_FILES if (src / name).is_file()), None)
+    if model is None:
+        _refuse(src, "declares a cross-encoder but has no model.onnx (nor onnx/model.onnx)",
+                "export it to ONNX first, for example with 'optimum-cli export onnx'")
+    if not (src / "tokenizer.json").is_file():
+        _refuse(src, "has no tokenizer.json", "copy the tokenizer files in with the model")
+    report(0.0, f"Checking {src}")
+    with atomic_folder(final) as tmp:
+        _copy_files(src, tmp, _reranker_files(src, model), report)
+        # Its external weights came along only if named after it; else this names the missing one.
+        _check_external_data(tmp, tmp / model, label=src, links_ok=False)
+        report(0.95, "Writing the manifest")
+        write_manifest(tmp, source={"kind": "reranker", "path": str(src.resolve()), "model": model,
+                                    "architecture": _classifier_architecture(src),
+                                    "imported_at": time.time()})
+    report(1.0, f"Imported {final.name}")
+    return final
+
+
+def _reranker_files(src: Path, model: str) -> list[str]:
+    """The model, files named after it (its external weights), and the small top-level files;
+    not the other exports a model repository holds (safetensors, other .onnx variants)."""
+    model_path = src / model
+    weights = [p for p in model_path.parent.iterdir()
+               if p.is_file() and p.name.startswith(model_path.name)]
+    extras = [p for p in src.iterdir() if p.is_file() and p.suffix.lower() in _RERANKER_EXTRAS]
+    files = {p.relative_to(src).as_posix() for p in weights + extras if not p.name.startswith(".")}
+    return sorted(files - {"manifest.json"})

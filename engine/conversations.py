@@ -1,0 +1,121 @@
+"""Conversations kept in the data dir: one JSON file each, written atomically.
+
+    store = ConversationStore(paths.conversations)
+    chat = store.create("Pump questions")
+    chat.messages.append({"role": "user", "content": "How do I prime the pump?"})
+    store.save(chat)
+
+A message is {"role": "user" | "assistant", "content": str}, and an assistant message may also
+hold "citations" (Citation.to_dict() records) and "answerable". A damaged file is set aside
+(renamed *.damaged) with a log line, never crashes the listing, and never overwrites others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import EngineError
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".json"
+FORMAT_VERSION = 1
+
+
+@dataclass
+class Conversation:
+    id: str
+    title: str
+    created_at: float
+    updated_at: float
+    messages: list[dict] = field(default_factory=list)
+
+    def history(self) -> list[dict]:
+        """The turns as the assistant takes them: role and content only."""
+        return [{"role": m["role"], "content": m["content"]} for m in self.messages
+                if m.get("role") in ("user", "assistant")]
+
+    def to_json(self) -> dict:
+        return {"version": FORMAT_VERSION, "id": self.id, "title": self.title,
+                "created_at": self.created_at, "updated_at": self.updated_at, "messages": self.messages}
+
+
+class ConversationStore:
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+
+    def create(self, title: str = "New conversation") -> Conversation:
+        now = time.time()
+        conversation = Conversation(uuid.uuid4().hex, title.strip() or "New conversation", now, now)
+        self.save(conversation)
+        return conversation
+
+    def list(self) -> list[Conversation]:
+        """Every readable conversation, the most recently updated first."""
+        if not self.folder.is_dir():
+            return []
+        found = [c for c in (self._read(p) for p in self.folder.glob("*" + SUFFIX)) if c is not None]
+        return sorted(found, key=lambda c: c.updated_at, reverse=True)
+
+    def get(self, conversation_id: str) -> Conversation:
+        conversation = self._read(self._path(conversation_id))
+        if conversation is None:
+            raise EngineError(f"The conversation '{conversation_id}' is not there any more.")
+        return conversation
+
+    def save(self, conversation: Conversation) -> None:
+        conversation.updated_at = time.time()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self._path(conversation.id)
+        temporary = path.with_suffix(".tmp")
+        try:
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(conversation.to_json(), handle, ensure_ascii=False)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except OSError as exc:
+            raise EngineError(f"The conversation could not be saved in '{self.folder}' ({exc}); "
+                              "check that the data folder is writable and not full.") from exc
+
+    def rename(self, conversation_id: str, title: str) -> Conversation:
+        conversation = self.get(conversation_id)
+        conversation.title = title.strip() or conversation.title
+        self.save(conversation)
+        return conversation
+
+    def delete(self, conversation_id: str) -> None:
+        try:
+            self._path(conversation_id).unlink()
+        except FileNotFoundError:
+            pass
+
+    def _path(self, conversation_id: str) -> Path:
+        if not conversation_id or not all(ch.isalnum() for ch in conversation_id):
+            raise EngineError(f"'{conversation_id}' is not a conversation id.")
+        return self.folder / (conversation_id + SUFFIX)
+
+    def _read(self, path: Path) -> Conversation | None:
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+            return Conversation(str(raw["id"]), str(raw["title"]), float(raw["created_at"]),
+                                float(raw["updated_at"]), [dict(m) for m in raw["messages"]])
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("conversation file %s is damaged (%s); set aside", path, exc)
+            _set_aside(path)
+            return None
+
+
+def _set_aside(path: Path) -> None:
+    try:
+        os.replace(path, path.with_suffix(".damaged"))
+    except OSError as exc:
+        log.warning("could not set %s aside: %s", path, exc)

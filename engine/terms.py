@@ -1,0 +1,54 @@
+"""Words of a question that carry its topic: stopwords out, crude stems, code-like tokens kept.
+
+Shared by keyword search (what to match) and the relevance gate (what must be covered).
+"""
+
+from __future__ import annotations
+
+import re
+
+# Words that carry no topic: question scaffolding and contraction stubs ("didn't" -> "didn").
+STOPWORDS = frozenset("""
+a about after again all also an and any are aren as at back be been before being but by can
+cannot could couldn did didn do does doesn doing don down for from get gets got had has have
+haven how i if in into is isn it its just like me more most my need no not now of on once only
+or other our out over own please same should shouldn so some such than that the their them then
+there these they this those through to too under up us use used using very was wasn way we were
+weren what when where which while who why will with won would wouldn you your
+make making made sure find found work works look go goes put keep still many much first
+everything another without during between against inside whether check thing things
+something anything
+""".split())
+
+WORD = re.compile(r"\w+")
+_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+def stem(word: str) -> str:
+    """A crude stem, enough to match 'prints' with 'print' and 'stopped' with 'stop'."""
+    word = word.casefold()
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            word = word[:-len(suffix)]
+            if word[-1] == word[-2] and word[-1] not in "aeiouls":  # stopped -> stop
+                word = word[:-1]
+            break
+    return word
+
+
+def query_terms(question: str) -> list[str]:
+    """The stems of the question's topic words, in order, once each."""
+    words = (w.casefold() for w in WORD.findall(question))
+    return list(dict.fromkeys(stem(w) for w in words if w not in STOPWORDS and len(w) > 1))
+
+
+def code_tokens(text: str) -> list[str]:
+    """Tokens a person types exactly: names with inner punctuation ('read.fwf', 'R_LIBS_USER',
+    'E-4711', '--vanilla') and words with digits ('pdf2', 'X11')."""
+    found = []
+    for token in text.split():
+        token = token.strip(".,;:!?()[]{}'\"`")
+        inner = re.search(r"\w[._\-/:]+\w", token) or token.startswith("--")
+        if (inner or re.search(r"\d", token)) and any(ch.isalpha() for ch in token):
+            found.append(token)
+    return list(dict.fromkeys(found))

@@ -1,0 +1,58 @@
+"""Conversations persist as JSON files; a damaged one is set aside, never fatal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.conversations import ConversationStore
+from engine.errors import EngineError
+
+
+def test_a_conversation_round_trips_and_lists_newest_first(tmp_path):
+    store = ConversationStore(tmp_path / "conversations")
+    first = store.create("Pump")
+    first.messages += [{"role": "user", "content": "How do I prime it?"},
+                       {"role": "assistant", "content": "Fill it [1].", "citations": [{"number": 1}]}]
+    store.save(first)
+    second = store.create("")
+    assert second.title == "New conversation"
+    again = ConversationStore(tmp_path / "conversations")
+    assert [c.id for c in again.list()] == [second.id, first.id]
+    loaded = again.get(first.id)
+    assert loaded.messages == first.messages
+    assert loaded.history() == [{"role": "user", "content": "How do I prime it?"},
+                                {"role": "assistant", "content": "Fill it [1]."}]
+
+
+def test_rename_and_delete(tmp_path):
+    store = ConversationStore(tmp_path)
+    chat = store.create("Old")
+    assert store.rename(chat.id, "  New title ").title == "New title"
+    assert store.get(chat.id).title == "New title"
+    store.delete(chat.id)
+    store.delete(chat.id)  # twice is fine
+    assert store.list() == []
+    with pytest.raises(EngineError, match="not there"):
+        store.get(chat.id)
+
+
+def test_a_damaged_file_is_set_aside_and_the_others_still_list(tmp_path):
+    store = ConversationStore(tmp_path)
+    good = store.create("Good")
+    (tmp_path / "0123abcd.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "4567abcd.json").write_text(json.dumps({"id": "x"}), encoding="utf-8")
+    assert [c.id for c in store.list()] == [good.id]
+    assert sorted(p.name for p in tmp_path.glob("*.damaged")) == ["0123abcd.damaged", "4567abcd.damaged"]
+
+
+def test_ids_that_are_paths_are_refused(tmp_path):
+    with pytest.raises(EngineError, match="not a conversation id"):
+        ConversationStore(tmp_path).get("../settings")
+
+
+def test_no_temporary_file_is_left_behind(tmp_path):
+    store = ConversationStore(tmp_path)
+    store.save(store.create("x"))
+    assert [p.suffix for p in tmp_path.iterdir()] == [".json"]
