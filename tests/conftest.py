@@ -51,3 +51,30 @@ def manuals_dir() -> Path:
             pytest.fail("tests/.manuals is missing: run tests/fetch_manuals.sh (make test does)")
         pytest.skip("the R manuals are not here; run tests/fetch_manuals.sh")
     return MANUALS
+
+
+@pytest.fixture(scope="session")
+def tiny_embedder(tmp_path_factory):
+    """A tiny random ONNX embedder with the tiny WordPiece vocabulary, loaded."""
+    from engine.embedder import Embedder
+    from tests.tiny_embedder import write_tiny_embedder
+
+    files = write_tiny_embedder(tmp_path_factory.mktemp("tiny_embedder"), max_positions=128)
+    with Embedder.from_files(files) as loaded:
+        yield loaded
+
+
+@pytest.fixture
+def recorded_prompts(monkeypatch) -> list:
+    """Every Prompt the assistant builds, in order: their fence markers, the passages they number."""
+    import engine.assistant
+
+    built: list = []
+    real = engine.assistant.build_prompt
+
+    def recording(*args, **kwargs):
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(engine.assistant, "build_prompt", recording)
+    return built

@@ -32,14 +32,12 @@ from engine.assistant import (
     open_assistant,
     retrieval_query,
 )
-from engine.embedder import Embedder
 from engine.grounding import Prompt, build_prompt, cited_numbers
 from engine.llm import GenerationStream, LocalLLM
 from engine.llm_process import LLMClient
 from engine.retrieval import Retriever, RetrievalSettings
 from engine.types import GenerationStats, Passage, Span
 from tests.tiny_collection import fill, open_store
-from tests.tiny_embedder import write_tiny_embedder
 
 RETRIEVAL_STAGES = ("embed", "dense", "keyword", "fuse", "merge")
 ANSWER = AssistantSettings(relevance_threshold=-10.0)  # every question passes the gate
@@ -48,16 +46,9 @@ QUESTION = "How do I replace the filter?"
 
 
 @pytest.fixture(scope="module")
-def embedder(tmp_path_factory):
-    files = write_tiny_embedder(tmp_path_factory.mktemp("tiny_embedder"), max_positions=128)
-    with Embedder.from_files(files) as loaded:
-        yield loaded
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory, embedder):
-    with open_store(tmp_path_factory.mktemp("collection") / "manuals", embedder) as opened:
-        yield fill(opened, embedder)
+def store(tmp_path_factory, tiny_embedder):
+    with open_store(tmp_path_factory.mktemp("collection") / "manuals", tiny_embedder) as opened:
+        yield fill(opened, tiny_embedder)
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +57,8 @@ def llm(tiny_llm_dir):
         yield model
 
 
-def make(store, embedder, llm, settings=ANSWER, retrieval=None, **kwargs) -> Assistant:
-    return Assistant(Retriever(store, embedder, settings=retrieval), llm, settings, **kwargs)
+def make(store, tiny_embedder, llm, settings=ANSWER, retrieval=None, **kwargs) -> Assistant:
+    return Assistant(Retriever(store, tiny_embedder, settings=retrieval), llm, settings, **kwargs)
 
 
 def kinds(events) -> list[str]:
@@ -82,22 +73,6 @@ def only(events, kind: type):
 
 def streamed(events) -> str:
     return "".join(event.text for event in events if isinstance(event, TextEvent))
-
-
-@pytest.fixture
-def prompts(monkeypatch) -> list[Prompt]:
-    """Every prompt the assistant builds, in order: their fence markers, the passages they number."""
-    import engine.assistant
-
-    built: list[Prompt] = []
-    real = engine.assistant.build_prompt
-
-    def recording(*args, **kwargs) -> Prompt:
-        built.append(real(*args, **kwargs))
-        return built[-1]
-
-    monkeypatch.setattr(engine.assistant, "build_prompt", recording)
-    return built
 
 
 def shows_no_marker(events, prompt: Prompt) -> bool:
@@ -120,8 +95,8 @@ class RecordingLLM(LocalLLM):
 
 # -- a whole answer ------------------------------------------------------------------------
 
-def test_events_come_as_passages_text_citations_done(store, embedder, llm):
-    events = list(make(store, embedder, llm).ask(QUESTION))
+def test_events_come_as_passages_text_citations_done(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm).ask(QUESTION))
 
     assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
     assert set(kinds(events)[1:-2]) == {"text"}
@@ -134,8 +109,8 @@ def test_events_come_as_passages_text_citations_done(store, embedder, llm):
     assert {p.document for p in passages.passages} == {"filter.md", "oil.md", "pump.md"}
 
 
-def test_the_answer_is_the_streamed_text_and_stats_cover_every_stage(store, embedder, llm):
-    events = list(make(store, embedder, llm).ask(QUESTION))
+def test_the_answer_is_the_streamed_text_and_stats_cover_every_stage(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm).ask(QUESTION))
     done = events[-1]
     stats = done.stats
     text = streamed(events).strip()
@@ -156,8 +131,8 @@ def test_the_answer_is_the_streamed_text_and_stats_cover_every_stage(store, embe
     assert stats.to_dict()["stages"] == list(stats.stages)
 
 
-def test_an_answer_that_cites_nothing_gets_the_passages_as_sources(store, embedder, llm):
-    events = list(make(store, embedder, llm).ask(QUESTION))
+def test_an_answer_that_cites_nothing_gets_the_passages_as_sources(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm).ask(QUESTION))
     passages, citations = events[0].passages, only(events, CitationsEvent).citations
     assert not cited_numbers(events[-1].answer, len(passages))  # the random model cites nothing
 
@@ -173,9 +148,9 @@ def test_an_answer_that_cites_nothing_gets_the_passages_as_sources(store, embedd
     assert as_dict["page"] == citations[0].passage.page and as_dict["cited"] is False
 
 
-def test_the_model_runs_in_a_child_process_just_the_same(store, embedder, tiny_llm_dir):
+def test_the_model_runs_in_a_child_process_just_the_same(store, tiny_embedder, tiny_llm_dir):
     with LLMClient(tiny_llm_dir, provider="cpu") as client:
-        events = list(make(store, embedder, client).ask(QUESTION))
+        events = list(make(store, tiny_embedder, client).ask(QUESTION))
     assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
     assert set(kinds(events)[1:-2]) == {"text"}
     stats = events[-1].stats
@@ -184,8 +159,8 @@ def test_the_model_runs_in_a_child_process_just_the_same(store, embedder, tiny_l
 
 # -- the relevance gate ----------------------------------------------------------------------
 
-def test_a_question_below_the_gate_is_refused_with_the_nearest_passages(store, embedder, llm):
-    events = list(make(store, embedder, llm, REFUSE).ask("What is the capital of France?"))
+def test_a_question_below_the_gate_is_refused_with_the_nearest_passages(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm, REFUSE).ask("What is the capital of France?"))
 
     assert kinds(events) == ["passages", "text", "citations", "done"]
     gate = events[0]
@@ -206,9 +181,9 @@ def test_a_question_below_the_gate_is_refused_with_the_nearest_passages(store, e
     assert done.stats.prompt_tokens == 0 and done.stats.time_to_first_token_s is None
 
 
-def test_the_gate_is_judged_with_the_settings_threshold(store, embedder, llm):
-    answered = list(make(store, embedder, llm, ANSWER).ask(QUESTION))[0]
-    refused = list(make(store, embedder, llm, REFUSE).ask(QUESTION))[0]
+def test_the_gate_is_judged_with_the_settings_threshold(store, tiny_embedder, llm):
+    answered = list(make(store, tiny_embedder, llm, ANSWER).ask(QUESTION))[0]
+    refused = list(make(store, tiny_embedder, llm, REFUSE).ask(QUESTION))[0]
     assert answered.relevance.score == pytest.approx(refused.relevance.score)
     assert answered.answerable and not refused.answerable
 
@@ -216,16 +191,16 @@ def test_the_gate_is_judged_with_the_settings_threshold(store, embedder, llm):
 # -- errors ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("question", ["", "   \n\t"])
-def test_an_empty_question_is_one_error_event(store, embedder, llm, question):
-    events = list(make(store, embedder, llm).ask(question))
+def test_an_empty_question_is_one_error_event(store, tiny_embedder, llm, question):
+    events = list(make(store, tiny_embedder, llm).ask(question))
     assert len(events) == 1 and isinstance(events[0], ErrorEvent)
     assert events[0].kind == "error" and events[0].error == "EngineError"
     assert "question is empty" in events[0].message
 
 
-def test_an_empty_collection_is_one_error_event_saying_to_add_documents(tmp_path, embedder, llm):
-    with open_store(tmp_path / "empty", embedder) as empty:
-        events = list(make(empty, embedder, llm).ask(QUESTION))
+def test_an_empty_collection_is_one_error_event_saying_to_add_documents(tmp_path, tiny_embedder, llm):
+    with open_store(tmp_path / "empty", tiny_embedder) as empty:
+        events = list(make(empty, tiny_embedder, llm).ask(QUESTION))
     assert len(events) == 1 and isinstance(events[0], ErrorEvent)
     assert "No manuals are indexed" in events[0].message
     assert "add some documents" in events[0].message
@@ -233,10 +208,10 @@ def test_an_empty_collection_is_one_error_event_saying_to_add_documents(tmp_path
 
 # -- cancel ------------------------------------------------------------------------------------
 
-def test_cancel_after_the_first_piece_ends_the_answer_as_cancelled(store, embedder, llm):
+def test_cancel_after_the_first_piece_ends_the_answer_as_cancelled(store, tiny_embedder, llm):
     cancel = threading.Event()
     events = []
-    for event in make(store, embedder, llm).ask(QUESTION, cancel=cancel):
+    for event in make(store, tiny_embedder, llm).ask(QUESTION, cancel=cancel):
         events.append(event)
         if event.kind == "text":
             cancel.set()
@@ -248,11 +223,11 @@ def test_cancel_after_the_first_piece_ends_the_answer_as_cancelled(store, embedd
     assert done.stats.new_tokens < ANSWER.max_new_tokens
 
 
-def test_cancel_reaches_the_model_in_a_child_process(store, embedder, tiny_llm_dir):
+def test_cancel_reaches_the_model_in_a_child_process(store, tiny_embedder, tiny_llm_dir):
     cancel = threading.Event()
     with LLMClient(tiny_llm_dir, provider="cpu") as client:
         events = []
-        for event in make(store, embedder, client).ask(QUESTION, cancel=cancel):
+        for event in make(store, tiny_embedder, client).ask(QUESTION, cancel=cancel):
             events.append(event)
             if event.kind == "text":
                 cancel.set()
@@ -273,21 +248,21 @@ def test_a_short_follow_up_is_searched_with_the_previous_question():
     assert retrieval_query(standalone, history) == standalone
 
 
-def test_a_follow_up_finds_the_manual_of_the_previous_question(store, embedder, llm):
+def test_a_follow_up_finds_the_manual_of_the_previous_question(store, tiny_embedder, llm):
     keyword_only = RetrievalSettings(fusion="keyword")  # finds exactly the manuals named
     history = [{"role": "user", "content": "How do I replace the filter?"},
                {"role": "assistant", "content": "Use part F-77 [1]."}]
-    alone = list(make(store, embedder, llm, retrieval=keyword_only).ask("and oil?"))[0]
-    followed = list(make(store, embedder, llm, retrieval=keyword_only).ask("and oil?", history))[0]
+    alone = list(make(store, tiny_embedder, llm, retrieval=keyword_only).ask("and oil?"))[0]
+    followed = list(make(store, tiny_embedder, llm, retrieval=keyword_only).ask("and oil?", history))[0]
     assert {p.document for p in alone.passages} == {"oil.md"}
     assert {p.document for p in followed.passages} == {"filter.md", "oil.md"}
 
 
-def test_history_goes_into_the_prompt_before_the_question(store, embedder, tiny_llm_dir):
+def test_history_goes_into_the_prompt_before_the_question(store, tiny_embedder, tiny_llm_dir):
     history = [{"role": "user", "content": "How do I replace the filter?"},
                {"role": "assistant", "content": "Use part F-77 [1]."}]
     with RecordingLLM(tiny_llm_dir, provider="cpu") as recording:
-        events = list(make(store, embedder, recording).ask("and oil?", history))
+        events = list(make(store, tiny_embedder, recording).ask("and oil?", history))
     assert events[-1].kind == "done"
     (messages,) = recording.asked
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
@@ -512,14 +487,14 @@ class ScriptedLLM:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_the_fence_never_reaches_the_screen_and_its_closing_ends_the_answer(store, embedder, prompts, size):
+def test_the_fence_never_reaches_the_screen_and_its_closing_ends_the_answer(store, tiny_embedder, recorded_prompts, size):
     script = ("<<{marker}>>\n[1] Replace filter cartridge yearly.\n<</{marker}>>\n\n"
               "[4] made-up.md, page 9:\nA source the model made up.")
     model = ScriptedLLM(script, size)
-    events = list(make(store, embedder, model).ask(QUESTION))
+    events = list(make(store, tiny_embedder, model).ask(QUESTION))
 
     assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
-    (prompt,) = prompts
+    (prompt,) = recorded_prompts
     assert shows_no_marker(events, prompt)
     assert not any("<" in event.text for event in events if isinstance(event, TextEvent))
     assert streamed(events) == "\n[1] Replace filter cartridge yearly.\n"
@@ -531,9 +506,9 @@ def test_the_fence_never_reaches_the_screen_and_its_closing_ends_the_answer(stor
     assert [(c.number, c.passage, c.cited) for c in citations] == [(1, events[0].passages[0], True)]
 
 
-def test_a_looping_model_is_stopped_and_its_answer_keeps_one_copy(store, embedder):
+def test_a_looping_model_is_stopped_and_its_answer_keeps_one_copy(store, tiny_embedder):
     model = ScriptedLLM(PRIMING + SHORT_LOOP * 20)
-    events = list(make(store, embedder, model).ask(QUESTION))
+    events = list(make(store, tiny_embedder, model).ask(QUESTION))
     done = events[-1]
     assert done.stats.finish_reason == "repetition"
     assert done.answer == PRIMING + SHORT_LOOP.strip()
@@ -541,17 +516,17 @@ def test_a_looping_model_is_stopped_and_its_answer_keeps_one_copy(store, embedde
     assert model.written < len(pieces_of(PRIMING + SHORT_LOOP * 20, 3)) // 2
 
 
-def test_text_held_back_at_the_end_of_the_stream_is_shown(store, embedder):
+def test_text_held_back_at_the_end_of_the_stream_is_shown(store, tiny_embedder):
     script = "Shift it: x << 2, then press <"
-    events = list(make(store, embedder, ScriptedLLM(script)).ask(QUESTION))
+    events = list(make(store, tiny_embedder, ScriptedLLM(script)).ask(QUESTION))
     assert streamed(events) == script and events[-1].answer == script
     assert events[-1].stats.finish_reason == "stop"
 
 
-def with_a_prompt_that(store, embedder, fits) -> tuple[AssistantSettings, list[Passage]]:
+def with_a_prompt_that(store, tiny_embedder, fits) -> tuple[AssistantSettings, list[Passage]]:
     """Settings whose prompt budget gives QUESTION a prompt for which `fits(prompt, passages)`,
     and the passages that are retrieved for it."""
-    passages = Retriever(store, embedder).retrieve(retrieval_query(QUESTION, []), ANSWER.passages).passages
+    passages = Retriever(store, tiny_embedder).retrieve(retrieval_query(QUESTION, []), ANSWER.passages).passages
     count = ScriptedLLM("").count_tokens
     for budget in range(100, 3000):
         prompt = build_prompt(QUESTION, passages, [], count, budget, ANSWER.history_tokens)
@@ -560,14 +535,14 @@ def with_a_prompt_that(store, embedder, fits) -> tuple[AssistantSettings, list[P
     raise AssertionError("no prompt budget gives such a prompt")
 
 
-def test_a_cited_passage_comes_whole_though_the_prompt_shortened_it(store, embedder, prompts):
+def test_a_cited_passage_comes_whole_though_the_prompt_shortened_it(store, tiny_embedder, recorded_prompts):
     settings, passages = with_a_prompt_that(
-        store, embedder, lambda prompt, passages: len(passages) == 3 and len(prompt.passages) == 2
+        store, tiny_embedder, lambda prompt, passages: len(passages) == 3 and len(prompt.passages) == 2
         and prompt.passages[1].text.endswith(" ..."))
     script = "Prime it first [2][1][3], set x[3] to 1 and read m[1][2]."
-    events = list(make(store, embedder, ScriptedLLM(script), settings).ask(QUESTION))
+    events = list(make(store, tiny_embedder, ScriptedLLM(script), settings).ask(QUESTION))
 
-    (prompt,) = prompts
+    (prompt,) = recorded_prompts
     assert prompt.passages[1] != passages[1]  # the prompt numbered a shortened copy
     # [3] points at no source of the prompt; code indexing is not a citation
     assert events[-1].answer == "Prime it first [2][1], set x[3] to 1 and read m[1][2]."
@@ -578,12 +553,12 @@ def test_a_cited_passage_comes_whole_though_the_prompt_shortened_it(store, embed
 
 
 def test_an_answer_citing_nothing_gets_every_retrieved_passage_even_those_left_out_of_the_prompt(
-        store, embedder, prompts):
+        store, tiny_embedder, recorded_prompts):
     settings, passages = with_a_prompt_that(
-        store, embedder, lambda prompt, passages: len(passages) == 3 and len(prompt.passages) == 1)
-    events = list(make(store, embedder, ScriptedLLM("Replace it every year."), settings).ask(QUESTION))
+        store, tiny_embedder, lambda prompt, passages: len(passages) == 3 and len(prompt.passages) == 1)
+    events = list(make(store, tiny_embedder, ScriptedLLM("Replace it every year."), settings).ask(QUESTION))
 
-    (prompt,) = prompts
+    (prompt,) = recorded_prompts
     assert len(prompt.passages) == 1
     citations = only(events, CitationsEvent).citations
     assert [(c.number, c.passage, c.cited) for c in citations] == \
@@ -655,7 +630,7 @@ def test_no_cited_number_lists_every_passage_as_a_plain_source():
 # -- the real built-in models: slow ------------------------------------------------------------
 
 @pytest.mark.slow
-def test_open_assistant_answers_from_an_indexed_manual(builtin_data_dir, tmp_path, prompts):
+def test_open_assistant_answers_from_an_indexed_manual(builtin_data_dir, tmp_path, recorded_prompts):
     from engine.cli import main
     from engine.paths import AppPaths
 
@@ -680,7 +655,7 @@ def test_open_assistant_answers_from_an_indexed_manual(builtin_data_dir, tmp_pat
     assert done.stats.new_tokens > 0 and "generate" in done.stats.stages
     assert done.stats.finish_reason in ("stop", "length", "repetition", "stop string")
     # SmolLM2 opens this answer with the fence marker: it is hidden, and the answer goes on
-    (prompt,) = prompts
+    (prompt,) = recorded_prompts
     assert done.answer.strip() and streamed(events).strip()
     assert shows_no_marker(events, prompt)
     assert {Path(c.passage.path).name for c in events[-2].citations} == {"pump.md"}

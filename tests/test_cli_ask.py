@@ -16,7 +16,6 @@ import pytest
 
 from engine.assistant import NOT_FOUND
 from engine.cli import main
-from engine.grounding import Prompt
 
 MANUAL = """# Pump P-200 manual
 
@@ -43,22 +42,6 @@ QA_LINES = [
      "doc": "pump.md", "pages": [3], "keywords": ["F-77"]},
     {"id": "france", "question": "What is the capital of France?", "doc": None, "answerable": False},
 ]
-
-
-@pytest.fixture
-def prompts(monkeypatch) -> list[Prompt]:
-    """Every prompt the assistant builds, in order, to know the fence markers it used."""
-    import engine.assistant
-
-    built: list[Prompt] = []
-    real = engine.assistant.build_prompt
-
-    def recording(*args, **kwargs) -> Prompt:
-        built.append(real(*args, **kwargs))
-        return built[-1]
-
-    monkeypatch.setattr(engine.assistant, "build_prompt", recording)
-    return built
 
 
 def write_qa(path: Path, lines: list) -> Path:
@@ -113,10 +96,10 @@ def common(builtin_data_dir, tmp_path, request, capsys) -> list[str]:
 
 
 @pytest.mark.slow
-def test_ask_streams_an_answer_then_names_its_sources(common, capsys, prompts):
+def test_ask_streams_an_answer_then_names_its_sources(common, capsys, recorded_prompts):
     assert main(["ask", "How do I prime the pump?", *common]) == 0
     out, err = capsys.readouterr()
-    (prompt,) = prompts
+    (prompt,) = recorded_prompts
     assert prompt.marker not in out  # SmolLM2 may open its answer with the fence marker: hidden
 
     answer, _, sources = out.partition("\n\nSources:" if "\n\nSources:" in out else
@@ -131,7 +114,7 @@ def test_ask_streams_an_answer_then_names_its_sources(common, capsys, prompts):
 
 
 @pytest.mark.slow
-def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, capsys, prompts):
+def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, capsys, recorded_prompts):
     assert main(["ask", "How do I prime the pump?", "--json", *common]) == 0
     out = capsys.readouterr().out
     assert len(out.strip().splitlines()) == 1
@@ -139,7 +122,7 @@ def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, caps
 
     assert record["question"] == "How do I prime the pump?"
     assert record["answerable"] is True and isinstance(record["answer"], str)
-    (prompt,) = prompts
+    (prompt,) = recorded_prompts
     assert record["answer"].strip() and prompt.marker not in record["answer"]
     assert record["citations"]
     for citation in record["citations"]:
@@ -206,11 +189,11 @@ def test_eval_retrieval_only_json_and_details(common, tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_chat_answers_two_questions_then_ends_at_end_of_input(common, capsys, monkeypatch, prompts):
+def test_chat_answers_two_questions_then_ends_at_end_of_input(common, capsys, monkeypatch, recorded_prompts):
     monkeypatch.setattr("sys.stdin", io.StringIO("How do I prime the pump?\nand the filter?\n"))
     assert main(["chat", *common]) == 0
     out, err = capsys.readouterr()
-    assert len(prompts) == 2 and not any(prompt.marker in out for prompt in prompts)
+    assert len(recorded_prompts) == 2 and not any(prompt.marker in out for prompt in recorded_prompts)
 
     assert out.count("\n> ") == 3  # two questions, then the prompt that met the end of input
     answers = out.split("\n> ")[1:3]

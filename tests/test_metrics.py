@@ -11,13 +11,11 @@ from collections import defaultdict
 import pytest
 
 from engine.assistant import Assistant, AnswerStats, AssistantSettings
-from engine.embedder import Embedder
 from engine.grounding import Relevance
 from engine.llm import LocalLLM
 from engine.metrics import PREFIX, STAGE_BUCKETS, Metrics
 from engine.retrieval import Retriever
 from tests.tiny_collection import fill, open_store
-from tests.tiny_embedder import write_tiny_embedder
 
 STAGES = f"{PREFIX}_stage_seconds"
 FIRST_TOKEN = f"{PREFIX}_time_to_first_token_seconds"
@@ -120,16 +118,9 @@ def stats(timings: dict[str, float], first_token: float | None = None, answerabl
 # -- the tiny assistant ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def embedder(tmp_path_factory):
-    files = write_tiny_embedder(tmp_path_factory.mktemp("tiny_embedder"), max_positions=128)
-    with Embedder.from_files(files) as loaded:
-        yield loaded
-
-
-@pytest.fixture(scope="module")
-def retriever(tmp_path_factory, embedder):
-    with open_store(tmp_path_factory.mktemp("collection") / "manuals", embedder) as store:
-        yield Retriever(fill(store, embedder), embedder)
+def retriever(tmp_path_factory, tiny_embedder):
+    with open_store(tmp_path_factory.mktemp("collection") / "manuals", tiny_embedder) as store:
+        yield Retriever(fill(store, tiny_embedder), tiny_embedder)
 
 
 @pytest.fixture(scope="module")

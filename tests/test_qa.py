@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from engine.assistant import Assistant, AssistantSettings
-from engine.embedder import Embedder
 from engine.errors import EngineError
 from engine.evaluation import (
     QuestionResult,
@@ -26,7 +25,6 @@ from engine.qa import QAItem, load_qa
 from engine.retrieval import Retriever, RetrievalSettings
 from engine.types import Passage, Span
 from tests.tiny_collection import fill, open_store
-from tests.tiny_embedder import write_tiny_embedder
 
 DEV_SET = Path(__file__).parent / "qa" / "r_manuals_dev.jsonl"
 
@@ -179,17 +177,10 @@ def test_a_summary_without_unanswerable_questions_or_answers_says_none():
 # -- evaluate on a real tiny collection --------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def embedder(tmp_path_factory):
-    files = write_tiny_embedder(tmp_path_factory.mktemp("tiny_embedder"), max_positions=128)
-    with Embedder.from_files(files) as loaded:
-        yield loaded
-
-
-@pytest.fixture(scope="module")
-def retriever(tmp_path_factory, embedder):
+def retriever(tmp_path_factory, tiny_embedder):
     """Keyword search only, so that the ranks below follow from the manuals' words."""
-    with open_store(tmp_path_factory.mktemp("collection") / "manuals", embedder) as store:
-        yield Retriever(fill(store, embedder), embedder, settings=RetrievalSettings(fusion="keyword"))
+    with open_store(tmp_path_factory.mktemp("collection") / "manuals", tiny_embedder) as store:
+        yield Retriever(fill(store, tiny_embedder), tiny_embedder, settings=RetrievalSettings(fusion="keyword"))
 
 
 ITEMS = [
@@ -228,9 +219,9 @@ def test_evaluate_with_the_assistant_answers_each_question(retriever, tiny_llm_d
     assert summarize(results)["latency_s"]["generate"]["p50"] > 0
 
 
-def test_an_error_in_an_answer_names_the_question(tmp_path, embedder, tiny_llm_dir):
-    with open_store(tmp_path / "empty", embedder) as empty, \
+def test_an_error_in_an_answer_names_the_question(tmp_path, tiny_embedder, tiny_llm_dir):
+    with open_store(tmp_path / "empty", tiny_embedder) as empty, \
             LocalLLM(tiny_llm_dir, provider="cpu") as llm:
-        retriever = Retriever(empty, embedder)
+        retriever = Retriever(empty, tiny_embedder)
         with pytest.raises(EngineError, match="Question 'filter' failed: No manuals are indexed"):
             evaluate(ITEMS[:1], retriever, Assistant(retriever, llm))
