@@ -1,24 +1,444 @@
-"""The main window. Chat and documents come in later issues; for now it shows the model status."""
+"""The main window: conversations | chat | documents and the source of a citation.
+
+    window = MainWindow(paths, provider="auto")      # settings from paths.settings_file
+    window.show()
+
+It wires the parts and owns their threads: the IndexController (indexing), the
+AssistantController (answers; the model in its child process) and, on first start, the
+preparation of the built-in model. Files and folders dropped anywhere on the window are indexed.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QMainWindow
+import logging
+from dataclasses import replace
+from pathlib import Path
 
-from engine.models.registry import ModelInfo
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressDialog,
+    QSplitter,
+    QStyle,
+    QToolBar,
+    QWidget,
+)
+
+from engine.config import Settings, load_settings, save_settings
+from engine.conversations import ConversationStore
+from engine.errors import EngineError
+from engine.paths import DEFAULT_COLLECTION, AppPaths
+
+from .chat_view import ChatView, tokens_per_s
+from .conversations_panel import ConversationsPanel
+from .documents_panel import DocumentsPanel
+from .indexing import IndexController
+from .settings_dialog import SettingsDialog
+from .source_view import SourceView
+from .theme import apply_theme
+from .workers import AssistantController, PrepareJob, needs_preparation
+
+log = logging.getLogger(__name__)
+
+TITLE = "Offline Assistant"
+STYLE = """
+#chatView, #transcript, #transcriptScroll { background: palette(alternate-base); }
+#userBubble { background: palette(highlight); border-radius: 14px; }
+#userBubble QLabel { color: palette(highlighted-text); }
+#answerBubble { background: palette(base); border: 1px solid palette(midlight); border-radius: 14px; }
+#answerBubble QTextBrowser { background: transparent; }
+#answerMeta { color: palette(placeholder-text); }
+#notice { border-left: 4px solid palette(highlight); background: palette(alternate-base);
+          padding: 6px 8px; border-radius: 4px; }
+#notice[kind="notFound"], #notice[kind="error"] { border-left-color: palette(bright-text); }
+#notice[kind="caution"], #notice[kind="stopped"] { border-left-color: palette(link-visited); }
+#composer { background: palette(window); border-top: 1px solid palette(midlight); }
+#messageInput { border: 1px solid palette(mid); border-radius: 8px; padding: 4px 6px;
+                background: palette(base); }
+#messageInput:focus { border: 2px solid palette(highlight); }
+#emptyHint { color: palette(placeholder-text); padding: 40px; }
+#panelTitle { font-weight: bold; padding: 2px 0 4px 0; }
+#composerHint { color: palette(placeholder-text); }
+"""
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, models: list[ModelInfo]):
+    def __init__(self, paths: AppPaths, provider: str = "auto", settings: Settings | None = None, *,
+                 llm_folder: Path | None = None, collection: str = DEFAULT_COLLECTION,
+                 assistant_settings=None):
         super().__init__()
-        self.setWindowTitle("Offline Assistant")
-        self.resize(1000, 700)
-        placeholder = QLabel("Chat and drag-and-drop indexing are not in this build yet.\n"
-                             "Meanwhile: offline-assistant-cli index FOLDER, then generate \"QUESTION\".")
-        placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.setCentralWidget(placeholder)
-        self.statusBar().showMessage(model_summary(models))
+        self.paths = paths
+        self.settings = settings if settings is not None else load_settings(paths.settings_file)
+        self._closed = False
+        self._prepare_job: PrepareJob | None = None
+        self.prepare_dialog: QProgressDialog | None = None
+        self.setWindowTitle(TITLE)
+        self.setObjectName("mainWindow")
+        self.resize(1440, 900)
+        self.setAcceptDrops(True)
+        self._apply_look()
+
+        self.index = IndexController(paths, collection, parent=self)
+        self.assistant = AssistantController(paths, collection, provider, self.settings, llm_folder,
+                                             assistant_settings, start=False, parent=self)
+        self.chat = ChatView()
+        self.chat.attach(self.assistant)
+        self.conversations = ConversationsPanel(ConversationStore(paths.conversations))
+        self.documents = DocumentsPanel(self.index)
+        self.source = SourceView()
+        self._build_layout()
+        self._build_actions()
+        self._build_status_bar()
+        self._connect()
+
+        self.conversations.restore()
+        if needs_preparation(paths, self.settings, llm_folder):
+            self._prepare_model()
+        else:
+            self.assistant.start()
+        self.chat.focus_input()
+
+    # -- building -------------------------------------------------------------------------
+    def _apply_look(self) -> None:
+        app = QApplication.instance()
+        apply_theme(app, self.settings.theme, self.settings.font_size)
+        self.setStyleSheet(STYLE)
+
+    def _build_layout(self) -> None:
+        self.side = QSplitter(Qt.Orientation.Vertical)
+        self.side.setObjectName("sideSplitter")
+        self.side.addWidget(self.documents)
+        self.side.addWidget(self.source)
+        self.side.setStretchFactor(0, 1)
+        self.side.setStretchFactor(1, 2)
+        self.side.setChildrenCollapsible(False)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.setObjectName("mainSplitter")
+        self.splitter.addWidget(self.conversations)
+        self.splitter.addWidget(self.chat)
+        self.splitter.addWidget(self.side)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 3)
+        self.splitter.setStretchFactor(2, 2)
+        self.splitter.setSizes([220, 660, 560])
+        self.side.setSizes([240, 660])
+        self.setCentralWidget(self.splitter)
+
+    def _action(self, text: str, shortcut, slot, tip: str = "", icon=None) -> QAction:
+        action = QAction(text, self)
+        if shortcut:
+            keys = shortcut if isinstance(shortcut, list) else [shortcut]
+            action.setShortcuts([QKeySequence(k) for k in keys])
+        action.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        name = text.replace("&", "").rstrip("…")
+        shown = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        action.setToolTip(f"{tip or name} ({shown})" if shown else (tip or name))
+        action.setStatusTip(tip or name)
+        if icon is not None:
+            action.setIcon(self.style().standardIcon(icon))
+        action.triggered.connect(slot)
+        self.addAction(action)  # shortcuts work even with the menu bar hidden (kiosks)
+        return action
+
+    def _build_actions(self) -> None:
+        sp = QStyle.StandardPixmap
+        self.new_action = self._action("&New conversation", "Ctrl+N", self.conversations.new_conversation,
+                                       "Start a new conversation", sp.SP_FileDialogNewFolder)
+        self.add_action = self._action("&Add documents…", "Ctrl+O", self.documents.choose_files,
+                                       "Add PDF, text, Markdown, HTML or Word files", sp.SP_FileIcon)
+        self.add_folder_action = self._action("Add &folder…", "Ctrl+Shift+O", self.documents.choose_folder,
+                                              "Add every document in a folder", sp.SP_DirIcon)
+        self.settings_action = self._action("&Settings…", "Ctrl+,", self.open_settings,
+                                            "Model, answers, font size and theme")
+        self.quit_action = self._action("&Quit", "Ctrl+Q", self.close, "Quit Offline Assistant")
+        self.stop_action = self._action("S&top answer", "Esc", self.chat.stop, "Stop the answer",
+                                        sp.SP_MediaStop)
+        self.regenerate_action = self._action("&Regenerate answer", "Ctrl+R", self.chat.regenerate,
+                                              "Ask the last question again", sp.SP_BrowserReload)
+        self.copy_action = self._action("&Copy answer", "Ctrl+Shift+C", self.chat.copy_last_answer,
+                                        "Copy the last answer")
+        self.rename_action = self._action("Re&name conversation…", "F2", self.conversations.rename_current,
+                                          "Rename the open conversation")
+        self.delete_action = self._action("&Delete conversation…", "Ctrl+Shift+Del",
+                                          self.conversations.delete_current, "Delete the open conversation")
+        self.focus_input_action = self._action("Focus &question box", "Ctrl+L", self.chat.focus_input,
+                                               "Type a question")
+        self.focus_conversations_action = self._action(
+            "Focus c&onversations", "Ctrl+1", lambda: self.conversations.list.setFocus(), "The conversations list")
+        self.focus_answer_action = self._action(
+            "Focus the last &answer", "Ctrl+2", self.chat.focus_last_answer,
+            "Then Tab moves through its citations and Enter opens one")
+        self.focus_documents_action = self._action(
+            "Focus &documents", "Ctrl+3", lambda: self.documents.list.setFocus(), "The documents list")
+        self.focus_source_action = self._action(
+            "Focus &source", "Ctrl+4", lambda: self.source.setFocus(), "The source view")
+        self.cancel_index_action = self._action("Cancel &indexing", "Ctrl+Shift+X", self.index.cancel,
+                                                "Stop indexing; what is done stays")
+        self.log_action = self._action("Open the &log folder", None, self.open_log_folder,
+                                       "Where errors are recorded")
+        self.about_action = self._action("&About Offline Assistant", None, self.about)
+        self.stop_action.setEnabled(False)
+
+        bar = self.menuBar()
+        file_menu = bar.addMenu("&File")
+        for action in (self.new_action, self.add_action, self.add_folder_action, self.cancel_index_action):
+            file_menu.addAction(action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.settings_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        chat_menu = bar.addMenu("&Chat")
+        for action in (self.stop_action, self.regenerate_action, self.copy_action, self.rename_action,
+                       self.delete_action):
+            chat_menu.addAction(action)
+        view_menu = bar.addMenu("&View")
+        for action in (self.focus_input_action, self.focus_conversations_action, self.focus_answer_action,
+                       self.focus_documents_action, self.focus_source_action):
+            view_menu.addAction(action)
+        help_menu = bar.addMenu("&Help")
+        help_menu.addAction(self.log_action)
+        help_menu.addAction(self.about_action)
+
+        toolbar = QToolBar("Main")
+        toolbar.setObjectName("mainToolbar")
+        toolbar.setMovable(False)
+        toolbar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        toolbar.setAccessibleName("Main toolbar")
+        for action in (self.new_action, self.add_action, self.add_folder_action):
+            toolbar.addAction(action)
+        toolbar.addSeparator()
+        for action in (self.stop_action, self.regenerate_action):
+            toolbar.addAction(action)
+        toolbar.addSeparator()
+        toolbar.addAction(self.settings_action)
+        self.addToolBar(toolbar)
+
+    def _build_status_bar(self) -> None:
+        self.model_label = _status_label("Model: loading…", "Model")
+        self.provider_label = _status_label("", "Execution provider")
+        self.speed_label = _status_label("", "Speed of the last answer")
+        self.index_label = _status_label("No documents indexed", "Indexed documents")
+        bar = self.statusBar()
+        for label in (self.model_label, self.provider_label, self.speed_label, self.index_label):
+            bar.addPermanentWidget(label)
+        self._show_index_stats(*self.index.stats)
+
+    def _connect(self) -> None:
+        self.chat.citationClicked.connect(self.open_citation)
+        self.chat.conversationChanged.connect(self.save_conversation)
+        self.chat.answerFinished.connect(self._show_answer_stats)
+        self.chat.busyChanged.connect(self._on_chat_busy)
+        self.conversations.aboutToSwitch.connect(self._before_switch)
+        self.conversations.conversationSelected.connect(self._show_conversation)
+        self.conversations.failed.connect(self.show_error)
+        self.index.statsChanged.connect(self._show_index_stats)
+        self.index.failed.connect(self._show_index_failure)
+        self.assistant.modelReady.connect(self._show_model)
+        self.assistant.modelFailed.connect(self._show_model_failure)
+        QWidget.setTabOrder(self.conversations.list, self.chat.input)
+        QWidget.setTabOrder(self.chat.input, self.chat.send_button)
+        QWidget.setTabOrder(self.chat.send_button, self.documents.add_button)
+
+    # -- conversations --------------------------------------------------------------------
+    def _before_switch(self) -> None:
+        self.chat.stop()
+        self.save_conversation()
+
+    def _show_conversation(self, conversation) -> None:
+        self.chat.set_messages(conversation.messages)
+        self.setWindowTitle(f"{conversation.title} — {TITLE}")
+
+    def save_conversation(self) -> None:
+        self.conversations.save_current(self.chat.messages())
+        current = self.conversations.current()
+        if current is not None:
+            self.setWindowTitle(f"{current.title} — {TITLE}")
+
+    # -- citations ------------------------------------------------------------------------
+    def open_citation(self, citation) -> None:
+        passage = citation.passage
+        self.source.show_source(passage.path, passage.page, passage.text)
+        sizes = self.side.sizes()
+        if sizes[1] < 200:
+            self.side.setSizes([max(120, sum(sizes) // 3), sum(sizes) * 2 // 3])
+
+    # -- drops ----------------------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:  # noqa: N802
+        if _local_paths(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event) -> None:  # noqa: N802
+        if _local_paths(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        paths = _local_paths(event.mimeData())
+        if not paths:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        self.index.add_paths(paths)
+        self.statusBar().showMessage(f"Adding {len(paths)} item(s) to the index…", 5000)
+
+    # -- settings -------------------------------------------------------------------------
+    def open_settings(self) -> bool:
+        dialog = SettingsDialog(self.settings, self._imported_llm_names(), self._reranker_available(), self)
+        if dialog.exec() != QDialog.DialogCode.Accepted:
+            return False
+        self.apply_settings(dialog.settings())
+        return True
+
+    def apply_settings(self, settings: Settings) -> None:
+        old, self.settings = self.settings, settings
+        try:
+            save_settings(self.paths.settings_file, settings)
+        except OSError as exc:
+            self.show_error(f"The settings could not be saved in '{self.paths.settings_file}' ({exc}); "
+                            "they apply until the app is closed.")
+        self._apply_look()
+        if replace(old, font_size=settings.font_size, theme=settings.theme) != settings:
+            self.assistant.apply_settings(settings)
+            self.model_label.setText("Model: loading…")
+
+    def _imported_llm_names(self) -> list[str]:
+        from engine.models.registry import BUILTIN_LLM, list_models
+
+        try:
+            return [m.name for m in list_models(self.paths, "cpu")
+                    if m.kind == "llm" and m.name != BUILTIN_LLM.name and m.status == "ready"]
+        except EngineError as exc:
+            log.warning("listing models: %s", exc)
+            return []
+
+    def _reranker_available(self) -> bool:
+        from engine.models.registry import resolve_reranker
+
+        try:
+            return resolve_reranker(self.paths) is not None
+        except EngineError:
+            return False
+
+    # -- first start ----------------------------------------------------------------------
+    def _prepare_model(self) -> None:
+        self.chat.set_ready(False, "Preparing the built-in model (once, about 10 s); "
+                                   "you can add documents meanwhile.")
+        self.model_label.setText("Model: preparing…")
+        dialog = QProgressDialog("Preparing the built-in model…", "", 0, 100, self)
+        dialog.setWindowTitle("First start")
+        dialog.setCancelButton(None)
+        dialog.setWindowModality(Qt.WindowModality.NonModal)  # documents can be added meanwhile
+        dialog.setMinimumDuration(0)
+        dialog.setAutoClose(False)
+        dialog.setAutoReset(False)
+        dialog.setAccessibleName("Preparing the built-in model")
+        dialog.setValue(0)
+        self.prepare_dialog = dialog
+        job = PrepareJob(self.paths, self)
+        job.progress.connect(self._on_prepare_progress)
+        job.finished.connect(self._on_prepared)
+        job.failed.connect(self._on_prepare_failed)
+        self._prepare_job = job
+        job.start()
+        dialog.show()
+
+    def _on_prepare_progress(self, fraction: float, message: str) -> None:
+        if self.prepare_dialog is not None:
+            self.prepare_dialog.setValue(int(round(fraction * 100)))
+            self.prepare_dialog.setLabelText(f"Preparing the built-in model: {message}")
+
+    def _on_prepared(self, _folder: str) -> None:
+        self._close_prepare_dialog()
+        self.chat.set_ready(True)
+        self.assistant.start()
+
+    def _on_prepare_failed(self, message: str) -> None:
+        self._close_prepare_dialog()
+        self.chat.set_ready(False, "The built-in model could not be prepared; see the message.")
+        self.model_label.setText("Model: not available")
+        self.show_error(message)
+
+    def _close_prepare_dialog(self) -> None:
+        if self.prepare_dialog is not None:
+            self.prepare_dialog.close()
+            self.prepare_dialog.deleteLater()
+            self.prepare_dialog = None
+
+    # -- status ---------------------------------------------------------------------------
+    def _show_model(self, status) -> None:
+        self.model_label.setText(f"Model: {status.name}")
+        self.provider_label.setText(f"Provider: {status.provider.upper()}")
+
+    def _show_model_failure(self, message: str) -> None:
+        self.model_label.setText("Model: not available")
+        self.statusBar().showMessage(message, 15000)
+
+    def _show_answer_stats(self, event) -> None:
+        speed = tokens_per_s(event.stats)
+        if speed is not None:
+            self.speed_label.setText(f"{speed:.1f} tokens/s")
+        if event.stats.provider:
+            self.provider_label.setText(f"Provider: {event.stats.provider.upper()}")
+
+    def _show_index_stats(self, documents: int, chunks: int) -> None:
+        if documents == 0:
+            self.index_label.setText("No documents indexed")
+        else:
+            self.index_label.setText(f"{documents} document{'s' if documents != 1 else ''} · "
+                                     f"{chunks:,} passages indexed")
+
+    def _show_index_failure(self, message: str) -> None:
+        self.statusBar().showMessage(message, 15000)
+
+    def _on_chat_busy(self, busy: bool) -> None:
+        self.stop_action.setEnabled(busy)
+        self.regenerate_action.setEnabled(not busy)
+
+    def show_error(self, message: str) -> None:
+        QMessageBox.warning(self, TITLE, message)
+
+    def open_log_folder(self) -> None:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.logs)))
+
+    def about(self) -> None:
+        QMessageBox.about(self, f"About {TITLE}",
+                          "<b>Offline Assistant</b><p>Answers questions over your own manuals, "
+                          "fully offline, with a small local language model.</p>"
+                          f"<p>Data folder: {self.paths.root}</p>")
+
+    # -- closing --------------------------------------------------------------------------
+    def closeEvent(self, event) -> None:  # noqa: N802
+        if not self._closed:
+            self._closed = True
+            self.chat.stop()
+            self.save_conversation()
+            self.assistant.shutdown()
+            self.index.shutdown()
+            if self._prepare_job is not None and self._prepare_job.is_running():
+                self._prepare_job.wait()
+            self._close_prepare_dialog()
+        super().closeEvent(event)
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            QTimer.singleShot(0, self.chat, self.chat.update)  # dropped if the chat is gone by then
 
 
-def model_summary(models: list[ModelInfo]) -> str:
-    return " · ".join(f"{m.kind}: {m.name} ({m.status}, {m.provider})" for m in models)
+def _status_label(text: str, name: str) -> QLabel:
+    label = QLabel(text)
+    label.setAccessibleName(name)
+    label.setContentsMargins(6, 0, 6, 0)
+    return label
+
+
+def _local_paths(mime) -> list[str]:
+    if mime is None or not mime.hasUrls():
+        return []
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile() and url.toLocalFile()]

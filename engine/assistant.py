@@ -82,6 +82,7 @@ class AnswerStats:
     finish_reason: str = "stop"
     provider: str = ""
     support: float | None = None  # share of the answer's own words found in the sources
+    tokens_per_s: float = 0.0  # the model's writing speed, after its first token
 
     @property
     def well_supported(self) -> bool:
@@ -96,6 +97,7 @@ class AnswerStats:
                 else round(self.time_to_first_token_s, 4),
                 "finish_reason": self.finish_reason, "provider": self.provider,
                 "support": None if self.support is None else round(self.support, 4),
+                "tokens_per_s": self.tokens_per_s,
                 "well_supported": self.well_supported}
 
 
@@ -194,7 +196,7 @@ class Assistant:
         g = stream.stats
         stats = AnswerStats(True, relevance, tuple(run.stages), run.timings_s, g.prompt_tokens, g.new_tokens,
                             run.first_token_s(), guard.reason or g.finish_reason, g.provider,
-                            support(answer, question, passages))
+                            support(answer, question, passages), g.tokens_per_s)
         yield self._done(strip_invalid_citations(answer, len(prompt.passages)).strip(), stats)
 
     def _done(self, answer: str, stats: AnswerStats) -> DoneEvent:

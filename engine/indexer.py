@@ -67,7 +67,8 @@ class Indexer:
         self.settings = settings or IndexSettings()
 
     def run(self, inputs: Iterable[str | Path], cancel: CancelFlag | None = None) -> Iterator[IndexProgress]:
-        """Index files and folders; yields an event when a document starts and when it ends."""
+        """Index files and folders; yields an event when a document starts, after each
+        embedding step (with its pages done), and when it ends."""
         files = [Path(os.path.abspath(p)) for p in discover(inputs)]
         clock = _Clock({path: path.stat().st_size for path in files})
         todo = []
@@ -104,36 +105,40 @@ class Indexer:
             for path, parsed in pool.imap([p for p, _ in todo], cancel=cancel):
                 if _cancelled(cancel):
                     return
-                yield clock.started(path)
+                pages = 0 if isinstance(parsed, DocumentError) else len(parsed.pages)
+                yield clock.started(path, pages)
                 try:
-                    outcome = self._store(path, fingerprints[path], parsed, cancel)
+                    outcome = yield from self._store(path, fingerprints[path], parsed, cancel, clock)
                 except _Cancelled:
                     return
                 yield clock.finished(path, outcome)
 
-    def _store(self, path: Path, fingerprint: dict, parsed, cancel) -> DocumentOutcome:
+    def _store(self, path: Path, fingerprint: dict, parsed, cancel, clock: "_Clock"):
+        """Yields progress events while embedding; returns the document's outcome."""
         if isinstance(parsed, DocumentError):
             self.store.record_failure(str(path), status="failed", error=str(parsed), **fingerprint)
             return DocumentOutcome(str(path), "failed", str(parsed))
         chunks = chunk_document(parsed, self.embedder.count_tokens, target_tokens=self.settings.chunk_tokens,
                                 overlap_tokens=self.settings.overlap_tokens,
                                 count_tokens_batch=self.embedder.count_tokens_batch)
-        embeddings = self._embed([c.text for c in chunks], cancel)
+        embeddings = yield from self._embed(path, chunks, len(parsed.pages), cancel, clock)
         status, reason = _status(parsed, chunks)
         self.store.add_document(str(path), title=parsed.title, page_count=len(parsed.pages), chunks=chunks,
                                 embeddings=embeddings, status=status, error=reason, **fingerprint)
         return DocumentOutcome(str(path), status, reason, len(parsed.pages), len(chunks))
 
-    def _embed(self, texts: list[str], cancel):
+    def _embed(self, path: Path, chunks, pages: int, cancel, clock: "_Clock"):
+        """Yields an event after each step (the pages embedded so far); returns the vectors."""
         import numpy as np
 
         step = 64  # chunks per call: sorted by length inside each call; cancel checked between
         parts = []
-        for start in range(0, len(texts), step):
+        for start in range(0, len(chunks), step):
             if _cancelled(cancel):
                 raise _Cancelled
-            parts.append(self.embedder.encode_documents(texts[start:start + step],
-                                                        batch_size=self.settings.embed_batch))
+            texts = [c.text for c in chunks[start:start + step]]
+            parts.append(self.embedder.encode_documents(texts, batch_size=self.settings.embed_batch))
+            yield clock.working(path, pages, chunks[min(start + step, len(chunks)) - 1].page)
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dimension), np.float32)
 
 
@@ -158,8 +163,11 @@ class _Clock:
         self.done = self.pages = self.bytes = 0
         self.start = time.perf_counter()
 
-    def started(self, path: Path) -> IndexProgress:
-        return self._event(path, None)
+    def started(self, path: Path, pages: int) -> IndexProgress:
+        return self._event(path, None, pages)
+
+    def working(self, path: Path, pages: int, pages_done: int) -> IndexProgress:
+        return self._event(path, None, pages, pages_done)
 
     def finished(self, path: Path, outcome: DocumentOutcome) -> IndexProgress:
         self.done += 1
@@ -167,9 +175,10 @@ class _Clock:
         self.bytes += self.sizes[path]
         return self._event(path, outcome)
 
-    def _event(self, path: Path, outcome: DocumentOutcome | None) -> IndexProgress:
+    def _event(self, path: Path, outcome: DocumentOutcome | None, pages: int = 0,
+               pages_done: int = 0) -> IndexProgress:
         return IndexProgress(self.done, self.total, self.pages, str(path), self._elapsed(), outcome,
-                             self.bytes, self.total_bytes)
+                             self.bytes, self.total_bytes, pages, pages_done)
 
     def _elapsed(self) -> float:
         return time.perf_counter() - self.start

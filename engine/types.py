@@ -96,6 +96,8 @@ class IndexProgress:
     outcome: DocumentOutcome | None = None  # set when a document has just finished
     bytes_done: int = 0  # file sizes drive the ETA: page counts are unknown until parsed
     bytes_total: int = 0
+    document_pages: int = 0  # of the current document, once it is parsed
+    document_pages_done: int = 0  # of those, the pages whose chunks are embedded
 
     @property
     def pages_per_s(self) -> float:

@@ -24,13 +24,6 @@ REPO = Path(__file__).resolve().parents[1]
 SETTINGS = IndexSettings(parse_time_limit_s=30, parse_memory_limit_mb=1024)
 
 
-@pytest.fixture(scope="module")
-def tiny_embedder(tmp_path_factory):
-    files = write_tiny_embedder(tmp_path_factory.mktemp("tiny_embedder"), max_positions=128)
-    with Embedder.from_files(files) as embedder:
-        yield embedder
-
-
 def _write_docs(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "pump.md").write_text("# Pump\n\nPrime the pump with water before starting.\n\n"
@@ -132,8 +125,13 @@ def test_real_manuals_keep_their_page_numbers(tmp_path, manuals_dir, builtin_emb
     paths = AppPaths(tmp_path / "data").ensure()
     inputs = [manuals_dir / "R-data.pdf", manuals_dir / "R-FAQ.pdf"]
     with open_collection(paths, "default", builtin_embedder) as store:
-        outcomes = _outcomes(_run(store, builtin_embedder, inputs))
+        events = _run(store, builtin_embedder, inputs)
+        outcomes = _outcomes(events)
         assert outcomes["R-data.pdf"].status == "ready" and outcomes["R-data.pdf"].pages == 41
+        working = [e for e in events if e.outcome is None and e.current_file.endswith("R-data.pdf")]
+        done = [e.document_pages_done for e in working]  # the page progress a view shows
+        assert {e.document_pages for e in working} == {41}
+        assert done[0] == 0 and done == sorted(done) and done[-1] == 41 and len(set(done)) > 2
         assert outcomes["R-FAQ.pdf"].pages > 40
         for name, phrase, page in KNOWN_PASSAGES:
             hits = [store.chunk(cid) for cid, _ in store.search_keyword(phrase, 5)]

@@ -1,0 +1,153 @@
+"""The settings dialog: model, generation, retrieval and appearance.
+
+    dialog = SettingsDialog(settings, llm_names=["my-import"], reranker_available=True, parent=w)
+    if dialog.exec() == QDialog.DialogCode.Accepted:
+        settings = dialog.settings()    # a new engine.config.Settings; save_settings(...) it
+
+Shows values, never computes: ranges come from engine.config.LIMITS, so the dialog and the
+file agree. Every control has a label with a mnemonic, an accessible name and a tooltip.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.config import LIMITS, THEMES, Settings
+
+BUILTIN = "built-in"
+RERANKER_MISSING = ("No reranker model is installed; answers use the fused search ranking. "
+                    "Prepare or import a reranker to turn this on.")
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, settings: Settings, llm_names: list[str], reranker_available: bool,
+                 parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Settings")
+        self.setObjectName("settingsDialog")
+        self._initial = settings
+        self._reranker_available = reranker_available
+
+        self.model = QComboBox()
+        self.model.addItem(BUILTIN, None)
+        for name in llm_names:
+            if name and name != BUILTIN:
+                self.model.addItem(name, name)
+        if settings.model is not None and self.model.findData(settings.model) < 0:
+            # the chosen model is gone (deleted, moved): keep it listed so nothing changes silently
+            self.model.addItem(f"{settings.model} (not found)", settings.model)
+        self.model.setCurrentIndex(max(0, self.model.findData(settings.model)))
+        self._describe(self.model, "Model", "The language model that writes the answers")
+
+        self.temperature = QDoubleSpinBox()
+        self.temperature.setRange(*LIMITS["temperature"])
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setDecimals(2)
+        self.temperature.setValue(settings.temperature)
+        self._describe(self.temperature, "Temperature",
+                       "0 gives the same answer every time; higher values vary the wording")
+
+        self.max_new_tokens = QSpinBox()
+        self.max_new_tokens.setRange(*(int(v) for v in LIMITS["max_new_tokens"]))
+        self.max_new_tokens.setSingleStep(16)
+        self.max_new_tokens.setValue(settings.max_new_tokens)
+        self._describe(self.max_new_tokens, "Maximum answer length",
+                       "The most tokens (word pieces) an answer may have")
+
+        self.passages = QSpinBox()
+        self.passages.setRange(*(int(v) for v in LIMITS["passages"]))
+        self.passages.setValue(settings.passages)
+        self._describe(self.passages, "Passages per answer",
+                       "How many passages of the manuals the model reads for each answer")
+
+        self.use_reranker = QCheckBox("Re&rank passages")
+        self.use_reranker.setChecked(settings.use_reranker and reranker_available)
+        self.use_reranker.setEnabled(reranker_available)
+        self._describe(self.use_reranker, "Rerank passages",
+                       "A second model reorders the found passages: better answers, a little slower"
+                       if reranker_available else RERANKER_MISSING)
+
+        self.font_size = QSpinBox()
+        self.font_size.setRange(*(int(v) for v in LIMITS["font_size"]))
+        self.font_size.setSuffix(" pt")
+        self.font_size.setValue(settings.font_size)
+        self._describe(self.font_size, "Font size", "Text size in points, for the whole window")
+
+        self.theme = QComboBox()
+        for theme in THEMES:
+            self.theme.addItem(theme.capitalize(), theme)
+        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
+        self._describe(self.theme, "Theme", "Light or dark colours")
+
+        answers = QFormLayout()
+        answers.addRow("&Model:", self.model)
+        answers.addRow("&Temperature:", self.temperature)
+        answers.addRow("Maximum answer &length:", self.max_new_tokens)
+        answers.addRow("&Passages per answer:", self.passages)
+        answers.addRow("", self.use_reranker)
+        appearance = QFormLayout()
+        appearance.addRow("&Font size:", self.font_size)
+        appearance.addRow("T&heme:", self.theme)
+
+        answers_box = QGroupBox("Answers")
+        answers_box.setLayout(answers)
+        appearance_box = QGroupBox("Appearance")
+        appearance_box.setLayout(appearance)
+
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                        | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setDefault(True)
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setAccessibleName("OK")
+        self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setAccessibleName("Cancel")
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(answers_box)
+        layout.addWidget(appearance_box)
+        layout.addWidget(self.buttons)
+
+        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        cancel = self.buttons.button(QDialogButtonBox.StandardButton.Cancel)
+        order = [self.model, self.temperature, self.max_new_tokens, self.passages,
+                 self.use_reranker, self.font_size, self.theme, ok, cancel]
+        for first, second in zip(order, order[1:]):
+            QWidget.setTabOrder(first, second)
+        self.model.setFocus()
+
+    def settings(self) -> Settings:
+        """The settings as the dialog shows them (the initial ones until the user edits them).
+
+        When no reranker is installed, the stored choice is kept, so that installing one later
+        brings back what the user had chosen."""
+        use_reranker = (self.use_reranker.isChecked() if self._reranker_available
+                        else self._initial.use_reranker)
+        return replace(
+            self._initial,
+            model=self.model.currentData(),
+            temperature=round(self.temperature.value(), 2),
+            max_new_tokens=self.max_new_tokens.value(),
+            passages=self.passages.value(),
+            use_reranker=use_reranker,
+            font_size=self.font_size.value(),
+            theme=self.theme.currentData(),
+        )
+
+    @staticmethod
+    def _describe(widget: QWidget, name: str, tip: str) -> None:
+        widget.setAccessibleName(name)
+        widget.setAccessibleDescription(tip)
+        widget.setToolTip(tip)

@@ -1,0 +1,778 @@
+"""The source view: the cited page of a manual, with the cited passage highlighted.
+
+    view = SourceView()
+    view.show_source(passage.path, passage.page, passage.text)
+    view.current_page()        # 1-based, as the citation and a PDF viewer count
+    view.highlight_found()     # True when the passage was found on the page and is highlighted
+
+PDFs are rendered by QtPdf (QPdfDocument + QPdfView, one page at a time). The passage is found
+in PDFium's text of that page, which differs from what our parser (pypdf) extracted in spaces,
+line breaks, hyphens and ligatures: both are compared as their letters and digits only
+(`locate_passage`), and the matched characters' boxes (QPdfDocument.getSelectionAtIndex) are
+painted over the page as a marker would. Other formats (and PDFs that QtPdf cannot open) are
+shown as text in a read-only QTextBrowser that never follows links, with the passage selected.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import unicodedata
+from bisect import bisect_right
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSizeF, Qt, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QGuiApplication,
+    QKeySequence,
+    QPainter,
+    QShortcut,
+    QTextCharFormat,
+    QTextCursor,
+)
+from PySide6.QtPdf import QPdfDocument
+from PySide6.QtPdfWidgets import QPdfView
+from PySide6.QtWidgets import (
+    QAbstractSlider,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QStackedWidget,
+    QTextBrowser,
+    QTextEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+log = logging.getLogger(__name__)
+
+ZOOM_STEP = 1.25
+ZOOM_MIN, ZOOM_MAX = 0.25, 6.0
+FIT_WIDTH_MAX = 2.5  # a very wide window should not blow a page up to poster size
+MIN_KEY_CHARS = 6  # shorter passages must match exactly
+HIGHLIGHT = QColor(255, 226, 64, 150)  # marker yellow; multiplied onto the page, text stays black
+HIGHLIGHT_TEXT_BACKGROUND = QColor("#ffe566")
+HIGHLIGHT_TEXT_FOREGROUND = QColor("#1b1b1b")  # dark on yellow, in the dark theme too
+
+
+# -- finding a passage in text that was extracted differently ---------------------------------
+def _key(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
+    """The letters and digits of text[start:end], case-folded and NFKC-normalised (so 'ﬁ' is
+    'fi'), and for each of them the index of the character it came from."""
+    end = len(text) if end is None else end
+    chars: list[str] = []
+    index: list[int] = []
+    for i in range(start, end):
+        ch = text[i]
+        if ch.isascii():
+            if ch.isalnum():
+                chars.append(ch.lower())
+                index.append(i)
+            continue
+        for c in unicodedata.normalize("NFKC", ch).casefold():
+            if c.isalnum():
+                chars.append(c)
+                index.append(i)
+    return "".join(chars), index
+
+
+def _anchor(hkey: str, pkey: str, from_end: bool, after: int = 0) -> tuple[int, int] | None:
+    """(position in hkey, offset in pkey) of the first piece of pkey found in hkey, trying long
+    pieces first; from the passage's end (the match's end position) when from_end."""
+    length = len(pkey)
+    for size in (48, 24, 12):
+        if size > length:
+            continue
+        reach = max(1, int(length * 0.6))
+        for offset in range(0, min(reach, length - size + 1), max(1, size // 2)):
+            first = length - offset - size if from_end else offset
+            piece = pkey[first:first + size]
+            at = hkey.find(piece, after)
+            if at < 0:
+                continue
+            if size < 24 and hkey.find(piece, at + 1) >= 0:
+                continue  # a short piece must be unique on the page to be trusted
+            return (at + size, offset) if from_end else (at, offset)
+    return None
+
+
+def locate_passage(haystack: str, passage: str, start: int = 0,
+                   end: int | None = None) -> tuple[int, int] | None:
+    """Where `passage` lies in haystack[start:end], as (first, last + 1) indices of haystack,
+    comparing letters and digits only. A passage that runs on past the end (onto the next
+    page) or differs in places is still found by its beginning or its end; None when neither
+    is there."""
+    end = len(haystack) if end is None else end
+    exact = passage.strip()
+    if exact:
+        at = haystack.find(exact, start, end)
+        if at >= 0:
+            return at, at + len(exact)
+    hkey, hindex = _key(haystack, start, end)
+    pkey, _ = _key(passage)
+    if not hkey or not pkey:
+        return None
+    at = hkey.find(pkey)
+    if at >= 0:
+        return hindex[at], hindex[at + len(pkey) - 1] + 1
+    if len(pkey) < MIN_KEY_CHARS:
+        return None
+    head = _anchor(hkey, pkey, from_end=False)
+    tail = _anchor(hkey, pkey, from_end=True, after=head[0] if head else 0)
+    if head is None and tail is None:
+        return None
+    if head is not None:
+        first = head[0]
+        last = tail[0] if tail else min(len(hkey), first + len(pkey) - head[1])
+    else:
+        last = tail[0]
+        first = max(0, last - (len(pkey) - tail[1]))
+    last = min(last, first + len(pkey) + len(pkey) // 4)  # never much longer than the passage
+    if last <= first:
+        return None
+    return hindex[first], hindex[last - 1] + 1
+
+
+def merge_line_boxes(rects: list[QRectF]) -> list[QRectF]:
+    """Character boxes merged into one box per run on a line, a little padded: a marker stroke."""
+    boxes: list[QRectF] = []
+    for rect in rects:  # in reading order, as PDFium gives them
+        if not rect.isValid():
+            continue
+        last = boxes[-1] if boxes else None
+        if last is not None:
+            overlap = min(rect.bottom(), last.bottom()) - max(rect.top(), last.top())
+            same_line = overlap > 0.5 * min(rect.height(), last.height())
+            gap = rect.left() - last.right()
+            if same_line and -last.height() < gap < 4 * max(rect.height(), last.height()):
+                boxes[-1] = last.united(rect)
+                continue
+        boxes.append(QRectF(rect))
+    return [box.adjusted(-1.5, -1.5, 1.5, 1.5) for box in boxes]
+
+
+# -- the PDF page view -----------------------------------------------------------------------
+class _PdfPageView(QPdfView):
+    """A QPdfView, one page at a time, that paints the passage highlight over its page."""
+
+    userScrolled = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setPageMode(QPdfView.PageMode.SinglePage)
+        self.setZoomMode(QPdfView.ZoomMode.Custom)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)  # a stable fit width
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.highlight_page = -1  # 0-based, as QtPdf counts
+        self.highlight_boxes: list[QRectF] = []  # in page points
+        self.fit_width = True  # zoom follows the view's width until the user zooms
+        self.follow = True  # keep the highlight in view until the user scrolls
+        self.verticalScrollBar().actionTriggered.connect(self._on_user_scroll)
+        self.horizontalScrollBar().actionTriggered.connect(self._on_user_scroll)
+
+    def _on_user_scroll(self, action: int) -> None:
+        if action != QAbstractSlider.SliderAction.SliderNoAction:
+            self.follow = False
+            self.userScrolled.emit()
+
+    def screen_scale(self) -> float:
+        """Pixels per PDF point, as QPdfView computes it (its screen's logical DPI / 72 × zoom)."""
+        screen = QGuiApplication.primaryScreen()
+        dpi = screen.logicalDotsPerInch() if screen is not None else 96.0
+        return dpi / 72.0 * self.zoomFactor()
+
+    def page_rect(self) -> QRectF:
+        """Where the current page lies, in the view's document coordinates (as QPdfView lays
+        out a single page: centred, inside documentMargins)."""
+        document = self.document()
+        if document is None or document.status() != QPdfDocument.Status.Ready:
+            return QRectF()
+        page = self.pageNavigator().currentPage()
+        size = QSizeF(document.pagePointSize(page) * self.screen_scale()).toSize()
+        margins = self.documentMargins()
+        total_width = size.width() + margins.left() + margins.right()
+        x = (max(total_width, self.viewport().width()) - size.width()) // 2
+        return QRectF(x, margins.top(), size.width(), size.height())
+
+    def fit_to_width(self) -> None:
+        document = self.document()
+        if document is None or document.status() != QPdfDocument.Status.Ready:
+            return
+        page = max(0, self.pageNavigator().currentPage())
+        points = document.pagePointSize(page).width()
+        if points <= 0:
+            return
+        margins = self.documentMargins()
+        available = self.viewport().width() - margins.left() - margins.right()
+        scale = self.screen_scale() / self.zoomFactor()
+        zoom = min(FIT_WIDTH_MAX, max(ZOOM_MIN, available / (points * scale)))
+        if abs(zoom - self.zoomFactor()) > 1e-3:
+            self.setZoomFactor(zoom)
+
+    def scroll_to_highlight(self) -> None:
+        if not self.highlight_boxes or self.highlight_page != self.pageNavigator().currentPage():
+            return
+        page = self.page_rect()
+        scale = self.screen_scale()
+        top = min(box.top() for box in self.highlight_boxes) * scale + page.top()
+        left = min(box.left() for box in self.highlight_boxes) * scale + page.left()
+        right = max(box.right() for box in self.highlight_boxes) * scale + page.left()
+        self.verticalScrollBar().setValue(int(max(0.0, top - self.viewport().height() * 0.2)))
+        bar = self.horizontalScrollBar()
+        if right - bar.value() > self.viewport().width() or left < bar.value():
+            bar.setValue(int(max(0.0, left - 24)))
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.fit_width:
+            self.fit_to_width()
+        if self.follow:
+            self.scroll_to_highlight()
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        if not self.highlight_boxes or self.highlight_page != self.pageNavigator().currentPage():
+            return
+        page = self.page_rect()
+        scale = self.screen_scale()
+        painter = QPainter(self.viewport())
+        painter.translate(page.left() - self.horizontalScrollBar().value(),
+                          page.top() - self.verticalScrollBar().value())
+        painter.setCompositionMode(QPainter.CompositionMode.CompositionMode_Multiply)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(HIGHLIGHT)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        for box in self.highlight_boxes:
+            painter.drawRoundedRect(QRectF(box.topLeft() * scale, box.size() * scale), 2, 2)
+        painter.end()
+
+
+# -- the text view ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _TextDocument:
+    text: str
+    starts: tuple[int, ...]  # where each page begins in text
+    starts16: tuple[int, ...]  # the same, as QTextDocument positions (UTF-16 code units)
+    labels: tuple[str, ...]
+    numbers: tuple[int, ...]
+
+
+def _text_of(path: Path) -> _TextDocument:
+    """The document's pages as one text, as our parser reads them (raises DocumentError)."""
+    from engine.ingest import parse_file
+
+    parsed = parse_file(path)
+    parts, starts, starts16, labels, numbers = [], [], [], [], []
+    at = at16 = 0
+    for page in parsed.pages:
+        text = page.text.replace("\r\n", "\n").replace("\r", "\n")
+        starts.append(at)
+        starts16.append(at16)
+        labels.append(page.label)
+        numbers.append(page.number)
+        parts.append(text)
+        at += len(text) + 2
+        at16 += _utf16_offset(text, len(text)) + 2
+    return _TextDocument("\n\n".join(parts), tuple(starts), tuple(starts16), tuple(labels),
+                         tuple(numbers))
+
+
+def _utf16_offset(text: str, index: int) -> int:
+    """A Python index of `text` as a QTextDocument position (UTF-16 code units)."""
+    head = text[:index]
+    return index if head.isascii() else len(head.encode("utf-16-le", "surrogatepass")) // 2
+
+
+# -- the widget ------------------------------------------------------------------------------
+class _TitleLabel(QLabel):
+    """A bold one-line title in the application's font, elided in the middle when too long."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.full_text = ""
+        self.setTextFormat(Qt.TextFormat.RichText)  # <b>: bold that follows the font size
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setMinimumWidth(80)
+
+    def set_full_text(self, text: str) -> None:
+        self.full_text = text
+        self.setAccessibleName(f"Source: {text}")
+        self._elide()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._elide()
+
+    def _elide(self) -> None:
+        font = QFont(self.font())
+        font.setBold(True)
+        shown = QFontMetrics(font).elidedText(self.full_text, Qt.TextElideMode.ElideMiddle,
+                                              max(40, self.width()))
+        self.setText(f"<b>{html.escape(shown)}</b>")
+
+
+class SourceView(QWidget):
+    """The cited page of a source, with the cited passage highlighted."""
+
+    # path, page (1-based), passage found: after every show_source, also when the file is gone
+    sourceShown = Signal(str, int, bool)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("sourceView")
+        self._path = ""
+        self._passage = ""
+        self._page = 0  # 1-based; 0 when nothing is shown
+        self._mode = "empty"  # empty | pdf | text | missing | error
+        self._found = False
+        self._highlighted = ""
+        self._pdf_key: tuple | None = None
+        self._text_doc: _TextDocument | None = None
+        self._text_key: tuple | None = None
+        self._title_name = ""
+        self._programmatic_scroll = False
+        self._text_zoom = 0.0  # points added to the application's font size in the text view
+
+        self.title = _TitleLabel(self)
+        self.title.setObjectName("sourceTitle")
+        self.title.set_full_text("No source open")
+
+        self.previous_button = self._tool_button(
+            "Previous page", Qt.ArrowType.LeftArrow, "Ctrl+PgUp", self.previous_page)
+        self.next_button = self._tool_button(
+            "Next page", Qt.ArrowType.RightArrow, "Ctrl+PgDown", self.next_page)
+        self.zoom_out_button = self._tool_button("Zoom out", None, QKeySequence.StandardKey.ZoomOut,
+                                                 self.zoom_out, text="−")
+        self.zoom_in_button = self._tool_button("Zoom in", None, QKeySequence.StandardKey.ZoomIn,
+                                                self.zoom_in, text="+")
+        self.fit_button = self._tool_button("Fit width", None, "Ctrl+0", self.fit_width,
+                                            text="Fit width")
+
+        self.note = QLabel("")
+        self.note.setObjectName("sourceNote")
+        self.note.setWordWrap(True)
+        self.note.setAccessibleName("Highlight status")
+
+        self.document = QPdfDocument(self)
+        self.pdf_view = _PdfPageView(self)
+        self.pdf_view.setDocument(self.document)
+        self.pdf_view.setAccessibleName("Page of the manual")
+        self.pdf_view.pageNavigator().currentPageChanged.connect(self._on_pdf_page_changed)
+
+        self.text_view = QTextBrowser(self)
+        self.text_view.setOpenLinks(False)
+        self.text_view.setOpenExternalLinks(False)
+        self.text_view.setReadOnly(True)
+        self.text_view.setAccessibleName("Text of the source")
+        self.text_view.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.text_view.verticalScrollBar().valueChanged.connect(self._on_text_scrolled)
+
+        self.message = QLabel("Click a citation in an answer to see its source here.")
+        self.message.setObjectName("sourceMessage")
+        self.message.setWordWrap(True)
+        self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                             | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        self.message.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.message.setAccessibleName("Source message")
+        self.message.setMargin(24)
+
+        self.stack = QStackedWidget(self)
+        for widget in (self.message, self.pdf_view, self.text_view):
+            self.stack.addWidget(widget)
+
+        header = QHBoxLayout()
+        header.setContentsMargins(0, 0, 0, 0)
+        header.addWidget(self.title, 1)
+        for button in (self.previous_button, self.next_button, self.zoom_out_button,
+                       self.zoom_in_button, self.fit_button):
+            header.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.setSpacing(4)
+        layout.addLayout(header)
+        layout.addWidget(self.note)
+        layout.addWidget(self.stack, 1)
+        self._show_widget(self.message)
+        self._update_controls()
+
+    # -- API ---------------------------------------------------------------------------------
+    def show_source(self, path: str, page: int, passage_text: str) -> None:
+        """Open `path` at `page` (1-based) with `passage_text` highlighted on it."""
+        self._path = str(path)
+        self._passage = passage_text or ""
+        self._found = False
+        self._highlighted = ""
+        file = Path(path)
+        self._title_name = file.name
+        if not file.is_file():
+            self._show_message("missing", page,
+                               f"“{file.name}” was moved or deleted; add it again to see this "
+                               f"source.\n\n(It was at {file})")
+        elif file.suffix.lower() == ".pdf" and self._open_pdf(file):
+            self._show_pdf_page(page)
+        else:
+            self._show_text(file, page)
+        self._update_controls()
+        self.sourceShown.emit(self._path, self._page, self._found)
+
+    def current_page(self) -> int:
+        """The page shown, 1-based (0 when nothing is)."""
+        return self._page
+
+    def page_count(self) -> int:
+        if self._mode == "pdf":
+            return self.document.pageCount()
+        if self._mode == "text" and self._text_doc is not None:
+            return len(self._text_doc.starts)
+        return 0
+
+    def highlight_found(self) -> bool:
+        """Whether the passage was found on its page and is highlighted."""
+        return self._found
+
+    def highlighted_text(self) -> str:
+        """The source's own text under the highlight ('' when none)."""
+        return self._highlighted
+
+    def mode(self) -> str:
+        """What is shown: "empty", "pdf", "text", "missing" (file gone) or "error"."""
+        return self._mode
+
+    def source_path(self) -> str:
+        return self._path
+
+    def message_text(self) -> str:
+        return self.message.text() if self.stack.currentWidget() is self.message else ""
+
+    def title_text(self) -> str:
+        return self.title.full_text
+
+    def clear(self) -> None:
+        self._path, self._passage, self._page, self._found, self._highlighted = "", "", 0, False, ""
+        self._mode = "empty"
+        self.pdf_view.highlight_boxes = []
+        self.title.set_full_text("No source open")
+        self.note.clear()
+        self.message.setText("Click a citation in an answer to see its source here.")
+        self._show_widget(self.message)
+        self._update_controls()
+
+    def next_page(self) -> None:
+        self._go_to(self._page + 1)
+
+    def previous_page(self) -> None:
+        self._go_to(self._page - 1)
+
+    def zoom_in(self) -> None:
+        self._zoom(ZOOM_STEP)
+
+    def zoom_out(self) -> None:
+        self._zoom(1 / ZOOM_STEP)
+
+    def fit_width(self) -> None:
+        if self._mode == "pdf":
+            self.pdf_view.fit_width = True
+            self.pdf_view.fit_to_width()
+            self.pdf_view.scroll_to_highlight()
+        elif self._mode == "text":
+            self._text_zoom = 0.0
+            self._apply_text_zoom()
+        self._update_controls()
+
+    # -- PDF ---------------------------------------------------------------------------------
+    def _open_pdf(self, file: Path) -> bool:
+        stat = file.stat()
+        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key == self._pdf_key and self.document.status() == QPdfDocument.Status.Ready:
+            return True
+        self._pdf_key = None
+        error = self.document.load(str(file))
+        if error != QPdfDocument.Error.None_ or self.document.status() != QPdfDocument.Status.Ready:
+            log.info("QtPdf could not open %s (%s); showing its text instead", file, error)
+            self.document.close()
+            return False
+        self._pdf_key = key
+        self.pdf_view.fit_width = True
+        return True
+
+    def _show_pdf_page(self, page: int) -> None:
+        self._mode = "pdf"
+        count = self.document.pageCount()
+        page = min(max(1, page), count)
+        self._show_widget(self.pdf_view)
+        boxes, text = self._pdf_highlight(page - 1, self._passage)
+        self.pdf_view.highlight_page = page - 1
+        self.pdf_view.highlight_boxes = boxes
+        self._found, self._highlighted = bool(boxes), text
+        self._page = page
+        self.pdf_view.follow = True
+        self.pdf_view.pageNavigator().jump(page - 1, QPointF(), self.pdf_view.zoomFactor())
+        if self.pdf_view.fit_width:
+            self.pdf_view.fit_to_width()
+        self.pdf_view.scroll_to_highlight()
+        self.pdf_view.viewport().update()
+        self._set_note()
+        self._set_title()
+
+    def _pdf_highlight(self, page0: int, passage: str) -> tuple[list[QRectF], str]:
+        if not passage.strip():
+            return [], ""
+        selection = self.document.getAllText(page0)
+        page_text = selection.text() if selection.isValid() else ""
+        where = locate_passage(page_text, passage)
+        if where is None:
+            return [], ""
+        start, end = where
+        match = self.document.getSelectionAtIndex(page0, start, end - start)
+        if not match.isValid():
+            return [], ""
+        boxes = merge_line_boxes([polygon.boundingRect() for polygon in match.bounds()])
+        return boxes, match.text()
+
+    def _on_pdf_page_changed(self, page0: int) -> None:
+        if self._mode == "pdf" and page0 + 1 != self._page:
+            self._page = page0 + 1
+            self._set_title()
+            self._update_controls()
+
+    # -- text --------------------------------------------------------------------------------
+    def _show_text(self, file: Path, page: int) -> None:
+        from engine.errors import EngineError
+
+        try:
+            document = self._load_text(file)
+        except EngineError as error:
+            self._show_message("error", page, str(error))
+            return
+        except OSError as error:
+            self._show_message("error", page, f"“{file.name}” could not be read: {error}")
+            return
+        except Exception as error:  # a parser's bug on an odd file: logged, shown, not fatal
+            log.exception("Showing %s failed", file)
+            self._show_message("error", page, f"“{file.name}” could not be shown ({error}).")
+            return
+        self._mode = "text"
+        self._show_widget(self.text_view)
+        count = len(document.starts)
+        index = self._page_index(document, page)
+        self._page = document.numbers[index] if count else 1
+        where = None
+        if self._passage.strip() and count:
+            start = document.starts[index]
+            # the page and the next one: a passage may run on across the break
+            end = document.starts[index + 2] if index + 2 < count else len(document.text)
+            where = locate_passage(document.text, self._passage, start, end)
+            if where is None:
+                where = locate_passage(document.text, self._passage)
+        self._highlight_text(document, where, index)
+        self._set_note()
+        self._set_title()
+
+    def _load_text(self, file: Path) -> _TextDocument:
+        stat = file.stat()
+        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key != self._text_key or self._text_doc is None:
+            self._text_doc = None
+            document = _text_of(file)
+            self.text_view.setPlainText(document.text)
+            self._text_doc, self._text_key = document, key
+        return self._text_doc
+
+    @staticmethod
+    def _page_index(document: _TextDocument, page: int) -> int:
+        if not document.numbers:
+            return 0
+        if page in document.numbers:
+            return document.numbers.index(page)
+        return min(max(0, page - 1), len(document.numbers) - 1)
+
+    def _highlight_text(self, document: _TextDocument, where: tuple[int, int] | None,
+                        index: int) -> None:
+        text = document.text
+        cursor = QTextCursor(self.text_view.document())
+        selections = []
+        if where is not None:
+            start, end = where
+            cursor.setPosition(_utf16_offset(text, start))
+            cursor.setPosition(_utf16_offset(text, end), QTextCursor.MoveMode.KeepAnchor)
+            marker = QTextEdit.ExtraSelection()
+            marker.cursor = QTextCursor(cursor)
+            char_format = QTextCharFormat()
+            char_format.setBackground(HIGHLIGHT_TEXT_BACKGROUND)
+            char_format.setForeground(HIGHLIGHT_TEXT_FOREGROUND)
+            marker.format = char_format
+            selections.append(marker)
+            self._found = True
+            self._highlighted = text[start:end]
+            self._page = document.numbers[self._index_at(document.starts, start)]
+        else:
+            cursor.setPosition(document.starts16[index] if document.starts16 else 0)
+        self.text_view.setExtraSelections(selections)
+        with self._quiet_scrolling():
+            self.text_view.setTextCursor(cursor)  # scrolls it into view, anywhere
+        # the start of the passage (or page) a little below the top, rather than at the bottom
+        self._scroll_text_to(cursor.selectionStart(), self.text_view.viewport().height() // 5)
+
+    def _scroll_text_to(self, position: int, below_top: int) -> None:
+        """Scroll so that `position` is `below_top` pixels under the top of the view."""
+        cursor = QTextCursor(self.text_view.document())
+        cursor.setPosition(position)
+        bar = self.text_view.verticalScrollBar()
+        with self._quiet_scrolling():
+            bar.setValue(bar.value() + self.text_view.cursorRect(cursor).top() - below_top)
+
+    @contextmanager
+    def _quiet_scrolling(self):
+        """Our own scrolling: the page shown is the one we chose, not the one at the top."""
+        self._programmatic_scroll = True
+        try:
+            yield
+        finally:
+            self._programmatic_scroll = False
+
+    @staticmethod
+    def _index_at(starts: tuple[int, ...], position: int) -> int:
+        """The index of the page that `position` lies on, given the pages' starts."""
+        return max(0, bisect_right(starts, position) - 1)
+
+    def _on_text_scrolled(self) -> None:
+        if self._mode != "text" or self._text_doc is None or self._programmatic_scroll:
+            return
+        if not self._text_doc.numbers:
+            return
+        viewport = self.text_view.viewport()
+        probe = viewport.rect().topLeft() + QPoint(0, viewport.height() // 4)
+        position = self.text_view.cursorForPosition(probe).position()
+        index = self._index_at(self._text_doc.starts16, position)
+        number = self._text_doc.numbers[index]
+        if number != self._page:
+            self._page = number
+            self._set_title()
+            self._update_controls()
+
+    # -- shared ------------------------------------------------------------------------------
+    def _go_to(self, page: int) -> None:
+        if self._mode == "pdf":
+            if 1 <= page <= self.document.pageCount():
+                self._page = page
+                self.pdf_view.pageNavigator().jump(page - 1, QPointF(), self.pdf_view.zoomFactor())
+                if page - 1 == self.pdf_view.highlight_page:
+                    self.pdf_view.scroll_to_highlight()
+                self._set_title()
+        elif self._mode == "text" and self._text_doc is not None:
+            numbers = self._text_doc.numbers
+            if page in numbers:
+                self._page = page
+                start = self._text_doc.starts[numbers.index(page)]
+                cursor = QTextCursor(self.text_view.document())
+                cursor.setPosition(_utf16_offset(self._text_doc.text, start))
+                with self._quiet_scrolling():
+                    self.text_view.setTextCursor(cursor)
+                self._scroll_text_to(cursor.position(), 0)
+                self._set_title()
+        self._update_controls()
+
+    def _zoom(self, factor: float) -> None:
+        if self._mode == "pdf":
+            self.pdf_view.fit_width = False
+            zoom = min(ZOOM_MAX, max(ZOOM_MIN, self.pdf_view.zoomFactor() * factor))
+            self.pdf_view.setZoomFactor(zoom)
+            self.pdf_view.scroll_to_highlight()
+        elif self._mode == "text":
+            base = self.font().pointSizeF()
+            step = 2.0 if factor > 1 else -2.0
+            size = min(base * ZOOM_MAX, max(6.0, base + self._text_zoom + step))
+            self._text_zoom = size - base
+            self._apply_text_zoom()
+        self._update_controls()
+
+    def _apply_text_zoom(self) -> None:
+        """The text view's font: the application's plus the zoom, so that it follows a change
+        of font size in the settings (QTextEdit.zoomIn would pin it)."""
+        font = QFont(self.font())
+        font.setPointSizeF(self.font().pointSizeF() + self._text_zoom)
+        self.text_view.setFont(font)
+
+    def changeEvent(self, event) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._apply_text_zoom()
+
+    def _show_widget(self, widget: QWidget) -> None:
+        """Show the page, the text or the message; focusing the view focuses it (Ctrl+4)."""
+        self.stack.setCurrentWidget(widget)
+        self.setFocusProxy(widget)
+
+    def _show_message(self, mode: str, page: int, message: str) -> None:
+        self._mode = mode
+        self._page = max(1, page)
+        self.message.setText(message)
+        self._show_widget(self.message)
+        self.note.clear()
+        self._set_title()
+
+    def _set_title(self) -> None:
+        label = ""
+        if self._mode == "text" and self._text_doc is not None and self._text_doc.numbers:
+            index = self._page_index(self._text_doc, self._page)
+            label = self._text_doc.labels[index]
+        where = f"page {self._page}"
+        if label and label != self._title_name:
+            where += f" ({label})"
+        self.title.set_full_text(f"{self._title_name} — {where}")
+        self.title.setToolTip(self._path)
+
+    def _set_note(self) -> None:
+        if not self._passage.strip():
+            self.note.setText("")
+        elif self._found:
+            self.note.setText("The cited passage is highlighted.")
+        else:
+            self.note.setText("The cited passage could not be located in this page's text; "
+                              "it should be on this page.")
+
+    def _update_controls(self) -> None:
+        paged = self._mode in ("pdf", "text")
+        count = self.page_count()
+        if self._mode == "text" and self._text_doc is not None and self._text_doc.numbers:
+            numbers = self._text_doc.numbers
+            first, last = numbers[0], numbers[-1]
+        else:
+            first, last = 1, count
+        self.previous_button.setEnabled(paged and self._page > first)
+        self.next_button.setEnabled(paged and self._page < last)
+        self.zoom_in_button.setEnabled(paged)
+        self.zoom_out_button.setEnabled(paged)
+        self.fit_button.setEnabled(paged)
+
+    def _tool_button(self, name: str, arrow: Qt.ArrowType | None, shortcut, slot,
+                     text: str | None = None) -> QToolButton:
+        button = QToolButton(self)
+        sequence = QKeySequence(shortcut)
+        if arrow is not None:
+            button.setArrowType(arrow)  # drawn in the palette's colours: visible on both themes
+        button.setText(text or name)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon if arrow is not None
+                                  else Qt.ToolButtonStyle.ToolButtonTextOnly)
+        button.setAccessibleName(name)
+        shown = sequence.toString(QKeySequence.SequenceFormat.NativeText)
+        button.setToolTip(f"{name} ({shown})" if shown else name)
+        button.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        button.clicked.connect(slot)
+        action = QShortcut(sequence, self)
+        action.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        action.activated.connect(slot)
+        return button
+

@@ -1,0 +1,189 @@
+"""The user's settings: a frozen dataclass, read from and written to TOML in the data dir.
+
+    settings = load_settings(paths.settings_file)        # never raises: bad values -> defaults
+    save_settings(paths.settings_file, replace(settings, theme="dark"))   # atomic
+    assistant.ask(..., settings=settings.assistant_settings())
+
+A missing file gives the defaults; a damaged file, a value of the wrong type or one out of range
+gives the default (or the nearest allowed value) for that key and a logged warning. Unknown keys
+are ignored, so an older app reads a newer file. No Qt here: the CLI and a kiosk share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import tempfile
+import tomllib
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .assistant import AssistantSettings
+
+log = logging.getLogger(__name__)
+
+THEMES = ("light", "dark")
+# inclusive ranges; values outside are clamped to the nearest end
+LIMITS: dict[str, tuple[float, float]] = {
+    "temperature": (0.0, 2.0),
+    "max_new_tokens": (16, 1024),
+    "passages": (1, 8),
+    "font_size": (8, 32),
+}
+MODEL_NAME_MAX = 200
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str | None = None  # None: the built-in model; otherwise an imported model's name
+    temperature: float = 0.0
+    max_new_tokens: int = 192
+    passages: int = 4
+    use_reranker: bool = True
+    font_size: int = 11
+    theme: str = "light"
+
+    def __post_init__(self):
+        # every Settings is valid, however it was made (a dialog, a file, a test)
+        for f in fields(self):
+            value, problem = _checked(f.name, getattr(self, f.name), f.default)
+            if problem:
+                log.debug("settings: %s", problem)
+            object.__setattr__(self, f.name, value)
+
+    def assistant_settings(self) -> "AssistantSettings":
+        """What Assistant.ask needs from these settings; the rest keeps the engine's defaults."""
+        from .assistant import AssistantSettings
+
+        return AssistantSettings(passages=self.passages, max_new_tokens=self.max_new_tokens,
+                                 temperature=self.temperature)
+
+
+def load_settings(path: str | Path) -> Settings:
+    """The settings stored at `path`; the defaults for whatever is missing or wrong there."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Settings()
+    except OSError as error:
+        log.warning("Could not read the settings file %s (%s); using the defaults", path, error)
+        return Settings()
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        log.warning("The settings file %s is damaged (%s); using the defaults", path, error)
+        return Settings()
+    values = {}
+    for f in fields(Settings):
+        if f.name not in data:
+            continue
+        value, problem = _checked(f.name, data[f.name], f.default)
+        if problem:
+            log.warning("Settings file %s: %s", path, problem)
+        values[f.name] = value
+    return Settings(**values)
+
+
+def save_settings(path: str | Path, settings: Settings) -> None:
+    """Write `settings` as TOML; a crash or a full disk leaves the old file whole, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = to_toml(settings)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        try:
+            os.unlink(temp_name)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def to_toml(settings: Settings) -> str:
+    lines = ["# Offline Assistant settings. Unknown keys are ignored; a bad value falls back",
+             "# to its default. Delete this file to restore all the defaults.", ""]
+    for f in fields(settings):
+        value = getattr(settings, f.name)
+        if value is None:  # TOML has no null: the key is left out, and reads back as None
+            lines.append(f"# {f.name} = (the built-in model)")
+            continue
+        lines.append(f"{f.name} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)  # finite here: always has a '.' or an exponent, as TOML wants
+    if isinstance(value, str):
+        return _toml_string(value)
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
+            "\r": "\\r"}
+
+
+def _toml_string(text: str) -> str:
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in _ESCAPES:
+            out.append(_ESCAPES[char])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{code:04X}")
+        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate cannot be stored in UTF-8 TOML
+            out.append("\\uFFFD")
+        else:
+            out.append(char)
+    return '"' + "".join(out) + '"'
+
+
+def _checked(name: str, value, default):
+    """(a valid value for `name`, a sentence saying what was wrong or "")."""
+    if name == "model":
+        if value is None:
+            return None, ""
+        if not isinstance(value, str):
+            return default, f"'model' must be a model name, not {value!r}; using the built-in model"
+        value = value.strip()
+        if value.lower() in ("", "built-in", "builtin"):
+            return None, ""
+        if len(value) > MODEL_NAME_MAX:
+            return default, "'model' is too long to be a model name; using the built-in model"
+        return value, ""
+    if name == "theme":
+        if isinstance(value, str) and value.strip().lower() in THEMES:
+            return value.strip().lower(), ""
+        return default, f"'theme' must be one of {', '.join(THEMES)}, not {value!r}"
+    if name == "use_reranker":
+        if isinstance(value, bool):
+            return value, ""
+        return default, f"'use_reranker' must be true or false, not {value!r}"
+    low, high = LIMITS[name]
+    if isinstance(default, float):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value):
+            return default, f"'{name}' must be a number, not {value!r}; using {default}"
+        value = float(value)
+    else:
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return default, f"'{name}' must be a whole number, not {value!r}; using {default}"
+    clamped = type(default)(min(max(value, low), high))
+    if clamped != value:
+        return clamped, f"'{name}' = {value} is outside {low:g}..{high:g}; using {clamped}"
+    return clamped, ""
