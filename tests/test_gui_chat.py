@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMarginsF, QPointF, Qt, QUrl
-from PySide6.QtGui import QDesktopServices, QPageLayout, QPageSize, QPainter, QPdfWriter
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication
 
 from desktop_app.chat_view import (
@@ -30,6 +30,7 @@ from engine.grounding import Relevance
 from engine.indexer import Indexer, IndexSettings, default_embedder, open_collection
 from engine.paths import AppPaths
 from engine.types import Passage, Span
+from tests.pdf_factory import write_pdf
 
 
 ANSWER = AssistantSettings(relevance_threshold=-10.0, max_new_tokens=40)  # every question passes the gate
@@ -46,23 +47,6 @@ ANSWER_MS = 60_000
 
 
 # -- documents and data dirs -------------------------------------------------------------------
-def write_pdf(path: Path, pages: list[str]) -> Path:
-    """A real PDF with a text layer, one page per string (a line per sentence), drawn by Qt."""
-    writer = QPdfWriter(str(path))
-    writer.setPageLayout(QPageLayout(QPageSize(QPageSize.PageSizeId.A4), QPageLayout.Orientation.Portrait,
-                                     QMarginsF(15, 15, 15, 15)))
-    painter = QPainter(writer)
-    try:
-        for number, text in enumerate(pages):
-            if number:
-                writer.newPage()
-            for line, sentence in enumerate(text.split(". ")):
-                painter.drawText(QPointF(0, 300 * (line + 1)), sentence)
-    finally:
-        painter.end()
-    return path
-
-
 def index_into(paths: AppPaths, files: list[Path]) -> None:
     """Indexes `files` with the engine itself (the GUI's indexing is tested on its own)."""
     embedder = default_embedder(paths)

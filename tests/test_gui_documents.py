@@ -12,8 +12,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMarginsF, QMimeData, QPointF, Qt, QThread, QUrl
-from PySide6.QtGui import QDragEnterEvent, QDropEvent, QFont, QPageLayout, QPageSize, QPainter, QPdfWriter
+from PySide6.QtCore import QMimeData, QPointF, Qt, QThread, QUrl
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QFont
 from PySide6.QtWidgets import QApplication, QFileDialog
 
 from desktop_app.documents_panel import DocumentsPanel, duration_text, progress_text, state_text
@@ -21,6 +21,7 @@ from desktop_app.indexing import IndexController
 from engine.indexer import IndexSettings, default_embedder, open_collection
 from engine.paths import AppPaths
 from engine.types import IndexProgress
+from tests.pdf_factory import write_pdf
 
 
 SETTINGS = IndexSettings(parse_time_limit_s=30, parse_memory_limit_mb=1024)
@@ -28,23 +29,6 @@ RUN_S = 60_000  # ms: a generous bound for a run of a few small documents (a few
 
 
 # -- documents ---------------------------------------------------------------------------------
-
-def write_pdf(path: Path, pages: list[str]) -> Path:
-    """A real PDF with a text layer, one page per string, drawn by Qt."""
-    writer = QPdfWriter(str(path))
-    writer.setPageLayout(QPageLayout(QPageSize(QPageSize.PageSizeId.A4), QPageLayout.Orientation.Portrait,
-                                     QMarginsF(15, 15, 15, 15)))
-    painter = QPainter(writer)
-    try:
-        for number, text in enumerate(pages):
-            if number:
-                writer.newPage()
-            for line, sentence in enumerate(text.split(". ")):
-                painter.drawText(QPointF(0, 300 * (line + 1)), sentence)
-    finally:
-        painter.end()
-    return path
-
 
 @pytest.fixture
 def docs(tmp_path, qapp) -> Path:

@@ -21,7 +21,8 @@ from desktop_app.settings_dialog import SettingsDialog
 from desktop_app.theme import current_theme
 from engine.config import Settings, load_settings
 from engine.paths import AppPaths
-from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, PUMP_PAGES, index_into, write_pdf
+from tests.pdf_factory import write_pdf
+from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, PUMP_PAGES, index_into
 
 
 QUESTION = "How do I prime the pump with clean water before the first start?"

@@ -11,7 +11,6 @@ from desktop_app.settings_dialog import BUILTIN, RERANKER_MISSING, SettingsDialo
 from desktop_app.theme import apply_theme, current_theme
 from engine.config import Settings
 
-# Qt warnings fail these tests (the offscreen platform's note about size hints aside)
 
 START = Settings(model="phi-mini", temperature=0.2, max_new_tokens=256, passages=5,
                  use_reranker=True, font_size=12, theme="light")

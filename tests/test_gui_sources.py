@@ -9,7 +9,6 @@ from PySide6.QtGui import QFont, QPageLayout, QPageSize, QPainter, QPdfWriter
 from desktop_app.source_view import SourceView, locate_passage
 from engine.ingest import parse_file
 
-# Qt warnings fail these tests (the offscreen platform's note about size hints aside)
 
 PAGE_LINES = {
     1: ["Coolant pump maintenance: clean the intake filter every two hundred hours.",
