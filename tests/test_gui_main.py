@@ -5,6 +5,7 @@ embedder, the tiny random LLM) and, marked slow, the real built-in models and R'
 from __future__ import annotations
 
 import gc
+import json
 import shutil
 import time
 from dataclasses import replace
@@ -17,6 +18,7 @@ from PySide6.QtWidgets import QApplication, QDialog, QInputDialog, QMessageBox
 
 from desktop_app.conversations_panel import title_from
 from desktop_app.main_window import MainWindow
+from desktop_app.self_check import SelfCheck
 from desktop_app.settings_dialog import SettingsDialog
 from desktop_app.theme import current_theme
 from engine.config import Settings, load_settings
@@ -363,3 +365,30 @@ def test_the_window_never_stalls_while_indexing_and_answering(qtbot, data, built
               f"(longest GC pause {heartbeat.longest_gc_ms:.0f} ms), {len(answered)} answers while indexing; "
               f"RSS: GUI {gui_mb:.0f} MB, LLM child {child_mb:.0f} MB")
     assert heartbeat.longest_ms < 100, heartbeat.longest_ms
+
+
+def start_self_check(qtbot, paths: AppPaths, llm_dir, question: str = QUESTION) -> SelfCheck:
+    window = MainWindow(paths, "cpu", llm_folder=llm_dir, assistant_settings=ANSWER, settings=Settings())
+    qtbot.addWidget(window, before_close_func=lambda w: w.close())
+    check = SelfCheck(window, question, time.perf_counter())
+    window.show()
+    qtbot.waitUntil(lambda: "passed" in check.report, timeout=LOAD_MS + ANSWER_MS)
+    assert not window.isVisible()  # it closes the window: the app then exits
+    return check
+
+
+def test_the_self_check_asks_through_the_chat_and_reports_each_step(qtbot, data, tiny_llm_dir, capsys):
+    check = start_self_check(qtbot, data, tiny_llm_dir)
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert check.passed and report["passed"] and report["error"] is None
+    assert report["window_shown"] and report["engine"]["alive"] and report["engine"]["pid"] > 0
+    assert report["answer"]["streamed_chunks"] > 0 and report["answer"]["text"].strip()
+    assert report["answer"]["answerable"] and report["answer"]["citations"] > 0
+    assert [m["role"] for m in check.window.chat.messages()] == ["user", "assistant"]
+
+
+def test_the_self_check_fails_and_says_why_when_a_step_fails(qtbot, tmp_path, tiny_llm_dir, capsys):
+    check = start_self_check(qtbot, AppPaths(tmp_path / "empty").ensure(), tiny_llm_dir)
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert not check.passed and not report["passed"]
+    assert "No manuals are indexed" in report["error"]

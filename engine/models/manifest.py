@@ -49,16 +49,24 @@ def read_manifest(folder: Path) -> dict | None:
 
 def verify_manifest(folder: Path, *, hashes: bool = False) -> bool:
     """True when every listed file is there with its size (and, if asked, its SHA-256)."""
+    return first_mismatch(folder, hashes=hashes) is None
+
+
+def first_mismatch(folder: Path, *, hashes: bool = False) -> str | None:
+    """What is wrong with `folder` against its manifest (a file missing, resized or changed),
+    or None when nothing is."""
     manifest = read_manifest(folder)
     if manifest is None:
-        return False
+        return f"{folder / MANIFEST} is missing or unreadable"
     for name, entry in manifest["files"].items():
         path = folder / name
-        if not path.is_file() or path.stat().st_size != entry["size"]:
-            return False
+        if not path.is_file():
+            return f"{path} is missing"
+        if path.stat().st_size != entry["size"]:
+            return f"{path} has the wrong size"
         if hashes and sha256_file(path) != entry["sha256"]:
-            return False
-    return True
+            return f"{path} has been changed"
+    return None
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -19,7 +20,9 @@ from pathlib import Path
 from ..errors import ModelError
 from ..paths import AppPaths
 from .manifest import (
+    MANIFEST,
     atomic_folder,
+    first_mismatch,
     read_manifest,
     remove_stale_temporaries,
     sha256_file,
@@ -185,7 +188,11 @@ def _llm_status(paths: AppPaths, gguf: Path, *, may_hash: bool) -> str:
 
 
 def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None) -> Path:
-    """The built-in LLM's ONNX GenAI folder, converted from its GGUF unless already current."""
+    """The built-in LLM's ONNX GenAI folder, converted from its GGUF unless already current
+    (an installed app carries it prepared)."""
+    bundled = bundled_folder(paths, BUILTIN_LLM)
+    if bundled is not None:
+        return checked_bundled(bundled)
     gguf = find_package_file(BUILTIN_LLM.files[0])
     if gguf is None:
         raise _missing_error(BUILTIN_LLM)
@@ -202,6 +209,9 @@ def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None) -> Pa
 
 
 def _builtin_llm_info(paths: AppPaths, provider: str) -> ModelInfo:
+    bundled = bundled_folder(paths, BUILTIN_LLM)
+    if bundled is not None:
+        return _bundled_info(BUILTIN_LLM, bundled, provider)
     gguf = find_package_file(BUILTIN_LLM.files[0])
     folder = builtin_llm_folder(paths)
     if gguf is None:
@@ -223,18 +233,79 @@ def resolve_embedder(paths: AppPaths, name: str | None = None) -> EmbedderFiles:
     """The embedder's model.onnx and tokenizer.json (only the built-in one so far)."""
     if name not in (None, BUILTIN_EMBEDDER.name):
         raise ModelError(f"No embedder named '{name}'; only '{BUILTIN_EMBEDDER.name}' is available.")
+    bundled = bundled_folder(paths, BUILTIN_EMBEDDER)
+    if bundled is not None:
+        return _embedder_files_in(checked_bundled(bundled))
     files = builtin_embedder_files()
     if files is None:
         raise _missing_error(BUILTIN_EMBEDDER)
     return files
 
 
-def _builtin_embedder_info(provider: str) -> ModelInfo:
+def _builtin_embedder_info(paths: AppPaths, provider: str) -> ModelInfo:
+    bundled = bundled_folder(paths, BUILTIN_EMBEDDER)
+    if bundled is not None:
+        return _bundled_info(BUILTIN_EMBEDDER, bundled, provider)
     files = builtin_embedder_files()
     size = files.model.stat().st_size + files.tokenizer.stat().st_size if files else 0
     return ModelInfo(BUILTIN_EMBEDDER.name, "embedder", _source_text(BUILTIN_EMBEDDER), size,
                      BUILTIN_EMBEDDER.licence, "ready" if files else "missing", provider,
                      files.model if files else None)
+
+
+# -- the built-in models as an installed app carries them: prepared, read-only -----------------
+# The embedder's folder keeps its package's name: the name is part of the embedder id that a
+# collection records, so a collection indexed from source opens in the installed app and back.
+BUNDLED_FOLDERS = {BUILTIN_LLM.name: BUILTIN_LLM.name,
+                   BUILTIN_EMBEDDER.name: BUILTIN_EMBEDDER.files[0].module}
+
+
+def bundled_folder(paths: AppPaths, model: BuiltinModel) -> Path | None:
+    """The model's prepared folder inside the installed app; None when it carries none."""
+    if paths.bundled_models is None:
+        return None
+    folder = paths.bundled_models / BUNDLED_FOLDERS[model.name]
+    return folder if folder.is_dir() else None
+
+
+def checked_bundled(folder: Path) -> Path:
+    """`folder`, once every file's SHA-256 matches its manifest (about 0.1 s for both models)."""
+    problem = first_mismatch(folder, hashes=True)
+    if problem is not None:
+        raise ModelError(f"The built-in model files of this installation are damaged: {problem}. "
+                         "Reinstall Offline Assistant.")
+    return folder
+
+
+def _bundled_info(model: BuiltinModel, folder: Path, provider: str) -> ModelInfo:
+    status = "ready" if verify_manifest(folder) else "invalid"  # sizes now; hashes when used
+    return ModelInfo(model.name, model.kind, f"bundled ({_source_text(model)})",
+                     _folder_size(folder), model.licence, status, provider, folder)
+
+
+def _embedder_files_in(folder: Path) -> EmbedderFiles:
+    return EmbedderFiles(folder / "model.onnx", folder / "tokenizer.json")
+
+
+def write_bundled_models(dest: Path, progress: Progress | None = None) -> list[Path]:
+    """Prepares the built-in models into `dest` for an installer: the LLM converted to ONNX,
+    the embedder's files copied, each folder with its manifest."""
+    llm = prepare_builtin_llm(AppPaths(dest.parent / f".{dest.name}-work"), progress)
+    files = builtin_embedder_files()
+    if files is None:
+        raise _missing_error(BUILTIN_EMBEDDER)
+    folders = []
+    for model, copy_from in ((BUILTIN_LLM, sorted(p for p in llm.iterdir() if p.name != MANIFEST)),
+                             (BUILTIN_EMBEDDER, [files.model, files.tokenizer])):
+        source = {"kind": model.kind, "built_in": model.name, "packages": _source_text(model)}
+        if model is BUILTIN_LLM:
+            source["converter"] = GGUF_CONVERTER
+        with atomic_folder(dest / BUNDLED_FOLDERS[model.name]) as tmp:
+            for path in copy_from:
+                shutil.copyfile(path, tmp / path.name)
+            write_manifest(tmp, source=source)
+        folders.append(dest / BUNDLED_FOLDERS[model.name])
+    return folders
 
 
 # -- imported models ------------------------------------------------------------------------
@@ -275,7 +346,7 @@ def list_models(paths: AppPaths, provider: str = "auto") -> list[ModelInfo]:
     from ..hardware import choose_provider
 
     chosen = choose_provider(provider)
-    infos = [_builtin_llm_info(paths, chosen), _builtin_embedder_info(chosen)]
+    infos = [_builtin_llm_info(paths, chosen), _builtin_embedder_info(paths, chosen)]
     infos += [_imported_info(folder, chosen) for folder in _imported_folders(paths)]
     return infos
 
@@ -283,6 +354,9 @@ def list_models(paths: AppPaths, provider: str = "auto") -> list[ModelInfo]:
 def resolve_llm(paths: AppPaths, name: str | None = None) -> Path:
     """A ready LLM folder: the built-in one by default, else the imported one named."""
     if name in (None, BUILTIN_LLM.name):
+        bundled = bundled_folder(paths, BUILTIN_LLM)
+        if bundled is not None:
+            return checked_bundled(bundled)
         info = _builtin_llm_info(paths, provider="")
         if info.status == "missing":
             raise _missing_error(BUILTIN_LLM)
