@@ -141,7 +141,7 @@ def _print_json(question: str, events) -> dict | None:
             record.update(answer=event.answer, stats=event.stats.to_dict())
         elif event.kind == "error":
             record.update(error=event.message)
-    print(json.dumps(record, ensure_ascii=False))
+    print(json.dumps(record))  # \u escapes: valid on any console's encoding (Windows' cp1252 too)
     return None if "error" in record else record
 
 
