@@ -1,29 +1,44 @@
-"""Entry point of the desktop app: `offline-assistant [--data-dir DIR] [--provider P]`.
+"""Entry point of the desktop app: `offline-assistant [--data-dir DIR] [--provider P] [--kiosk]`.
 
 Logs go to DATA_DIR/logs/offline-assistant.log (rotating). An uncaught exception, on any
-thread, is logged there with its traceback and shown in a dialog on the GUI thread: never lost.
+thread, is logged there with its traceback, kept as the last error (engine.crash_loop) and
+shown in a dialog on the GUI thread: never lost. A hard crash (a segfault, an abort, the
+watchdog's SIGABRT on a frozen window) leaves the tracebacks of every thread in
+DATA_DIR/logs/crash.log (faulthandler).
+
+Staying up (kiosks): under systemd (packaging/linux/offline-assistant-kiosk.service) the app
+says READY=1 once its window is shown and pings the watchdog from the GUI thread, so a frozen
+window is killed and restarted. Every start is recorded; after 5 crashes within 10 minutes the
+app starts in safe mode (desktop_app/safe_mode.py) showing the last error instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import logging.handlers
 import os
+import signal
+import socket
 import sys
 import threading
 import time
 import traceback
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QtMsgType, QTimer, Signal, qInstallMessageHandler
+from PySide6.QtCore import QObject, QSocketNotifier, QtMsgType, QTimer, Signal, qInstallMessageHandler
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from engine import crash_loop, sd_notify
 from engine.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths
 
 LOG_NAME = "offline-assistant.log"
+CRASH_LOG_NAME = "crash.log"
+CRASH_LOG_MAX = 1_000_000  # bytes; a bigger one is moved to crash.log.1 at start
+SAFE_MODE_LOG = "safe mode"  # in the log line of a safe-mode start (tests and admins grep it)
 # resources/ sits beside the packages in a source tree, and inside the frozen app's folder
 RESOURCES = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parent.parent)) / "resources"
 ICON = RESOURCES / "icons" / "offline-assistant.svg"
@@ -40,6 +55,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--self-check", nargs="?", const="", metavar="QUESTION",
                         help="start, ask QUESTION through the chat, print a JSON report of each "
                              "step and quit: exit code 0 when all passed")
+    parser.add_argument("--kiosk", action="store_true",
+                        help="full screen and locked down, for unattended PCs (also `kiosk = true` "
+                             "in settings.toml)")
     return parser.parse_args(argv)
 
 
@@ -59,6 +77,94 @@ def setup_logging(paths: AppPaths, level: int = logging.INFO) -> Path:
     return log_file
 
 
+def enable_crash_log(paths: AppPaths):
+    """faulthandler writes every thread's traceback to DATA_DIR/logs/crash.log on a hard crash;
+    returns the open file, which must stay open while the handler is on."""
+    path = paths.logs / CRASH_LOG_NAME
+    try:
+        if path.is_file() and path.stat().st_size > CRASH_LOG_MAX:
+            path.replace(path.with_name(CRASH_LOG_NAME + ".1"))
+        crash_file = open(path, "a", encoding="utf-8")  # open for the process's life
+    except OSError as exc:
+        log.warning("no crash log (%s); hard crashes go to stderr", exc)
+        faulthandler.enable(all_threads=True)
+        return None
+    crash_file.write(f"--- start of process {os.getpid()} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+    crash_file.flush()
+    faulthandler.enable(crash_file, all_threads=True)
+    return crash_file
+
+
+def disable_crash_log(crash_file) -> None:
+    faulthandler.disable()
+    if crash_file is not None:
+        crash_file.close()
+    if sys.__stderr__ is not None:  # back to where Python (or pytest) had it
+        try:
+            faulthandler.enable(sys.__stderr__, all_threads=True)
+        except (AttributeError, ValueError, OSError):  # no real stderr (a windowed app)
+            pass
+
+
+class Heartbeat(QObject):
+    """Pings systemd's watchdog from the GUI thread at half its interval (only when one is set):
+    a frozen event loop stops the pings and systemd restarts the app."""
+
+    def __init__(self, interval_s: float | None = None):
+        super().__init__()
+        self.interval_s = sd_notify.watchdog_interval() if interval_s is None else interval_s
+        self.timer = QTimer(self)
+        self.timer.timeout.connect(sd_notify.watchdog)
+
+    def start(self) -> None:
+        if self.interval_s:
+            sd_notify.watchdog()
+            self.timer.start(max(1, int(self.interval_s * 500)))
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+
+class QuitOnSigterm(QObject):
+    """SIGTERM (systemctl stop, a shutdown, a logout) closes the app like its Quit: a clean exit,
+    not a crash for the crash-loop count. Qt's event loop wakes up on the signal through
+    signal.set_wakeup_fd; `close` (set per mode) then closes the window on the GUI thread."""
+
+    def __init__(self):
+        super().__init__()
+        self.close = lambda: QApplication.quit()
+        self._installed = hasattr(signal, "SIGTERM") and sys.platform != "win32"
+        if not self._installed:
+            return
+        self._read, self._write = socket.socketpair()
+        for end in (self._read, self._write):
+            end.setblocking(False)
+        self._previous_fd = signal.set_wakeup_fd(self._write.fileno())
+        self._previous = signal.signal(signal.SIGTERM, self._on_signal)
+        self._notifier = QSocketNotifier(self._read.fileno(), QSocketNotifier.Type.Read, self)
+        self._notifier.activated.connect(self._drain)
+
+    def _on_signal(self, signum, frame) -> None:  # runs on the GUI thread, in Python's handler
+        log.info("SIGTERM: closing")
+        QTimer.singleShot(0, self.close)
+
+    def _drain(self) -> None:
+        try:
+            while self._read.recv(64):
+                pass
+        except OSError:  # empty
+            pass
+
+    def uninstall(self) -> None:
+        if self._installed:
+            self._installed = False
+            self._notifier.setEnabled(False)
+            signal.signal(signal.SIGTERM, self._previous)
+            signal.set_wakeup_fd(self._previous_fd)
+            self._read.close()
+            self._write.close()
+
+
 def _qt_message(mode, context, message: str) -> None:
     level = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
              QtMsgType.QtWarningMsg: logging.WARNING}.get(mode, logging.ERROR)
@@ -70,9 +176,10 @@ class CrashReporter(QObject):
 
     _show_requested = Signal(str)
 
-    def __init__(self, log_file: Path):
+    def __init__(self, log_file: Path, starts_file: Path | None = None):
         super().__init__()
         self.log_file = log_file
+        self.starts_file = starts_file
         self.shown = 0
         self._showing = False
         self._show_requested.connect(self._show)  # queued when it comes from another thread
@@ -84,6 +191,8 @@ class CrashReporter(QObject):
             return
         log.critical("uncaught exception%s", f" in thread {where}" if where else "",
                      exc_info=(exc_type, exc, tb))
+        if self.starts_file is not None:  # the safe-mode screen shows it after a crash loop
+            crash_loop.record_error(self.starts_file, "".join(traceback.format_exception(exc_type, exc, tb)))
         summary = "".join(traceback.format_exception_only(exc_type, exc)).strip()
         self._show_requested.emit(summary)
 
@@ -101,10 +210,11 @@ class CrashReporter(QObject):
             self._showing = False
 
 
-def install_crash_hook(log_file: Path):
+def install_crash_hook(log_file: Path, starts_file: Path | None = None):
     """Routes sys.excepthook and threading.excepthook to a crash reporter; returns it, with
-    `uninstall()` to put the previous hooks back."""
-    reporter = CrashReporter(log_file)
+    `uninstall()` to put the previous hooks back. With `starts_file`, each exception is also
+    kept there as the last error (engine.crash_loop)."""
+    reporter = CrashReporter(log_file, starts_file)
     previous = sys.excepthook, threading.excepthook
 
     def excepthook(exc_type, exc, tb):
@@ -135,11 +245,11 @@ def _process_age() -> str:
         return "?"
 
 
-def _quit_when_ready(window, started: float) -> None:
+def _quit_when_ready(window, started: float, close) -> None:
     def ready(status) -> None:
         log.info("model %s ready on %s after %.2f s", status.name, status.provider,
                  time.perf_counter() - started)
-        window.close()
+        close()
 
     def failed(message: str) -> None:
         log.error("smoke test: the model failed to open: %s", message)
@@ -154,9 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     paths = AppPaths.from_arg(args.data_dir).ensure()
     log_file = setup_logging(paths)
-    log.info("starting; data dir %s, provider %s", paths.root, args.provider)
-
-    from .main_window import MainWindow
+    crash_file = enable_crash_log(paths)
+    starts = crash_loop.starts_file(paths)
+    start = crash_loop.begin_start(starts)
+    # a smoke test or self-check must test the real app, and end by itself
+    safe_mode = start.safe_mode and not (args.smoke_test or args.self_check is not None)
+    log.info("starting%s; data dir %s, provider %s", f" in {SAFE_MODE_LOG}" if safe_mode else "",
+             paths.root, args.provider)
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("Offline Assistant")
@@ -164,25 +278,104 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName("offline-assistant")  # Wayland matches the window to its menu entry
     app.setOrganizationName("OfflineAssistant")
     previous_handler = qInstallMessageHandler(_qt_message)
-    reporter = install_crash_hook(log_file)
+    reporter = install_crash_hook(log_file, starts)
+    heartbeat = Heartbeat()
+    heartbeat.start()
+    sigterm = QuitOnSigterm()
+    clean = False
     try:
-        window = MainWindow(paths, args.provider)  # prepares the built-in model if it must
-        window.show()
-        QTimer.singleShot(0, lambda: log.info("window usable after %.2f s (%s since the process started)",
-                                              time.perf_counter() - started, _process_age()))
-        if args.smoke_test:
-            _quit_when_ready(window, started)
-        check = None
-        if args.self_check is not None:
-            from .self_check import SelfCheck
-
-            check = SelfCheck(window, args.self_check, started)
-        code = app.exec()
-        return code if check is None else code or (0 if check.passed else 1)
+        if safe_mode:
+            code = _run_safe_mode(app, start, paths, sigterm)
+        else:
+            code = _run_app(app, args, paths, started, sigterm)
+        clean = True
+        return code
+    except Exception:
+        crash_loop.record_error(starts, traceback.format_exc())
+        raise
     finally:
+        sd_notify.stopping()
+        sigterm.uninstall()
+        heartbeat.stop()
         reporter.uninstall()
         qInstallMessageHandler(previous_handler)
+        if clean:
+            crash_loop.mark_clean_exit(starts, start.start_id)
         log.info("closed")
+        disable_crash_log(crash_file)
+
+
+def _run_app(app: QApplication, args: argparse.Namespace, paths: AppPaths, started: float,
+             sigterm: QuitOnSigterm) -> int:
+    from .main_window import MainWindow
+
+    window = MainWindow(paths, args.provider)  # prepares the built-in model if it must
+    try:
+        return _show_and_run(app, window, args, started, sigterm)
+    except BaseException:
+        window.close()  # ends its threads; else Qt aborts the process and hides the error
+        raise
+
+
+def _show_and_run(app: QApplication, window, args: argparse.Namespace, started: float,
+                  sigterm: QuitOnSigterm) -> int:
+    kiosk = args.kiosk or getattr(window.settings, "kiosk", False)
+    window.show()
+    mode = _start_kiosk(window, kiosk)
+    # the kiosk refuses to close but by its close_app(); the window's closeEvent ends its threads
+    close = getattr(mode, "close_app", window.close)
+    sigterm.close = close
+    QTimer.singleShot(0, lambda: _window_shown(started, "kiosk" if kiosk else "window"))
+    if args.smoke_test:
+        _quit_when_ready(window, started, close)
+    check = None
+    if args.self_check is not None:
+        from .self_check import SelfCheck
+
+        check = SelfCheck(window, args.self_check, started, close=close)
+    code = app.exec()
+    del mode  # kept alive while the app ran
+    return code if check is None else code or (0 if check.passed else 1)
+
+
+def _window_shown(started: float, what: str) -> None:
+    log.info("window usable after %.2f s (%s since the process started)",
+             time.perf_counter() - started, _process_age())
+    sd_notify.ready()
+    sd_notify.status(f"{what} up")
+
+
+# -- kiosk ---------------------------------------------------------------------------------------
+def _start_kiosk(window, kiosk: bool):
+    """THE call site of desktop_app/kiosk.py, once the window is shown: kiosk mode when asked
+    for (--kiosk or `kiosk = true`), else the audit log alone if the settings turn it on.
+    Imported lazily; a build without that module runs the normal window."""
+    try:
+        from . import kiosk as kiosk_module
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}.kiosk":
+            raise
+        if kiosk:
+            log.warning("kiosk mode was asked for, but this build has no kiosk module")
+        return None
+    return kiosk_module.install(window, kiosk)
+
+
+# -- safe mode -----------------------------------------------------------------------------------
+def _run_safe_mode(app: QApplication, start, paths: AppPaths, sigterm: QuitOnSigterm) -> int:
+    from .safe_mode import RESTART_EXIT_CODE, SafeModeWindow
+
+    last = (start.last_error or "none recorded").strip().splitlines()[-1:]
+    log.warning("%s: %d crashes in a row; showing the last error instead of the app (%s)",
+                SAFE_MODE_LOG, start.crashes, last[0] if last else "")
+    window = SafeModeWindow(start.crashes, start.last_error, str(paths.logs))
+    window.tryAgain.connect(lambda: app.exit(RESTART_EXIT_CODE))  # a clean exit: the next start is normal
+    window.showFullScreen()
+    sigterm.close = window.close
+    QTimer.singleShot(0, lambda: (sd_notify.ready(), sd_notify.status(SAFE_MODE_LOG)))
+    code = app.exec()
+    log.info("%s ended (exit code %d)", SAFE_MODE_LOG, code)
+    return code
 
 
 if __name__ == "__main__":

@@ -240,6 +240,7 @@ class MainWindow(QMainWindow):
         self.index.failed.connect(self._show_index_failure)
         self.assistant.modelReady.connect(self._show_model)
         self.assistant.modelFailed.connect(self._show_model_failure)
+        self.assistant.engineRestarting.connect(self._show_model_restarting)
         QWidget.setTabOrder(self.conversations.list, self.chat.input)
         QWidget.setTabOrder(self.chat.input, self.chat.send_button)
         QWidget.setTabOrder(self.chat.send_button, self.documents.add_button)
@@ -377,6 +378,10 @@ class MainWindow(QMainWindow):
 
     def _show_model_failure(self, message: str) -> None:
         self.model_label.setText("Model: not available")
+        self.statusBar().showMessage(message, 15000)
+
+    def _show_model_restarting(self, message: str) -> None:
+        self.model_label.setText("Model: restarting…")  # until modelReady shows it again
         self.statusBar().showMessage(message, 15000)
 
     def _show_answer_stats(self, event) -> None:

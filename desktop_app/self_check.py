@@ -22,9 +22,10 @@ DEFAULT_QUESTION = "What is this manual about?"
 
 
 class SelfCheck(QObject):
-    def __init__(self, window, question: str, started: float, timeout_s: float = 300.0):
+    def __init__(self, window, question: str, started: float, timeout_s: float = 300.0, close=None):
         super().__init__(window)
         self.window = window
+        self.close = close or window.close  # a kiosk closes only through its own close_app
         self.question = question or DEFAULT_QUESTION
         self.started = started
         self.passed = False
@@ -87,7 +88,8 @@ class SelfCheck(QObject):
         log.info("self-check: %s", line)
         if sys.stdout is not None:  # none in a Windows GUI program
             print(line, flush=True)
-        self.window.close()
+        # after the signal that brought the answer has reached every receiver (the audit log)
+        QTimer.singleShot(0, self.close)
 
 
 def _alive(pid: int | None) -> bool:

@@ -11,6 +11,11 @@ in a child process, kept warm between questions). Requests go in as queued signa
 back as signals. Cancel is a threading.Event set directly by stop(), never a queued slot: a busy
 worker runs no slots. Every request has an id, and an event of a request that is no longer the
 live one is dropped under a lock, so nothing of a stopped answer is emitted after stop() returns.
+
+If the model's process dies (killed, out of memory), the worker notices within a second, even
+when idle, emits engineRestarting and starts a new one at once; when that fails it tries again
+after 1 s, 2 s, 4 s ... (at most 30 s). Questions asked while it waits get RESTARTING as their
+error; modelReady comes again when the model is back.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from engine.assistant import (
     Assistant,
@@ -40,6 +46,10 @@ from engine.paths import DEFAULT_COLLECTION, AppPaths
 log = logging.getLogger(__name__)
 
 NO_MANUALS = "No manuals are indexed yet: drop PDF manuals on the window, or use Add documents…"
+RESTARTING = "The model is restarting; ask again in a moment."
+WATCH_MS = 500  # how often the idle worker looks at the model's process
+RESTART_MAX_S = 30.0
+STABLE_S = 60.0  # a model process up this long resets the restart backoff
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,7 @@ class AssistantWorker(QObject):
     done = Signal(int, object)  # request id, DoneEvent (the final answer and its AnswerStats)
     error = Signal(int, str)
     finished = Signal(int)  # the request ended, however it ended (live or not)
+    restarting = Signal(str)  # the model's process died; what the window shows meanwhile
 
     def __init__(self, paths: AppPaths, collection: str, gate: RequestGate):
         super().__init__()
@@ -128,6 +139,10 @@ class AssistantWorker(QObject):
         self._reranker = None
         self._reranker_wanted: bool | None = None
         self._assistant: Assistant | None = None
+        self._watch: QTimer | None = None  # created on the worker's thread
+        self._restart_at: float | None = None  # monotonic time of the next attempt, while restarting
+        self._restarts = 0  # attempts since the model was last up for STABLE_S
+        self._up_since = 0.0
 
     # -- slots (run on the worker thread) -------------------------------------------------
     @Slot(object)
@@ -136,6 +151,8 @@ class AssistantWorker(QObject):
         model or provider changed."""
         self._config = config
         self._assistant = None
+        self._restart_at = None  # configuring opens the model afresh anyway
+        self._start_watch()
         try:
             self._open_llm()
             self._open_embedder()  # now, not at the first question: loading it holds the GIL
@@ -150,6 +167,9 @@ class AssistantWorker(QObject):
         try:
             if not self._gate.is_live(request_id):
                 return  # stopped before it started
+            if self._restart_at is not None:
+                self._gate.emit(request_id, self.error, RESTARTING)
+                return
             try:
                 assistant = self._ready_assistant()
             except EngineError as exc:
@@ -167,11 +187,15 @@ class AssistantWorker(QObject):
             raise  # a bug: sys.excepthook logs it and shows it
         finally:
             self.finished.emit(request_id)
+            self._check_llm()  # it may have died during the answer: restart it now, not later
 
     @Slot()
     def close(self) -> None:
         """Closes the model's child process, the collection, the embedder and the reranker."""
         self._assistant = None
+        self._restart_at = None
+        if self._watch is not None:
+            self._watch.stop()
         for name in ("_llm", "_store", "_reranker", "_embedder"):
             part = getattr(self, name)
             setattr(self, name, None)
@@ -198,8 +222,54 @@ class AssistantWorker(QObject):
             self._llm, self._llm_key = None, None
         llm = LLMClient(folder, config.provider).load()
         self._llm, self._llm_key = llm, key
+        self._up_since = time.monotonic()
         log.info("model %s loaded on %s (process %s)", folder.name, llm.provider, llm.pid)
         return llm
+
+    # -- restarting a dead model process ------------------------------------------------------
+    def _start_watch(self) -> None:
+        if self._watch is None:
+            self._watch = QTimer(self)
+            self._watch.setInterval(WATCH_MS)
+            self._watch.timeout.connect(self._check_llm)
+        self._watch.start()
+
+    @Slot()
+    def _check_llm(self) -> None:
+        """Runs between requests: notices a dead model process, and drives its restart."""
+        if self._restart_at is not None:
+            if time.monotonic() >= self._restart_at:
+                self._try_restart()
+            return
+        if self._llm is None:
+            return  # not open (or failed to open: the next question tries again)
+        if self._llm.alive():
+            if time.monotonic() - self._up_since >= STABLE_S:
+                self._restarts = 0
+            return
+        log.error("the model process %s died; restarting it", self._llm.pid or "")
+        # at once the first time; a process that keeps dying soon after starting backs off
+        self._restart_at = time.monotonic() + (restart_delay(self._restarts) if self._restarts else 0.0)
+        self.restarting.emit("The model stopped unexpectedly; restarting…")
+        self._check_llm()
+
+    def _try_restart(self) -> None:
+        self._restarts += 1
+        self._assistant = None  # it holds the dead client
+        if self._llm is not None:
+            self._llm.close()
+            self._llm, self._llm_key = None, None
+        try:
+            self._open_llm()
+        except Exception as exc:  # whatever it is, a kiosk keeps trying (a bug's traceback is logged)
+            delay = restart_delay(self._restarts)
+            log.warning("restarting the model failed (%s); next try in %.0f s", exc, delay,
+                        exc_info=not isinstance(exc, EngineError))
+            self._restart_at = time.monotonic() + delay
+            self.restarting.emit(f"The model could not be restarted ({exc}); trying again in {delay:.0f} s…")
+            return
+        self._restart_at = None
+        self.opened.emit(self._status())
 
     def _status(self) -> ModelStatus:
         folder, provider = self._llm_key
@@ -258,6 +328,11 @@ class AssistantWorker(QObject):
         return True
 
 
+def restart_delay(attempts: int) -> float:
+    """Seconds before the next restart after `attempts` failed or short-lived ones: 1, 2, 4 … 30."""
+    return min(RESTART_MAX_S, 2.0 ** max(0, attempts - 1))
+
+
 class AssistantController(QObject):
     """The GUI thread's handle on the assistant: owns the worker's thread; its signals carry
     the events of the live request only, on the GUI thread."""
@@ -270,6 +345,7 @@ class AssistantController(QObject):
     busyChanged = Signal(bool)  # True while a live request is being answered
     modelReady = Signal(object)  # ModelStatus
     modelFailed = Signal(str)
+    engineRestarting = Signal(str)  # the model's process died and is being restarted: a message
     requestEnded = Signal(int)  # the worker is done with a request, stopped ones included
 
     _configure = Signal(object)
@@ -298,6 +374,7 @@ class AssistantController(QObject):
         w.error.connect(self._on_error)
         w.opened.connect(self.modelReady)
         w.openFailed.connect(self.modelFailed)
+        w.restarting.connect(self.engineRestarting)
         w.finished.connect(self.requestEnded)
         self._thread.start()
         self._started = False

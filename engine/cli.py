@@ -60,9 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     _add_models(commands, common)
     _add_generate(commands, common)
-    from . import cli_ask, cli_index
+    from . import cli_admin, cli_ask, cli_index
 
     cli_index.add_commands(commands, common, _paths)
+    cli_admin.add_commands(commands, common, _paths)
     cli_ask.add_commands(commands, common, _paths, _ctrl_c_sets, CANCELLED_EXIT)
     return parser
 

@@ -32,8 +32,14 @@ LIMITS: dict[str, tuple[float, float]] = {
     "max_new_tokens": (16, 1024),
     "passages": (1, 8),
     "font_size": (8, 32),
+    "idle_reset_min": (0.5, 240.0),
+    "admin_relock_min": (0.5, 60.0),
+    "inbox_poll_s": (2.0, 3600.0),
 }
 MODEL_NAME_MAX = 200
+FOLDER_MAX = 4096  # characters: PATH_MAX on Linux; longer is a mistake, not a folder
+# what a key left at None means, written as a comment (TOML has no null)
+NONE_MEANS = {"model": "(the built-in model)", "inbox_folder": "(none: no watched inbox folder)"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,13 @@ class Settings:
     use_reranker: bool = True
     font_size: int = 11
     theme: str = "light"
+    # kiosk mode (an administrator sets these in the file; `offline-assistant --kiosk` too)
+    kiosk: bool = False
+    idle_reset_min: float = 3.0  # minutes without input before the conversation is cleared
+    admin_relock_min: float = 2.0  # minutes without input before the admin panel locks again
+    audit_log: bool = False  # one JSON line per question in DATA_DIR/audit; always on in kiosk mode
+    inbox_folder: str | None = None  # new manuals copied here are indexed (desktop_app/inbox.py)
+    inbox_poll_s: float = 10.0  # seconds between two looks into the inbox folder
 
     def __post_init__(self):
         # every Settings is valid, however it was made (a dialog, a file, a test)
@@ -114,7 +127,7 @@ def to_toml(settings: Settings) -> str:
     for f in fields(settings):
         value = getattr(settings, f.name)
         if value is None:  # TOML has no null: the key is left out, and reads back as None
-            lines.append(f"# {f.name} = (the built-in model)")
+            lines.append(f"# {f.name} = {NONE_MEANS.get(f.name, '(none)')}")
             continue
         lines.append(f"{f.name} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"
@@ -164,14 +177,25 @@ def _checked(name: str, value, default):
         if len(value) > MODEL_NAME_MAX:
             return default, "'model' is too long to be a model name; using the built-in model"
         return value, ""
+    if name == "inbox_folder":
+        if value is None:
+            return None, ""
+        if not isinstance(value, str):
+            return default, f"'inbox_folder' must be a folder path, not {value!r}; no inbox folder is watched"
+        value = value.strip()
+        if not value:
+            return None, ""
+        if len(value) > FOLDER_MAX or "\0" in value:
+            return default, "'inbox_folder' is not a usable folder path; no inbox folder is watched"
+        return value, ""
     if name == "theme":
         if isinstance(value, str) and value.strip().lower() in THEMES:
             return value.strip().lower(), ""
         return default, f"'theme' must be one of {', '.join(THEMES)}, not {value!r}"
-    if name == "use_reranker":
+    if isinstance(default, bool):
         if isinstance(value, bool):
             return value, ""
-        return default, f"'use_reranker' must be true or false, not {value!r}"
+        return default, f"'{name}' must be true or false, not {value!r}"
     low, high = LIMITS[name]
     if isinstance(default, float):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -65,6 +65,10 @@ class LLMClient:
         """The child's process id, while it runs."""
         return self._child.pid if self._child is not None else None
 
+    def alive(self) -> bool:
+        """Whether the child process runs (False once it died or was killed, or is closed)."""
+        return self._child is not None and self._child.alive()
+
     # -- lifetime -------------------------------------------------------------------------
     def load(self) -> "LLMClient":
         if self._loaded and self._child is not None and self._child.alive():

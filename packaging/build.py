@@ -126,6 +126,8 @@ def build_deb(version: str, out: Path, compression: str = "xz") -> Path:
     install_file(ICON_SVG, root / "usr/share/icons/hicolor/scalable/apps")
     install_file(STAGE / "icons" / f"{NAME}.png", root / "usr/share/icons/hicolor/256x256/apps")
     install_file(PACKAGING / "linux" / "copyright", root / f"usr/share/doc/{NAME}")
+    # for kiosks: `systemctl --user enable --now offline-assistant-kiosk` (README, "Running as a kiosk")
+    install_file(PACKAGING / "linux" / f"{NAME}-kiosk.service", root / "usr/lib/systemd/user")
     control = (PACKAGING / "linux" / "control").read_text(encoding="utf-8").format(
         version=version, arch=arch, installed_kib=folder_size(root) // 1024,
         libc=f"libc6 (>= {glibc_needed(opt)})")

