@@ -27,7 +27,6 @@ import logging
 import math
 import os
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from .atomic_file import write_json_atomic
 from .errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -168,34 +168,6 @@ class PinGate:
         except OSError as exc:  # keep the lockout in memory at least; a read-only disk is no way in
             log.warning("could not save the admin PIN state in %s (%s)", self.path, exc)
             self._unsaved = {k: record[k] for k in ("hash", "failures", "lockouts", "locked_until")}
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write `data` as JSON, mode 0o600, so that the file is always the old one or the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:  # mkstemp creates the file 0o600, and os.replace keeps that mode
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, ensure_ascii=False, sort_keys=True)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        try:
-            os.unlink(temp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    if os.name == "posix":  # so the rename itself survives a power cut; Windows cannot do this
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _read(path: Path) -> tuple[dict | None, str]:

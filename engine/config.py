@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 import math
-import os
-import tempfile
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from .atomic_file import write_atomic
 
 if TYPE_CHECKING:
     from .assistant import AssistantSettings
@@ -103,22 +103,7 @@ def load_settings(path: str | Path) -> Settings:
 
 def save_settings(path: str | Path, settings: Settings) -> None:
     """Write `settings` as TOML; a crash or a full disk leaves the old file whole, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = to_toml(settings)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        try:
-            os.unlink(temp_name)
-        except FileNotFoundError:
-            pass
-        raise
+    write_atomic(path, to_toml(settings))
 
 
 def to_toml(settings: Settings) -> str:

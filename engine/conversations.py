@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .atomic_file import write_atomic
 from .errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -72,14 +73,8 @@ class ConversationStore:
     def save(self, conversation: Conversation) -> None:
         conversation.updated_at = time.time()
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self._path(conversation.id)
-        temporary = path.with_suffix(".tmp")
         try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                json.dump(conversation.to_json(), handle, ensure_ascii=False)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
+            write_atomic(self._path(conversation.id), json.dumps(conversation.to_json(), ensure_ascii=False))
         except OSError as exc:
             raise EngineError(f"The conversation could not be saved in '{self.folder}' ({exc}); "
                               "check that the data folder is writable and not full.") from exc

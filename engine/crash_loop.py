@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .admin_pin import write_json_atomic
+from .atomic_file import write_json_atomic
 
 log = logging.getLogger(__name__)
 

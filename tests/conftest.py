@@ -78,3 +78,38 @@ def recorded_prompts(monkeypatch) -> list:
 
     monkeypatch.setattr(engine.assistant, "build_prompt", recording)
     return built
+
+
+# -- for the GUI test modules ------------------------------------------------------------------
+@pytest.fixture
+def same_look_after(qapp):
+    """The window (a kiosk: with a large font) applies its theme and font to the whole
+    application: put them back. GUI modules use it with pytestmark = usefixtures(...)."""
+    style, palette, font = qapp.style().name(), qapp.palette(), qapp.font()
+    theme = qapp.property("theme")
+    yield
+    qapp.setStyle(style)
+    qapp.setPalette(palette)
+    qapp.setFont(font)
+    qapp.setProperty("theme", theme)
+
+
+@pytest.fixture(scope="module")
+def pump_pdf(tmp_path_factory, qapp) -> Path:
+    """The pump manual of tests/test_gui_chat.py as a PDF."""
+    from tests.pdf_factory import write_pdf
+    from tests.test_gui_chat import PUMP_PAGES
+
+    return write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, pump_pdf):
+    """A data dir (AppPaths) whose collection holds the pump manual, three PDF pages; copy it
+    before changing it."""
+    from engine.paths import AppPaths
+    from tests.test_gui_chat import index_into
+
+    paths = AppPaths(tmp_path_factory.mktemp("indexed")).ensure()
+    index_into(paths, [pump_pdf])
+    return paths

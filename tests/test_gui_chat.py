@@ -30,7 +30,6 @@ from engine.grounding import Relevance
 from engine.indexer import Indexer, IndexSettings, default_embedder, open_collection
 from engine.paths import AppPaths
 from engine.types import Passage, Span
-from tests.pdf_factory import write_pdf
 
 
 ANSWER = AssistantSettings(relevance_threshold=-10.0, max_new_tokens=40)  # every question passes the gate
@@ -57,19 +56,6 @@ def index_into(paths: AppPaths, files: list[Path]) -> None:
     finally:
         embedder.close()
     assert [o.status for o in outcomes] == ["ready"] * len(files), outcomes
-
-
-@pytest.fixture(scope="module")
-def pump_pdf(tmp_path_factory, qapp) -> Path:
-    return write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory, pump_pdf) -> AppPaths:
-    """A data dir whose collection holds the pump manual (three PDF pages)."""
-    paths = AppPaths(tmp_path_factory.mktemp("data")).ensure()
-    index_into(paths, [pump_pdf])
-    return paths
 
 
 def start_controller(qtbot, paths, llm_dir, answer=ANSWER, **settings) -> AssistantController:

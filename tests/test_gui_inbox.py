@@ -22,7 +22,9 @@ from desktop_app.main_window import MainWindow
 from engine.config import Settings
 from engine.paths import AppPaths
 from tests.pdf_factory import write_pdf
-from tests.test_gui_chat import ANSWER, LOAD_MS, PUMP_PAGES
+from tests.test_gui_chat import ANSWER, LOAD_MS
+
+pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
 INDEX_MS = 120_000
 POLL_MS = 10_000
@@ -30,23 +32,6 @@ HOUR_S = 3600.0
 # a poll's cost to the GUI thread (its slots, wall clock): measured 0.1 ms, and more for
 # the poll that hands 2,000 files on (1-2 ms, at most 4.7); the same scan on the GUI thread: 12-22 ms
 GUI_MS_BOUND = 10.0
-
-
-@pytest.fixture(autouse=True)
-def same_look_after(qapp):
-    """Kiosk mode applies its theme and large font to the whole application: put them back."""
-    style, palette, font = qapp.style().name(), qapp.palette(), qapp.font()
-    theme = qapp.property("theme")
-    yield
-    qapp.setStyle(style)
-    qapp.setPalette(palette)
-    qapp.setFont(font)
-    qapp.setProperty("theme", theme)
-
-
-@pytest.fixture(scope="module")
-def pump_pdf(tmp_path_factory, qapp) -> Path:
-    return write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
 
 
 @pytest.fixture

@@ -22,8 +22,9 @@ from engine.audit import audit_folder, collection_version, model_version, read_t
 from engine.config import Settings
 from engine.index_store import IndexStore, collection_folder
 from engine.paths import AppPaths
-from tests.pdf_factory import write_pdf
-from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, PUMP_PAGES, REFUSE, Hold, index_into
+from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, REFUSE, Hold
+
+pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
 QUESTION = "How do I prime the pump with clean water before the first start?"
 PIN = "4711"
@@ -35,30 +36,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture(autouse=True)
-def same_look_after(qapp):
-    """The kiosk applies its theme and large font to the whole application: put them back."""
-    style, palette, font = qapp.style().name(), qapp.palette(), qapp.font()
-    theme = qapp.property("theme")
-    yield
-    qapp.setStyle(style)
-    qapp.setPalette(palette)
-    qapp.setFont(font)
-    qapp.setProperty("theme", theme)
-
-
-@pytest.fixture(scope="module")
-def pump_pdf(tmp_path_factory, qapp) -> Path:
-    return write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory, pump_pdf) -> AppPaths:
-    paths = AppPaths(tmp_path_factory.mktemp("indexed")).ensure()
-    index_into(paths, [pump_pdf])
-    return paths
 
 
 @pytest.fixture

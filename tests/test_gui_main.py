@@ -24,35 +24,13 @@ from desktop_app.theme import current_theme
 from engine.config import Settings, load_settings
 from engine.paths import AppPaths
 from tests.pdf_factory import write_pdf
-from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, PUMP_PAGES, index_into
+from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS
+
+pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
 
 QUESTION = "How do I prime the pump with clean water before the first start?"
 INDEX_MS = 120_000
-
-
-@pytest.fixture(autouse=True)
-def same_look_after(qapp):
-    """The window applies its theme and font to the whole application: put them back."""
-    style, palette, font = qapp.style().name(), qapp.palette(), qapp.font()
-    theme = qapp.property("theme")
-    yield
-    qapp.setStyle(style)
-    qapp.setPalette(palette)
-    qapp.setFont(font)
-    qapp.setProperty("theme", theme)
-
-
-@pytest.fixture(scope="module")
-def pump_pdf(tmp_path_factory, qapp) -> Path:
-    return write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
-
-
-@pytest.fixture(scope="module")
-def indexed(tmp_path_factory, pump_pdf) -> AppPaths:
-    paths = AppPaths(tmp_path_factory.mktemp("indexed")).ensure()
-    index_into(paths, [pump_pdf])
-    return paths
 
 
 @pytest.fixture
@@ -376,7 +354,7 @@ def start_self_check(qtbot, paths: AppPaths, llm_dir, question: str = QUESTION) 
     check = SelfCheck(window, question, time.perf_counter())
     window.show()
     qtbot.waitUntil(lambda: "passed" in check.report, timeout=LOAD_MS + ANSWER_MS)
-    assert not window.isVisible()  # it closes the window: the app then exits
+    qtbot.waitUntil(lambda: not window.isVisible())  # it closes the window: the app then exits
     return check
 
 

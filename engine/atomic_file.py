@@ -1,0 +1,47 @@
+"""Writing a small file whole or not at all: a crash, a kill or a full disk leaves the old one.
+
+    write_atomic(path, text_or_bytes)      # settings, PIN record, conversations, start history
+    write_json_atomic(path, data)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path: str | Path, data: str | bytes) -> None:
+    """Writes under a temporary name in the same folder, fsyncs, renames it over `path`, then
+    fsyncs the folder so that the rename survives a power cut. The file is the user's alone
+    (mode 0o600, as mkstemp creates it; the rename keeps it)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp_name)
+        raise
+    fsync_folder(path.parent)
+
+
+def write_json_atomic(path: str | Path, data) -> None:
+    write_atomic(path, json.dumps(data, ensure_ascii=False, sort_keys=True))
+
+
+def fsync_folder(folder: Path) -> None:
+    if os.name == "nt":
+        return  # Windows cannot open a folder for fsync; NTFS journals the rename itself
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
