@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup prepare run test test-fast test-packaging manuals bench dist clean
+.PHONY: setup prepare run test test-fast test-packaging manuals bench soak dist clean
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,11 @@ test-fast: setup
 
 test-packaging: setup manuals
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m packaging
+
+# the long kiosk soak (issue 7), kept out of `make test`: about 10 minutes
+soak: prepare manuals
+	$(PY) bench/soak_kiosk.py --model tiny --questions 2000
+	$(PY) bench/soak_kiosk.py --model builtin --questions 200
 
 # the installer for this OS, into dist/ (packaging/build.py)
 dist: setup

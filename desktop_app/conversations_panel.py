@@ -136,6 +136,26 @@ class ConversationsPanel(QWidget):
         self._move_to_top(conversation)
         return ok
 
+    def keep_latest(self, count: int) -> int:
+        """Deletes the conversations below the `count` most recent (never the open one): a kiosk
+        starts one per operator, for weeks, and lists them all at every start. Returns how many
+        went."""
+        current = self._current.id if self._current is not None else None
+        removed = 0
+        self.list.blockSignals(True)
+        try:
+            for row in range(self.list.count() - 1, count - 1, -1):  # the oldest at the bottom
+                conversation_id = self.list.item(row).data(Qt.ItemDataRole.UserRole)
+                if conversation_id == current:
+                    continue
+                ok, _ = self._guard(lambda cid=conversation_id: self.store.delete(cid))
+                if ok:
+                    self.list.takeItem(row)
+                    removed += 1
+        finally:
+            self.list.blockSignals(False)
+        return removed
+
     def delete_current(self) -> bool:
         conversation = self._current
         if conversation is None:

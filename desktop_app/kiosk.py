@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 TOUCH_PX = 64  # the height of a touch target at 96 dpi
 MIN_FONT_PT = 16
 PIN_TICK_MS = 1000
+KEEP_CONVERSATIONS = 20  # the audit log is the record; these are for the admin to look at
 # keys that close, quit, open files or settings: swallowed in kiosk mode
 BLOCKED_KEYS = frozenset({"Alt+F4", "Ctrl+Q", "Ctrl+W", "Ctrl+F4", "Esc", "Ctrl+O", "Ctrl+Shift+O",
                           "Ctrl+,", "F11"})
@@ -514,6 +515,7 @@ class Kiosk(QObject):
         w = self.window
         w.chat.stop()
         w.conversations.new_conversation()
+        w.conversations.keep_latest(KEEP_CONVERSATIONS)
         w.chat.clear()
         w.chat.input.clear()
         w.source.clear()

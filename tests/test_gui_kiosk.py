@@ -15,11 +15,12 @@ from PySide6.QtCore import QMimeData, QPoint, QProcess, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QKeySequence, QTextCursor
 from PySide6.QtWidgets import QAbstractButton, QApplication, QFileDialog, QMessageBox, QWidget
 
-from desktop_app.kiosk import AuditRecorder, Kiosk, install
+from desktop_app.kiosk import KEEP_CONVERSATIONS, AuditRecorder, Kiosk, install
 from desktop_app.main_window import MainWindow
 from engine.admin_pin import pin_file, set_pin
 from engine.audit import audit_folder, collection_version, model_version, read_tail
 from engine.config import Settings
+from engine.conversations import ConversationStore
 from engine.index_store import IndexStore, collection_folder
 from engine.paths import AppPaths
 from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, REFUSE, Hold
@@ -346,6 +347,16 @@ def test_input_restarts_the_idle_timer(qtbot, open_kiosk):
     kiosk.idle_timer.stop()
     qtbot.keyClick(kiosk.window.chat.input, Qt.Key.Key_A)
     assert kiosk.idle_timer.isActive()
+
+
+def test_a_kiosk_keeps_only_its_latest_conversations(qtbot, open_kiosk, data):
+    store = ConversationStore(data.conversations)
+    made = [store.create(f"operator {n}") for n in range(KEEP_CONVERSATIONS + 10)]
+    kiosk = open_kiosk()  # starts with "New question"
+    kept = {c.id for c in store.list()}
+    assert len(kept) == KEEP_CONVERSATIONS and kiosk.window.conversations.current().id in kept
+    assert {c.id for c in made[-KEEP_CONVERSATIONS + 1:]} <= kept  # the newest stay
+    assert len(kiosk.window.conversations.conversations()) == KEEP_CONVERSATIONS
 
 
 def test_new_question_clears_the_conversation_and_stops_the_answer(qtbot, open_kiosk, monkeypatch):
