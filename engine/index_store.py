@@ -39,6 +39,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from .atomic_file import fsync_folder
 from .errors import EngineError
 from .types import Chunk
 
@@ -759,17 +760,7 @@ def _write_durably(path: Path, data) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(temporary, path)
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(folder: Path) -> None:
-    if os.name == "nt":
-        return  # Windows cannot open a folder for fsync; NTFS journals the rename itself
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_folder(path.parent)
 
 
 def _file_size(path: Path) -> int:
