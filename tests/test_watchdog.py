@@ -53,6 +53,7 @@ class Supervisor:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # the sender's pid comes along
         self.sock.settimeout(0.05)
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # notified with each new event
         self.events: list[tuple[float, str, int]] = []  # (time, what, pid)
         self.process: subprocess.Popen | None = None
         self.groups: set[int] = set()  # every process group started: killed at the end
@@ -84,13 +85,14 @@ class Supervisor:
 
     def wait_ready(self, after: float, timeout: float, other_than: int | None = None) -> tuple[float, int]:
         """The first READY=1 at or after `after` (from a process other than `other_than`)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self.lock:
-                for at, what, pid in self.events:
-                    if what == "READY" and at >= after and pid != other_than:
-                        return at, pid
-            time.sleep(0.05)
+        def ready():
+            return next(((at, pid) for at, what, pid in self.events
+                         if what == "READY" and at >= after and pid != other_than), None)
+
+        with self.changed:
+            found = self.changed.wait_for(ready, timeout)
+        if found:
+            return found
         raise AssertionError(f"no READY=1 within {timeout} s; events: {self.events[-12:]}\n{self.log_tail()}")
 
     def count(self, what: str) -> int:
@@ -159,8 +161,9 @@ class Supervisor:
         return out
 
     def _record(self, what: str, pid: int) -> None:
-        with self.lock:
+        with self.changed:
             self.events.append((time.monotonic(), what, pid))
+            self.changed.notify_all()
 
 
 def fast_data_dir(root: Path, llm_dir: Path) -> Path:
