@@ -20,16 +20,9 @@ from engine.admin_pin import (
 )
 from engine.errors import EngineError
 from engine.paths import AppPaths
+from tests.fake_clock import Clock
 
 PIN = "482913"
-
-
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

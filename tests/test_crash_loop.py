@@ -15,14 +15,7 @@ from engine.crash_loop import (
     starts_file,
 )
 from engine.paths import AppPaths
-
-
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from tests.fake_clock import Clock
 
 
 @pytest.fixture

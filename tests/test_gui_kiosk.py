@@ -23,20 +23,13 @@ from engine.config import Settings
 from engine.conversations import ConversationStore
 from engine.index_store import IndexStore, collection_folder
 from engine.paths import AppPaths
+from tests.fake_clock import Clock
 from tests.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, REFUSE, Hold
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
 QUESTION = "How do I prime the pump with clean water before the first start?"
 PIN = "4711"
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
