@@ -113,3 +113,18 @@ def indexed(tmp_path_factory, pump_pdf):
     paths = AppPaths(tmp_path_factory.mktemp("indexed")).ensure()
     index_into(paths, [pump_pdf])
     return paths
+
+
+@pytest.fixture
+def root_logging_restored():
+    """Handlers a test adds to the root logger (the app's log file) are closed and removed after."""
+    import logging
+
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield root
+    for handler in root.handlers[:]:
+        if handler not in before:
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)

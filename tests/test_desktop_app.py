@@ -24,17 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def log_file(tmp_path):
+def log_file(tmp_path, root_logging_restored):
     """The app's rotating log file in a temporary data dir; the handler is removed afterwards."""
-    root = logging.getLogger()
-    before, level = list(root.handlers), root.level
-    path = setup_logging(AppPaths(tmp_path).ensure())
-    yield path
-    for handler in root.handlers[:]:
-        if handler not in before:
-            root.removeHandler(handler)
-            handler.close()
-    root.setLevel(level)
+    return setup_logging(AppPaths(tmp_path).ensure())
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ faulthandler's crash log. (The app under a supervisor, killed and frozen: tests/
 
 from __future__ import annotations
 
-import logging
 import socket
 import subprocess
 import sys
@@ -24,22 +23,15 @@ ERROR = "Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeErr
 
 
 @pytest.fixture
-def app_state(monkeypatch):
+def app_state(monkeypatch, root_logging_restored):
     """main() run in this process: no supervisor, its log handler and app names undone after."""
     for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
         monkeypatch.delenv(name, raising=False)
     shown = []
     monkeypatch.setattr(QMessageBox, "critical", lambda parent, title, text, *a: shown.append(text))
-    root = logging.getLogger()
-    before, level = list(root.handlers), root.level
     app = QApplication.instance()
     names = app.applicationName(), app.organizationName(), app.desktopFileName(), app.windowIcon()
     yield shown
-    for handler in root.handlers[:]:
-        if handler not in before:
-            root.removeHandler(handler)
-            handler.close()
-    root.setLevel(level)
     app.setApplicationName(names[0])
     app.setOrganizationName(names[1])
     app.setDesktopFileName(names[2])
