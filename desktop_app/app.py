@@ -33,15 +33,13 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 
 from engine import crash_loop, sd_notify
 from engine.hardware import PROVIDER_CHOICES
-from engine.paths import AppPaths
+from engine.paths import AppPaths, app_folder
 
 LOG_NAME = "offline-assistant.log"
 CRASH_LOG_NAME = "crash.log"
 CRASH_LOG_MAX = 1_000_000  # bytes; a bigger one is moved to crash.log.1 at start
 SAFE_MODE_LOG = "safe mode"  # in the log line of a safe-mode start (tests and admins grep it)
-# resources/ sits beside the packages in a source tree, and inside the frozen app's folder
-RESOURCES = Path(getattr(sys, "_MEIPASS", Path(__file__).resolve().parent.parent)) / "resources"
-ICON = RESOURCES / "icons" / "offline-assistant.svg"
+ICON = app_folder() / "resources" / "icons" / "offline-assistant.svg"
 log = logging.getLogger("desktop_app")
 
 

