@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Ingestion benchmark (issue 3): the R manuals through the indexer, end to end and per stage.
 
-  end to end  engine.indexer.Indexer in a fresh data dir, in its own subprocess per embedder
+  end to end  engine.store.indexer.Indexer in a fresh data dir, in its own subprocess per embedder
               path (so peak RSS and CPU time are its own): pages/s, peak RSS of the process
               and of its parse children, CPU utilisation over 2 cores
   parse       ParsePool (1 worker, as the indexer): pages/s of wall time and of CPU time
@@ -43,20 +43,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchdoc import update_section  # bench/ is on sys.path when run as a script
-
 import numpy as np
+from benchdoc import update_section  # bench/ is on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.embedder import Embedder  # noqa: E402
-from engine.index_store import IndexStore  # noqa: E402
-from engine.indexer import IndexSettings, Indexer, open_collection  # noqa: E402
+from engine.encoders.embedder import Embedder  # noqa: E402
 from engine.ingest.chunking import chunk_document  # noqa: E402
 from engine.ingest.parse_pool import ParsePool  # noqa: E402
 from engine.models.registry import resolve_embedder  # noqa: E402
 from engine.paths import AppPaths  # noqa: E402
+from engine.store.index_store import IndexStore  # noqa: E402
+from engine.store.indexer import Indexer, IndexSettings, open_collection  # noqa: E402
 
 MANUALS = ROOT / "tests" / ".manuals"
 NAMES = ("R-intro", "R-admin", "R-data", "R-exts", "R-lang", "R-FAQ", "R-ints")

@@ -21,12 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.evaluation import evaluate, first_hit_rank, summarize  # noqa: E402
-from engine.grounding import DEFAULT_THRESHOLD, judge_relevance  # noqa: E402
-from engine.indexer import IndexSettings, Indexer, default_embedder, open_collection  # noqa: E402
+from engine.answer.grounding import DEFAULT_THRESHOLD, judge_relevance  # noqa: E402
+from engine.answer.retrieval import RetrievalSettings, Retriever  # noqa: E402
+from engine.evaluation.qa import load_qa  # noqa: E402
+from engine.evaluation.scoring import evaluate, first_hit_rank, summarize  # noqa: E402
 from engine.paths import AppPaths  # noqa: E402
-from engine.qa import load_qa  # noqa: E402
-from engine.retrieval import RetrievalSettings, Retriever  # noqa: E402
+from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection  # noqa: E402
 
 QA = ROOT / "tests" / "qa" / "r_manuals_dev.jsonl"
 MANUALS = ROOT / "tests" / ".manuals"
@@ -105,7 +105,7 @@ def _measure(items, retriever: Retriever) -> dict:
 
 
 def _answers(items, embedder) -> dict:
-    from engine.assistant import open_assistant
+    from engine.answer.assistant import open_assistant
     from engine.models.registry import prepare_builtin_llm
 
     paths = AppPaths(CACHE / f"retrieval-{CHOSEN_SIZE}")
@@ -125,7 +125,7 @@ def _latency(items) -> list[dict]:
     """Question to first token, retrieval included, per prompt budget: interleaved, medians."""
     from dataclasses import replace
 
-    from engine.assistant import AssistantSettings, open_assistant
+    from engine.answer.assistant import AssistantSettings, open_assistant
     from engine.models.registry import prepare_builtin_llm
 
     questions = [item.question for item in items if item.answerable][:LATENCY_QUESTIONS]

@@ -325,7 +325,7 @@ class Operator(QObject):
 def run_soak(kiosk, count: int, questions: list[str], model: str = "", *, timeout_s: float = 120.0,
              sample_every: int | None = None, new_every: int = NEW_EVERY, idle_every: int = IDLE_EVERY,
              report=None) -> SoakResult:
-    """Asks `count` questions in a row through `kiosk` (a started desktop_app.kiosk.Kiosk),
+    """Asks `count` questions in a row through `kiosk` (a started desktop_app.kiosk.lockdown.Kiosk),
     rotating through `questions`; samples both processes every `sample_every` questions."""
     step = new_every or 1  # samples at a multiple of it see the chat just after a reset
     every = sample_every or min(100, max(step, count // 20 // step * step))
@@ -365,7 +365,7 @@ def run_soak(kiosk, count: int, questions: list[str], model: str = "", *, timeou
 # -- the window ---------------------------------------------------------------------------------
 def open_kiosk(paths, llm_folder: Path | None, answer=None, settings=None, load_timeout_s: float = 120.0):
     """A MainWindow on `paths`, shown, its model loaded, in kiosk mode (a started Kiosk)."""
-    from desktop_app.kiosk import Kiosk
+    from desktop_app.kiosk.lockdown import Kiosk
     from desktop_app.main_window import MainWindow
     from engine.config import Settings
 
@@ -412,7 +412,7 @@ def fresh_data(name: str):
 
 def tiny_llm() -> Path:
     from engine.models.gguf_import import import_gguf
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.helpers.gguf_factory import write_tiny_gguf
 
     folder = CACHE / "tiny_llm"
     model = folder / "model"
@@ -430,8 +430,8 @@ def manual_for(model: str) -> tuple[list[Path], list[str]]:
     faq = ROOT / "tests" / ".manuals" / "R-FAQ.pdf"
     if model == "builtin" and faq.is_file():
         return [faq], R_QUESTIONS + OFF_TOPIC
-    from tests.pdf_factory import write_pdf
-    from tests.test_gui_chat import PUMP_PAGES
+    from tests.gui.test_gui_chat import PUMP_PAGES
+    from tests.helpers.pdf_factory import write_pdf
 
     pdf = CACHE / "pump.pdf"
     if not pdf.is_file():
@@ -442,8 +442,8 @@ def manual_for(model: str) -> tuple[list[Path], list[str]]:
 
 
 def ensure_indexed(paths, files: list[Path]) -> None:
-    from engine.index_store import DB_NAME, collection_folder
-    from tests.test_gui_chat import index_into
+    from engine.store.index_store import DB_NAME, collection_folder
+    from tests.gui.test_gui_chat import index_into
 
     marker = paths.collections / "soak-indexed.json"
     wanted = sorted(str(f) for f in files)
@@ -458,7 +458,7 @@ def ensure_indexed(paths, files: list[Path]) -> None:
 
 
 def soak_model(model: str, count: int, timeout_s: float) -> SoakResult:
-    from engine.assistant import AssistantSettings
+    from engine.answer.assistant import AssistantSettings
     from engine.models.registry import prepare_builtin_llm
 
     paths = fresh_data(model)
@@ -524,7 +524,7 @@ def trend(run: dict) -> list[str]:
 def report(runs: list[dict]) -> str:
     summaries = [summary_of(run) for run in runs]
     lines = [SECTION, "", "Produced by `bench/soak_kiosk.py`: a real kiosk window (MainWindow + "
-             "`desktop_app.kiosk.Kiosk`), offscreen, in one process; questions asked through the chat "
+             "`desktop_app.kiosk.lockdown.Kiosk`), offscreen, in one process; questions asked through the chat "
              "as an operator does, \"New question\" every 5 and the idle reset every 50; a real indexed "
              "manual and the real embedder. RSS, open files (`/proc/PID/fd`) and threads "
              "(`/proc/PID/task`) of the window's process and of the LLM's child process, sampled "

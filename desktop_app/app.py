@@ -1,7 +1,7 @@
 """Entry point of the desktop app: `offline-assistant [--data-dir DIR] [--provider P] [--kiosk]`.
 
 Logs go to DATA_DIR/logs/offline-assistant.log (rotating). An uncaught exception, on any
-thread, is logged there with its traceback, kept as the last error (engine.crash_loop) and
+thread, is logged there with its traceback, kept as the last error (engine.kiosk.crash_loop) and
 shown in a dialog on the GUI thread: never lost. A hard crash (a segfault, an abort, the
 watchdog's SIGABRT on a frozen window) leaves the tracebacks of every thread in
 DATA_DIR/logs/crash.log (faulthandler).
@@ -27,12 +27,12 @@ import time
 import traceback
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QSocketNotifier, QtMsgType, QTimer, Signal, qInstallMessageHandler
+from PySide6.QtCore import QObject, QSocketNotifier, QTimer, QtMsgType, Signal, qInstallMessageHandler
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from engine import crash_loop, sd_notify
-from engine.hardware import PROVIDER_CHOICES
+from engine.kiosk import crash_loop, sd_notify
+from engine.llm.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths, app_folder
 
 LOG_NAME = "offline-assistant.log"
@@ -211,7 +211,7 @@ class CrashReporter(QObject):
 def install_crash_hook(log_file: Path, starts_file: Path | None = None):
     """Routes sys.excepthook and threading.excepthook to a crash reporter; returns it, with
     `uninstall()` to put the previous hooks back. With `starts_file`, each exception is also
-    kept there as the last error (engine.crash_loop)."""
+    kept there as the last error (engine.kiosk.crash_loop)."""
     reporter = CrashReporter(log_file, starts_file)
     previous = sys.excepthook, threading.excepthook
 
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_app(app: QApplication, args: argparse.Namespace, paths: AppPaths, started: float,
              sigterm: QuitOnSigterm) -> int:
-    from .main_window import MainWindow
+    from desktop_app.main_window import MainWindow
 
     window = MainWindow(paths, args.provider)  # prepares the built-in model if it must
     try:
@@ -328,7 +328,7 @@ def _show_and_run(app: QApplication, window, args: argparse.Namespace, started: 
         _quit_when_ready(window, started, close)
     check = None
     if args.self_check is not None:
-        from .self_check import SelfCheck
+        from desktop_app.self_check import SelfCheck
 
         check = SelfCheck(window, args.self_check, started, close=close)
     code = app.exec()
@@ -349,7 +349,7 @@ def _start_kiosk(window, kiosk: bool):
     for (--kiosk or `kiosk = true`), else the audit log alone if the settings turn it on.
     Imported lazily; a build without that module runs the normal window."""
     try:
-        from . import kiosk as kiosk_module
+        from desktop_app.kiosk import lockdown as kiosk_module
     except ModuleNotFoundError as exc:
         if exc.name != f"{__package__}.kiosk":
             raise
@@ -361,7 +361,7 @@ def _start_kiosk(window, kiosk: bool):
 
 # -- safe mode -----------------------------------------------------------------------------------
 def _run_safe_mode(app: QApplication, start, paths: AppPaths, sigterm: QuitOnSigterm) -> int:
-    from .safe_mode import RESTART_EXIT_CODE, SafeModeWindow
+    from desktop_app.kiosk.safe_mode import RESTART_EXIT_CODE, SafeModeWindow
 
     last = (start.last_error or "none recorded").strip().splitlines()[-1:]
     log.warning("%s: %d crashes in a row; showing the last error instead of the app (%s)",

@@ -29,19 +29,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from desktop_app.chat.view import ChatView, tokens_per_s
+from desktop_app.controllers.assistant import AssistantController, PrepareJob, needs_preparation
+from desktop_app.controllers.indexing import IndexController
+from desktop_app.panels.conversations import ConversationsPanel
+from desktop_app.panels.documents import DocumentsPanel
+from desktop_app.panels.settings import SettingsDialog
+from desktop_app.sources.view import SourceView
+from desktop_app.theme import apply_theme
 from engine.config import Settings, load_settings, save_settings
 from engine.conversations import ConversationStore
 from engine.errors import EngineError
 from engine.paths import DEFAULT_COLLECTION, AppPaths
-
-from .chat_view import ChatView, tokens_per_s
-from .conversations_panel import ConversationsPanel
-from .documents_panel import DocumentsPanel
-from .indexing import IndexController
-from .settings_dialog import SettingsDialog
-from .source_view import SourceView
-from .theme import apply_theme
-from .workers import AssistantController, PrepareJob, needs_preparation
 
 log = logging.getLogger(__name__)
 

@@ -47,10 +47,9 @@ def main(argv=None) -> int:
 
     from PySide6.QtWidgets import QApplication
 
+    from desktop_app.main_window import MainWindow
     from engine.config import load_settings
     from engine.paths import AppPaths
-
-    from .main_window import MainWindow
 
     paths = AppPaths.from_arg(args.data_dir).ensure()
     app = QApplication.instance() or QApplication(sys.argv[:1])

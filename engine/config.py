@@ -18,10 +18,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .atomic_file import write_atomic
+from engine.atomic_file import write_atomic
 
 if TYPE_CHECKING:
-    from .assistant import AssistantSettings
+    from engine.answer.assistant import AssistantSettings
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Settings:
 
     def assistant_settings(self) -> "AssistantSettings":
         """What Assistant.ask needs from these settings; the rest keeps the engine's defaults."""
-        from .assistant import AssistantSettings
+        from engine.answer.assistant import AssistantSettings
 
         return AssistantSettings(passages=self.passages, max_new_tokens=self.max_new_tokens,
                                  temperature=self.temperature)

@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .atomic_file import write_atomic
-from .errors import EngineError
+from engine.atomic_file import write_atomic
+from engine.errors import EngineError
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from .types import DocumentOutcome
+from engine.types import DocumentOutcome
 
 
 class EngineError(Exception):

@@ -6,6 +6,6 @@ import sys
 if __name__ == "__main__":
     # The engine's child processes are this same program started again: they stop here.
     multiprocessing.freeze_support()
-    from engine.cli import main
+    from engine.cli.main import main
 
     sys.exit(main())

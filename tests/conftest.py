@@ -14,7 +14,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 def tiny_llm_dir(tmp_path_factory) -> Path:
     """A tiny random llama (2 layers, 64 wide) with the tiny byte-level vocabulary."""
     from engine.models.gguf_import import import_gguf
-    from tests.gguf_factory import write_tiny_gguf
+    from tests.helpers.gguf_factory import write_tiny_gguf
 
     folder = tmp_path_factory.mktemp("tiny_llm")
     source = write_tiny_gguf(folder / "tiny.gguf", context_length=2048, weight_type="Q4_1")
@@ -56,8 +56,8 @@ def manuals_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_embedder(tmp_path_factory):
     """A tiny random ONNX embedder with the tiny WordPiece vocabulary, loaded."""
-    from engine.embedder import Embedder
-    from tests.tiny_embedder import write_tiny_embedder
+    from engine.encoders.embedder import Embedder
+    from tests.helpers.tiny_embedder import write_tiny_embedder
 
     files = write_tiny_embedder(tmp_path_factory.mktemp("tiny_embedder"), max_positions=128)
     with Embedder.from_files(files) as loaded:
@@ -67,16 +67,16 @@ def tiny_embedder(tmp_path_factory):
 @pytest.fixture
 def recorded_prompts(monkeypatch) -> list:
     """Every Prompt the assistant builds, in order: their fence markers, the passages they number."""
-    import engine.assistant
+    import engine.answer.assistant
 
     built: list = []
-    real = engine.assistant.build_prompt
+    real = engine.answer.assistant.build_prompt
 
     def recording(*args, **kwargs):
         built.append(real(*args, **kwargs))
         return built[-1]
 
-    monkeypatch.setattr(engine.assistant, "build_prompt", recording)
+    monkeypatch.setattr(engine.answer.assistant, "build_prompt", recording)
     return built
 
 
@@ -97,8 +97,8 @@ def same_look_after(qapp):
 @pytest.fixture(scope="module")
 def pump_pdf(tmp_path_factory, qapp) -> Path:
     """The pump manual of tests/test_gui_chat.py as a PDF."""
-    from tests.pdf_factory import write_pdf
-    from tests.test_gui_chat import PUMP_PAGES
+    from tests.gui.test_gui_chat import PUMP_PAGES
+    from tests.helpers.pdf_factory import write_pdf
 
     return write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
 
@@ -108,7 +108,7 @@ def indexed(tmp_path_factory, pump_pdf):
     """A data dir (AppPaths) whose collection holds the pump manual, three PDF pages; copy it
     before changing it."""
     from engine.paths import AppPaths
-    from tests.test_gui_chat import index_into
+    from tests.gui.test_gui_chat import index_into
 
     paths = AppPaths(tmp_path_factory.mktemp("indexed")).ensure()
     index_into(paths, [pump_pdf])

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import DocumentError
-from ..types import DocumentOutcome, Page, ParsedDocument
-from .discover import SUPPORTED, discover, is_supported
-from .parse_pool import ParsePool
+from engine.errors import DocumentError
+from engine.ingest.discover import SUPPORTED, discover, is_supported
+from engine.ingest.parse_pool import ParsePool
+from engine.types import DocumentOutcome, Page, ParsedDocument
 
 __all__ = ["SUPPORTED", "ParsePool", "discover", "is_supported", "outcome_for", "parse_file"]
 
@@ -39,19 +39,19 @@ def outcome_for(document: ParsedDocument) -> DocumentOutcome:
 def _parser_for(path: Path):
     suffix = path.suffix.lower()
     if suffix == ".pdf":
-        from .pdf import parse_pdf
+        from engine.ingest.pdf import parse_pdf
         return parse_pdf
     if suffix == ".txt":
-        from .text import parse_text
+        from engine.ingest.text import parse_text
         return parse_text
     if suffix in (".md", ".markdown"):
-        from .text import parse_markdown
+        from engine.ingest.text import parse_markdown
         return parse_markdown
     if suffix in (".html", ".htm"):
-        from .html import parse_html
+        from engine.ingest.html import parse_html
         return parse_html
     if suffix == ".docx":
-        from .docx import parse_docx
+        from engine.ingest.docx import parse_docx
         return parse_docx
     return None
 

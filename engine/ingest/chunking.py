@@ -20,8 +20,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..types import Chunk, Page, ParsedDocument
-from .text import HEADING_SEPARATOR
+from engine.ingest.text import HEADING_SEPARATOR
+from engine.types import Chunk, Page, ParsedDocument
 
 CountTokens = Callable[[str], int]
 CountTokensBatch = Callable[[Sequence[str]], Sequence[int]]

@@ -9,13 +9,13 @@ bounded too, in case the declared sizes lie.
 from __future__ import annotations
 
 import re
-import zipfile
 import xml.etree.ElementTree as ET
+import zipfile
 from pathlib import Path
 
-from ..errors import DocumentError
-from ..types import ParsedDocument
-from .text import Sections
+from engine.errors import DocumentError
+from engine.ingest.text import Sections
+from engine.types import ParsedDocument
 
 MAX_PART_BYTES = 128 * 1024 * 1024
 RATIO_CHECK_BYTES = 1024 * 1024

@@ -6,9 +6,9 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from ..errors import DocumentError
-from ..types import ParsedDocument
-from .text import Sections, decode_text
+from engine.errors import DocumentError
+from engine.ingest.text import Sections, decode_text
+from engine.types import ParsedDocument
 
 _SKIPPED = {"script", "style", "nav", "noscript", "template"}  # not text a person reads
 _SECTION_HEADINGS = {"h1": 1, "h2": 2, "h3": 3}

@@ -36,10 +36,10 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Protocol
 
-from ..errors import DocumentError, EngineProcessError
-from ..child_process import ChildDied, JsonChild, describe_exit, quiet_child
-from ..types import Page, ParsedDocument
-from .discover import is_supported
+from engine.child_process import ChildDied, JsonChild, describe_exit, quiet_child
+from engine.errors import DocumentError, EngineProcessError
+from engine.ingest.discover import is_supported
+from engine.types import Page, ParsedDocument
 
 MB = 1024 * 1024
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
@@ -298,7 +298,7 @@ def worker_main(conn: Connection) -> None:
 
 
 def _apply_settings(settings: dict) -> None:
-    from .pdf import apply_pypdf_limits
+    from engine.ingest.pdf import apply_pypdf_limits
 
     _limit_resources(settings.get("memory_limit_mb"))
     apply_pypdf_limits()
@@ -310,8 +310,8 @@ def _apply_settings(settings: dict) -> None:
 
 def _serve(request: dict, settings: dict) -> tuple[bytes, bool]:
     """The reply to one parse request, and whether this worker should retire after it."""
-    from . import parse_file
-    from .pdf import describe
+    from engine.ingest import parse_file
+    from engine.ingest.pdf import describe
 
     path = Path(request["path"])
     try:

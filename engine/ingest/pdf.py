@@ -8,8 +8,8 @@ import logging
 from pathlib import Path
 from typing import NoReturn
 
-from ..errors import DocumentError
-from ..types import Page, ParsedDocument
+from engine.errors import DocumentError
+from engine.types import Page, ParsedDocument
 
 # pypdf's own limits, set in the worker (pypdf keeps them per thread, in a context variable).
 # Defaults of pypdf 7.1 except where noted; a page's text never needs more.

@@ -6,8 +6,8 @@ import codecs
 import re
 from pathlib import Path
 
-from ..errors import DocumentError
-from ..types import Page, ParsedDocument
+from engine.errors import DocumentError
+from engine.types import Page, ParsedDocument
 
 LINES_PER_PAGE = 100  # a "page" of a text file: small enough to cite, big enough to chunk
 HEADING_SEPARATOR = " > "

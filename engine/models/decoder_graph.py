@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from .gguf_weights import BLOCK, BlockWeight, concat_rows
+from engine.models.gguf_weights import BLOCK, BlockWeight, concat_rows
 
 MS = "com.microsoft"
 OPSET = 21

@@ -27,8 +27,8 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from ..errors import ModelError
-from .manifest import MANIFEST, atomic_folder, write_manifest
+from engine.errors import ModelError
+from engine.models.manifest import MANIFEST, atomic_folder, write_manifest
 
 CONFIG = "genai_config.json"
 MAX_CONTEXT = 1 << 20

@@ -14,11 +14,11 @@ import onnx
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader
 
-from ..errors import ModelError
-from .decoder_graph import DecoderSpec, DecoderWeights, build_decoder
-from .gguf_weights import matmul_weight, to_float
-from .manifest import atomic_folder, sha256_file, write_manifest
-from .versions import GGUF_CONVERTER
+from engine.errors import ModelError
+from engine.models.decoder_graph import DecoderSpec, DecoderWeights, build_decoder
+from engine.models.gguf_weights import matmul_weight, to_float
+from engine.models.manifest import atomic_folder, sha256_file, write_manifest
+from engine.models.versions import GGUF_CONVERTER
 
 Progress = Callable[[float, str], None]
 
@@ -45,7 +45,7 @@ def import_gguf(
                         all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=1024)
         del model
         report(0.9, "writing tokenizer")
-        from .gguf_tokenizer import write_tokenizer_files
+        from engine.models.gguf_tokenizer import write_tokenizer_files
 
         token_ids = write_tokenizer_files(reader, tmp)
         _write_json(tmp / "genai_config.json", genai_config(spec, token_ids))

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers
-from tokenizers import pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from engine.errors import ModelError
 

@@ -19,7 +19,7 @@ import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import quants
 
-from ..errors import ModelError
+from engine.errors import ModelError
 
 BLOCK = 32
 FLOAT_TYPES = {QT.F32, QT.F16, QT.BF16}

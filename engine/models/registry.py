@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..errors import ModelError
-from ..paths import AppPaths
-from .manifest import (
+from engine.errors import ModelError
+from engine.models.manifest import (
     MANIFEST,
     atomic_folder,
     first_mismatch,
@@ -29,12 +28,13 @@ from .manifest import (
     verify_manifest,
     write_manifest,
 )
-from .versions import GGUF_CONVERTER
+from engine.models.versions import GGUF_CONVERTER
+from engine.paths import AppPaths
 
 Progress = Callable[[float, str], None]
 KINDS = ("llm", "embedder", "reranker")
 PREPARE_HINT = "run 'offline-assistant-cli models prepare'"
-RERANKER_MODEL_FILES = ("model.onnx", "onnx/model.onnx")  # as engine.reranker looks for them
+RERANKER_MODEL_FILES = ("model.onnx", "onnx/model.onnx")  # as engine.encoders.reranker looks for them
 _RERANKER_EXTRAS = (".json", ".txt", ".md")  # config, tokenizer files, vocab, model card
 
 
@@ -199,7 +199,7 @@ def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None) -> Pa
     folder = builtin_llm_folder(paths)
     if _llm_status(paths, gguf, may_hash=True) == "ready":
         return folder
-    from .gguf_import import import_gguf  # numpy, onnx and gguf: only when converting
+    from engine.models.gguf_import import import_gguf  # numpy, onnx and gguf: only when converting
 
     paths.models.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(paths.models)  # leftovers of an interrupted preparation
@@ -343,7 +343,7 @@ def _folder_size(folder: Path) -> int:
 # -- the public calls ---------------------------------------------------------------------
 def list_models(paths: AppPaths, provider: str = "auto") -> list[ModelInfo]:
     """Built-in models first, then those imported into the data dir."""
-    from ..hardware import choose_provider
+    from engine.llm.hardware import choose_provider
 
     chosen = choose_provider(provider)
     infos = [_builtin_llm_info(paths, chosen), _builtin_embedder_info(paths, chosen)]
@@ -400,13 +400,13 @@ def import_model(path: str | Path, paths: AppPaths, progress: Progress | None = 
     paths.models.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(paths.models)
     if path.is_file() and path.suffix.lower() == ".gguf":
-        from .gguf_import import import_gguf
+        from engine.models.gguf_import import import_gguf
 
         return import_gguf(path, paths.models / name, progress)
     if path.is_dir() and _classifier_architecture(path):
         return _import_reranker(path, paths.models / name, progress)
     if path.is_dir() and _looks_like_onnx_model(path):
-        from .genai_folder import import_genai_folder
+        from engine.models.genai_folder import import_genai_folder
 
         return import_genai_folder(path, paths.models, name, progress)
     raise ModelError(
@@ -446,7 +446,7 @@ def _classifier_architecture(folder: Path) -> str | None:
 
 def _import_reranker(src: Path, final: Path, progress: Progress | None) -> Path:
     """Copies a cross-encoder export into `final`, whole or not at all, with a manifest."""
-    from .genai_folder import _check_external_data, _copy_files, _overlap, _refuse
+    from engine.models.genai_folder import _check_external_data, _copy_files, _overlap, _refuse
 
     report = progress or (lambda fraction, message: None)
     if _overlap(src, final):

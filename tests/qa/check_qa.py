@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from engine.qa import QAItem, load_qa  # noqa: E402
+from engine.evaluation.qa import QAItem, load_qa  # noqa: E402
 
 
 def normalised(text: str) -> str:

@@ -1,0 +1,1 @@
+"""The chat: answer rendering, the message bubbles and the view that shows a conversation."""

@@ -1,0 +1,588 @@
+"""Indexing for the desktop app: one long-lived worker thread owns the writer store.
+
+    GUI thread                         "indexing" QThread                "scanning" QThread
+    IndexController                    _IndexWorker                      _Scanner
+      add_paths(paths) ─────── scan ──────────────────────────────────>  discover(paths)
+      _on_scanned(files) <──────────────────────────────────────────────  scanned
+        inbox.put(add) ── wake ──────> drain(): opens the store and the
+                                       embedder (lazily, here), runs
+      _on_progress(event) <── progress ─ Indexer.run(files, cancel)
+      _on_snapshot(docs)  <── snapshot ─ store.list_documents()
+      cancel(): inbox.cancel_all() sets a threading.Event, read by the engine between
+                documents and batches; a busy worker never runs a queued slot, so a slot
+                could not cancel anything.
+
+Requests travel in a small locked inbox, not as slot arguments: a request made while a run is
+busy is then visible to the worker between two documents (removals, refreshes), and cancel can
+drop the adds still waiting. The controller keeps the per-document state the GUI shows:
+stored documents (the last snapshot of the store) overlaid by live states (queued, indexing,
+just finished), merged into one list for `documentsChanged`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
+
+from engine.errors import EngineError
+from engine.ingest.discover import discover
+from engine.paths import DEFAULT_COLLECTION, AppPaths
+from engine.store.index_store import READY_STATUSES, IndexStore
+from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
+from engine.types import IndexProgress
+
+log = logging.getLogger(__name__)
+
+ACTIVE_STATUSES = ("queued", "indexing")
+FINAL_STATUSES = ("ready", "ready_with_warnings", "failed")
+SUPPORTED_TEXT = "PDF, TXT, Markdown, HTML and DOCX"
+_SNAPSHOT_EVERY_S = 0.5  # during a run, the store's list is sent at most this often
+_EMIT_DELAY_MS = 30  # changes within this time go out as one documentsChanged
+_PROBLEMS_SHOWN = 5  # of the dropped paths that cannot be indexed, in one message
+
+
+def normal_path(path: str | os.PathLike) -> str:
+    """The key of a document: its absolute path, spelled as the indexer and the store spell it."""
+    return str(Path(os.path.abspath(path)))
+
+
+# -- requests from the GUI thread to the worker ------------------------------------------------
+
+@dataclass(frozen=True)
+class _Request:
+    kind: str  # "add", "remove" or "refresh"
+    path: str = ""
+    force: bool = False  # add: remove the stored copy first (re-index)
+    ticket: int = 0  # add: which live "queued" state this request answers
+
+
+class _Inbox:
+    """Requests and the cancel flag, under one lock: cancel drops the waiting adds and sets the
+    flag in one step, and the worker takes adds and clears the flag in one step, so a cancel
+    is never lost between the two."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._requests: list[_Request] = []
+        self.cancel = threading.Event()
+
+    def put(self, request: _Request) -> None:
+        with self._lock:
+            self._requests.append(request)
+
+    def drop_adds(self, path: str) -> None:
+        with self._lock:
+            self._requests = [r for r in self._requests if not (r.kind == "add" and r.path == path)]
+
+    def cancel_all(self) -> None:
+        with self._lock:
+            self._requests = [r for r in self._requests if r.kind != "add"]
+            self.cancel.set()
+
+    def take_all(self) -> list[_Request]:
+        with self._lock:
+            taken, self._requests = self._requests, []
+            if any(r.kind == "add" for r in taken):
+                self.cancel.clear()  # a cancel applies to what was asked before it
+            return taken
+
+    def take_others(self) -> list[_Request]:
+        """Removals and refreshes; adds stay for the next run."""
+        with self._lock:
+            taken = [r for r in self._requests if r.kind != "add"]
+            self._requests = [r for r in self._requests if r.kind == "add"]
+            return taken
+
+
+# -- the workers (each lives on its own QThread) ------------------------------------------------
+
+class _Scanner(QObject):
+    """Finds the documents in dropped files and folders (a big folder must not stall the GUI,
+    nor wait behind a busy indexing run)."""
+
+    scanned = Signal(int, list, list)  # generation, files (normal paths), problems (messages)
+
+    @Slot(int, list)
+    def scan(self, generation: int, inputs: list) -> None:
+        files: dict[str, None] = {}
+        problems = []
+        for item in inputs:
+            try:
+                found = discover([item])
+            except Exception as exc:  # an unreadable folder: say so, carry on with the rest
+                log.exception("could not look for documents in %s", item)
+                problems.append(f"Could not look for documents in '{item}' ({exc}).")
+                continue
+            if found:
+                files.update((normal_path(f), None) for f in found)
+            elif os.path.isdir(item):
+                problems.append(f"No documents to index were found in '{item}'. "
+                                f"Supported: {SUPPORTED_TEXT}.")
+            else:
+                problems.append(f"'{item}' was not found; it may have been moved or deleted.")
+        self.scanned.emit(generation, list(files), problems)
+
+
+class _IndexWorker(QObject):
+    """Owns the writer IndexStore and the Embedder; both are opened here, on this thread, at
+    the first request, and closed here by close_and_quit()."""
+
+    progress = Signal(object)  # IndexProgress
+    runStarted = Signal(int, list)  # the last ticket taken, the files in the order they go
+    runFinished = Signal(int)  # the last ticket taken
+    snapshot = Signal(list, int, int)  # store.list_documents(), documents ready, chunks
+    stored = Signal(str, object)  # a document just stored: its row (between two snapshots)
+    removed = Signal(str)  # a path is no longer in the store (or never was)
+    failed = Signal(str)
+
+    def __init__(self, paths: AppPaths, collection: str, settings: IndexSettings | None, inbox: _Inbox):
+        super().__init__()
+        self._paths = paths
+        self._collection = collection
+        self._settings = settings
+        self._inbox = inbox
+        self._store: IndexStore | None = None
+        self._embedder = None
+        self._remaining: set[str] = set()  # files of the current run not finished yet
+        self._doomed: set[str] = set()  # removed while in the current run: removed when done
+        self._last_snapshot = 0.0
+        self.opened_on_thread: int | None = None  # threading ident, for tests
+
+    @Slot()
+    def drain(self) -> None:
+        """Handle every waiting request: removals and refreshes first, then one run for the adds."""
+        while requests := self._inbox.take_all():
+            adds = [r for r in requests if r.kind == "add"]
+            if self._apply([r for r in requests if r.kind != "add"]) and not adds:
+                with self._reporting():
+                    self._publish()
+            if adds:
+                self._run(adds)
+
+    @Slot()
+    def close_and_quit(self) -> None:
+        try:
+            with self._reporting():
+                self._close()
+        finally:
+            QThread.currentThread().quit()
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _apply(self, requests: list[_Request]) -> bool:
+        """Removals and refreshes; True when the store's list should be sent again."""
+        changed = False
+        for request in requests:
+            with self._reporting():
+                changed = True
+                if request.kind == "refresh":
+                    self._open()
+                elif request.path in self._remaining:
+                    self._doomed.add(request.path)  # the run will store it: remove it then
+                else:
+                    self._remove_now(request.path)
+        return changed
+
+    def _run(self, adds: list[_Request]) -> None:
+        ticket = max(r.ticket for r in adds)
+        wanted: dict[str, bool] = {}
+        for request in adds:
+            wanted[request.path] = wanted.get(request.path, False) or request.force
+        try:
+            with self._reporting():
+                store = self._open()
+                for path, force in wanted.items():
+                    if force:
+                        store.remove_document(path)
+                files = [str(p) for p in discover(wanted)]
+                gone = [path for path in wanted if not os.path.isfile(path)]
+                if gone:
+                    self.failed.emit("\n".join(f"'{path}' was not found, so it was not indexed; it may have "
+                                               "been moved or deleted." for path in gone[:_PROBLEMS_SHOWN]))
+                self._remaining = set(files)
+                self.runStarted.emit(ticket, files)
+                for event in Indexer(store, self._embedder, self._settings).run(files, self._inbox.cancel):
+                    if event.outcome is not None:  # its row first: the list shows it with its id
+                        self.stored.emit(event.outcome.path, store.find_document(event.outcome.path))
+                    self.progress.emit(event)
+                    if event.outcome is not None:
+                        self._finished(event.outcome.path)
+                    if self._apply(self._inbox.take_others()) or self._snapshot_due():
+                        self._publish()
+        finally:
+            self._remaining = set()
+            for path in sorted(self._doomed):  # cancelled before their turn
+                with self._reporting():
+                    self._remove_now(path)
+            self._doomed.clear()
+            with self._reporting():
+                self._publish()
+            self.runFinished.emit(ticket)
+
+    def _finished(self, path: str) -> None:
+        self._remaining.discard(path)
+        if path in self._doomed:
+            self._doomed.discard(path)
+            with self._reporting():
+                self._remove_now(path)
+
+    def _remove_now(self, path: str) -> None:
+        try:
+            self._open().remove_document(path)
+        finally:
+            self.removed.emit(path)
+
+    # -- the store -------------------------------------------------------------------------
+
+    def _open(self) -> IndexStore:
+        if self._store is None:
+            if self._embedder is None:
+                self._embedder = default_embedder(self._paths)
+            self._store = open_collection(self._paths, self._collection, self._embedder)
+            self.opened_on_thread = threading.get_ident()
+        return self._store
+
+    def _publish(self) -> None:
+        if self._store is None:
+            return
+        stats = self._store.stats()
+        ready = sum(stats["documents_by_status"].get(status, 0) for status in READY_STATUSES)
+        self.snapshot.emit(self._store.list_documents(), ready, stats["chunks"])
+        self._last_snapshot = time.monotonic()
+
+    def _snapshot_due(self) -> bool:
+        return time.monotonic() - self._last_snapshot >= _SNAPSHOT_EVERY_S
+
+    def _close(self) -> None:
+        store, self._store = self._store, None
+        embedder, self._embedder = self._embedder, None
+        try:
+            if store is not None:
+                store.close()
+        finally:
+            if embedder is not None:
+                embedder.close()
+
+    @contextmanager
+    def _reporting(self):
+        """Errors become `failed` signals (the GUI shows them); nothing is lost silently."""
+        try:
+            yield
+        except EngineError as exc:
+            log.warning("indexing: %s", exc)
+            self.failed.emit(str(exc))
+        except Exception as exc:
+            log.exception("indexing failed unexpectedly")
+            self.failed.emit(f"Indexing stopped because of an unexpected error ({type(exc).__name__}: "
+                             f"{exc}). The details are in the log file.")
+
+
+# -- the controller (GUI thread) -----------------------------------------------------------
+
+class IndexController(QObject):
+    """Indexing for the GUI: every method is called on the GUI thread and returns at once.
+
+    documentsChanged(list): one dict per document, sorted by file name: id (None until stored),
+        path, name, title, status ("queued", "indexing", "ready", "ready_with_warnings",
+        "failed"), reason, pages, pages_done (while indexing: pages embedded so far, None
+        until the document is parsed), chunks.
+    progressed(IndexProgress), busyChanged(bool), statsChanged(documents ready, chunks),
+    failed(str): a message for the user.
+
+    Call shutdown() before the application quits (the window's closeEvent).
+    """
+
+    documentsChanged = Signal(list)
+    progressed = Signal(object)
+    busyChanged = Signal(bool)
+    statsChanged = Signal(int, int)
+    failed = Signal(str)
+
+    _scanRequested = Signal(int, list)
+    _wake = Signal()
+    _closeRequested = Signal()
+
+    def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, parent: QObject | None = None,
+                 *, index_settings: IndexSettings | None = None):
+        super().__init__(parent)
+        self._inbox = _Inbox()
+        self._stored: dict[str, dict] = {}  # path -> a row of store.list_documents()
+        self._live: dict[str, dict] = {}  # path -> status, ticket and what is known so far
+        self._hidden: set[str] = set()  # removed, until the worker says it is gone
+        self._tickets = itertools.count(1)
+        self._generation = 0  # scans answered for an older generation were cancelled
+        self._scans = 0
+        self._running = False
+        self._run_ticket = 0
+        self._run_order: list[str] = []
+        self._run_next = 0
+        self._indexing: str | None = None  # the file of the run being read or embedded
+        self._busy = False
+        self._closed = False
+        self._stats = (0, 0)
+        self._emit_timer = QTimer(self, singleShot=True, interval=_EMIT_DELAY_MS)
+        self._emit_timer.timeout.connect(self._emit_documents)
+
+        self._thread = QThread()
+        self._thread.setObjectName("indexing")
+        self._worker = _IndexWorker(paths, collection, index_settings, self._inbox)
+        self._worker.moveToThread(self._thread)
+        self._scan_thread = QThread()
+        self._scan_thread.setObjectName("scanning")
+        self._scanner = _Scanner()
+        self._scanner.moveToThread(self._scan_thread)
+
+        self._wake.connect(self._worker.drain)
+        self._closeRequested.connect(self._worker.close_and_quit)
+        self._scanRequested.connect(self._scanner.scan)
+        self._scanner.scanned.connect(self._on_scanned)
+        self._worker.progress.connect(self._on_progress)
+        self._worker.runStarted.connect(self._on_run_started)
+        self._worker.runFinished.connect(self._on_run_finished)
+        self._worker.snapshot.connect(self._on_snapshot)
+        self._worker.stored.connect(self._on_stored)
+        self._worker.removed.connect(self._on_removed)
+        self._worker.failed.connect(self._on_failed)
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)  # a safety net; the window calls it first
+        self._thread.start()
+        self._scan_thread.start()
+        self.refresh()
+
+    # -- requests (GUI thread) -------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._busy
+
+    @property
+    def stats(self) -> tuple[int, int]:
+        """(documents ready, chunks) as last reported."""
+        return self._stats
+
+    def add_paths(self, paths: list[str]) -> None:
+        """Index these files and folders (what is in the folders is found off the GUI thread);
+        while a run is busy they wait, shown as queued."""
+        inputs = [str(p) for p in paths]
+        if self._closed or not inputs:
+            return
+        self._scans += 1
+        self._scanRequested.emit(self._generation, inputs)
+        self._update_busy()
+
+    def cancel(self) -> None:
+        """Stop the current run (between documents or batches) and drop the queued documents."""
+        if self._closed:
+            return
+        self._inbox.cancel_all()
+        self._generation += 1
+        for path in [p for p, entry in self._live.items() if entry["status"] == "queued"]:
+            del self._live[path]
+        self._schedule_emit()
+        self._update_busy()
+
+    def remove(self, document_id: int) -> None:
+        """Remove a stored document (by its id) from the index; the file itself stays."""
+        path = next((p for p, row in self._stored.items() if row["id"] == document_id), None)
+        if path is not None:
+            self.remove_path(path)
+
+    def remove_path(self, path: str) -> None:
+        """Remove a document by path: a queued one is dropped, one being indexed is removed when
+        it is done, a stored one at once (between two documents of a run)."""
+        if self._closed:
+            return
+        path = normal_path(path)
+        self._inbox.drop_adds(path)
+        if self._live.get(path, {}).get("status") == "queued":
+            del self._live[path]
+        self._hidden.add(path)
+        self._inbox.put(_Request("remove", path))
+        self._wake.emit()
+        self._schedule_emit()
+        self._update_busy()
+
+    def reindex(self, document_id: int) -> None:
+        """Index a stored document again from its file (its stored copy is removed first)."""
+        path = next((p for p, row in self._stored.items() if row["id"] == document_id), None)
+        if path is None or self._closed:
+            return
+        self._queue(path, force=True)
+        self._wake.emit()
+        self._schedule_emit()
+        self._update_busy()
+
+    def refresh(self) -> None:
+        """Send the store's documents and stats again (also done once at start)."""
+        if self._closed:
+            return
+        self._inbox.put(_Request("refresh"))
+        self._wake.emit()
+
+    def shutdown(self) -> None:
+        """Cancel, let the worker close the store and the embedder on its thread, stop both
+        threads and wait for them. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        self._emit_timer.stop()
+        self._inbox.cancel_all()
+        self._closeRequested.emit()
+        self._scan_thread.quit()
+        self._thread.wait()
+        self._scan_thread.wait()
+        if self._busy:
+            self._busy = False
+            self.busyChanged.emit(False)
+
+    def documents(self) -> list[dict]:
+        """What documentsChanged sends: stored documents with their live states merged in."""
+        merged: dict[str, dict] = {}
+        for path, row in self._stored.items():
+            if path not in self._hidden:
+                merged[path] = _stored_document(row)
+        for path, entry in self._live.items():
+            if path not in self._hidden:
+                base = merged.get(path) or _new_document(path)
+                merged[path] = {**base, **{k: v for k, v in entry.items() if k != "ticket"}}
+        return sorted(merged.values(), key=lambda d: (d["name"].casefold(), d["path"]))
+
+    # -- what the workers report (GUI thread) ----------------------------------------------
+
+    def _on_scanned(self, generation: int, files: list, problems: list) -> None:
+        self._scans -= 1
+        if self._closed or generation != self._generation:
+            self._update_busy()
+            return
+        if problems:
+            shown = problems[:_PROBLEMS_SHOWN]
+            if len(problems) > len(shown):
+                shown.append(f"… and {len(problems) - len(shown)} more.")
+            self.failed.emit("\n".join(shown))
+        for path in files:
+            self._queue(path, force=False)
+        if files:
+            self._wake.emit()
+            self._schedule_emit()
+        self._update_busy()
+
+    def _on_run_started(self, ticket: int, files: list) -> None:
+        self._running = True
+        self._run_ticket = ticket
+        self._run_order, self._run_next, self._indexing = files, 0, None
+        self._mark_next_indexing()
+        self._schedule_emit()
+        self._update_busy()
+
+    def _on_progress(self, event: IndexProgress) -> None:
+        if self._closed:
+            return
+        path = normal_path(event.current_file)
+        entry = self._live.get(path)
+        if entry is not None and entry["ticket"] > self._run_ticket:
+            pass  # asked again since this run began: it stays queued for the next run
+        elif event.outcome is None:
+            self._live[path] = {"status": "indexing", "ticket": self._run_ticket, "reason": "",
+                                "pages": event.document_pages,
+                                "pages_done": event.document_pages_done if event.document_pages else None}
+            self._indexing = path
+        else:
+            outcome = event.outcome
+            if path in self._stored:
+                self._live.pop(path, None)  # the stored row is right (it came just before)
+            else:  # not stored (it cannot be read back): show what the engine said
+                self._live[path] = {"status": outcome.status, "ticket": self._run_ticket, "reason": outcome.reason,
+                                    "pages": outcome.pages, "chunks": outcome.chunks, "pages_done": None}
+            self._mark_next_indexing()
+        self._schedule_emit()
+        self.progressed.emit(event)
+
+    def _on_run_finished(self, ticket: int) -> None:
+        self._running = False
+        self._run_order, self._run_next, self._indexing = [], 0, None
+        for path in [p for p, e in self._live.items() if e["status"] in ACTIVE_STATUSES and e["ticket"] <= ticket]:
+            del self._live[path]  # cancelled, or gone before its turn
+        self._schedule_emit()
+        self._update_busy()
+
+    def _on_snapshot(self, documents: list, ready: int, chunks: int) -> None:
+        if self._closed:
+            return
+        self._stored = {row["path"]: row for row in documents}
+        for path in [p for p, e in self._live.items() if e["status"] in FINAL_STATUSES]:
+            del self._live[path]  # the snapshot has it now
+        self._stats = (ready, chunks)
+        self._schedule_emit()
+        self.statsChanged.emit(ready, chunks)
+
+    def _on_stored(self, path: str, row: dict | None) -> None:
+        if row is not None and not self._closed:
+            self._stored[path] = row
+
+    def _on_removed(self, path: str) -> None:
+        self._hidden.discard(path)
+        self._stored.pop(path, None)
+        if self._live.get(path, {}).get("status") in FINAL_STATUSES:
+            del self._live[path]
+        self._schedule_emit()
+
+    def _on_failed(self, message: str) -> None:
+        if not self._closed:
+            self.failed.emit(message)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _queue(self, path: str, force: bool) -> None:
+        ticket = next(self._tickets)
+        self._hidden.discard(path)
+        self._live[path] = {"status": "queued", "ticket": ticket, "reason": "", "pages_done": None}
+        self._inbox.put(_Request("add", path, force, ticket))
+
+    def _mark_next_indexing(self) -> None:
+        """Once nothing of the run shows as indexing, the next queued file of the run does: it is
+        being read already (parsing runs ahead of the engine's events)."""
+        if self._live.get(self._indexing, {}).get("status") == "indexing":
+            return
+        while self._run_next < len(self._run_order):
+            path = self._run_order[self._run_next]
+            entry = self._live.get(path)
+            if entry is not None and entry["status"] == "queued" and entry["ticket"] <= self._run_ticket:
+                entry["status"] = "indexing"
+                self._indexing = path
+                return
+            self._run_next += 1
+
+    def _schedule_emit(self) -> None:
+        if not self._closed and not self._emit_timer.isActive():
+            self._emit_timer.start()
+
+    def _emit_documents(self) -> None:
+        if not self._closed:
+            self.documentsChanged.emit(self.documents())
+
+    def _update_busy(self) -> None:
+        busy = not self._closed and (self._scans > 0 or self._running or any(
+            entry["status"] in ACTIVE_STATUSES for entry in self._live.values()))
+        if busy != self._busy:
+            self._busy = busy
+            self.busyChanged.emit(busy)
+
+
+def _stored_document(row: dict) -> dict:
+    return {"id": row["id"], "path": row["path"], "name": Path(row["path"]).name, "title": row["title"],
+            "status": row["status"], "reason": row["error"], "pages": row["page_count"], "pages_done": None,
+            "chunks": row["chunk_count"]}
+
+
+def _new_document(path: str) -> dict:
+    return {"id": None, "path": path, "name": Path(path).name, "title": "", "status": "queued", "reason": "",
+            "pages": 0, "pages_done": None, "chunks": 0}

@@ -1,0 +1,628 @@
+"""Kiosk mode: a MainWindow locked down for a factory floor, and the audit log of questions.
+
+    kiosk = Kiosk(window)        # an open MainWindow; timings from window.settings
+    kiosk.start()                # full screen, frameless, locked down, audit log on
+
+In kiosk mode the window fills the screen with no frame; closing, minimising and the usual
+shortcuts (Alt+F4, Ctrl+Q, Ctrl+W, Esc, Ctrl+O, Ctrl+,) do nothing; there is no menu, no file
+dialog, no drop, no settings and no way to the file system. A big "New question" button clears
+the conversation, and so does `idle_reset_min` minutes without input. "Admin" asks for the
+admin PIN (engine.kiosk.admin_pin) on an on-screen keypad; the right one shows the documents panel
+and the admin buttons (settings, exit kiosk mode, close the app) until "Lock" or
+`admin_relock_min` minutes without input.
+
+    recorder = AuditRecorder(window)   # on its own (settings.audit_log), or as kiosk.audit
+
+records one line per finished question (answered, refused, stopped or failed) in
+DATA_DIR/audit (engine.kiosk.audit), written on a thread of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QProgressDialog,
+    QPushButton,
+    QSizePolicy,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_app.controllers.inbox import start_inbox
+from desktop_app.theme import apply_theme
+from engine.answer.assistant import CitationsEvent, ErrorEvent
+from engine.errors import EngineError
+from engine.kiosk.admin_pin import PinGate, pin_file
+from engine.kiosk.audit import AuditEntry, AuditLog, audit_folder, collection_version, model_version
+
+log = logging.getLogger(__name__)
+
+TOUCH_PX = 64  # the height of a touch target at 96 dpi
+MIN_FONT_PT = 16
+PIN_TICK_MS = 1000
+KEEP_CONVERSATIONS = 20  # the audit log is the record; these are for the admin to look at
+# keys that close, quit, open files or settings: swallowed in kiosk mode
+BLOCKED_KEYS = frozenset({"Alt+F4", "Ctrl+Q", "Ctrl+W", "Ctrl+F4", "Esc", "Ctrl+O", "Ctrl+Shift+O",
+                          "Ctrl+,", "F11"})
+BLOCKED_STANDARD = (QKeySequence.StandardKey.Quit, QKeySequence.StandardKey.Close,
+                    QKeySequence.StandardKey.Open, QKeySequence.StandardKey.Preferences,
+                    QKeySequence.StandardKey.Cancel, QKeySequence.StandardKey.FullScreen)
+T = QEvent.Type
+INPUT_EVENTS = frozenset({T.MouseButtonPress, T.MouseButtonDblClick, T.KeyPress, T.TouchBegin,
+                          T.TouchUpdate, T.Wheel, T.TabletPress})
+KEY_EVENTS = frozenset({T.KeyPress, T.ShortcutOverride})
+DROP_EVENTS = frozenset({T.DragEnter, T.DragMove, T.Drop})
+# actions that reach files, settings, other conversations or quit: off unless the admin unlocked
+LOCKED_ACTIONS = ("new_action", "add_action", "add_folder_action", "settings_action", "quit_action",
+                  "log_action", "cancel_index_action", "rename_action", "delete_action",
+                  "focus_conversations_action", "focus_documents_action", "focus_source_action",
+                  "about_action")
+KIOSK_STYLE = """
+#kioskBar {{ spacing: {gap}px; padding: {gap}px; }}
+#kioskBar QPushButton, #pinDialog QPushButton, #chatView QPushButton {{
+    min-height: {touch}px; min-width: {touch}px; padding: 0 {gap}px; }}
+#kioskBar #kioskNewQuestion {{ font-weight: bold; padding: 0 {wide}px; }}
+#answerBubble QToolButton {{ min-height: {small}px; padding: 0 {gap}px; }}
+"""
+
+
+def touch_px(widget: QWidget, base: int = TOUCH_PX) -> int:
+    """`base` pixels at 96 dpi, scaled up on denser screens."""
+    screen = widget.screen() or QApplication.primaryScreen()
+    dpi = screen.logicalDotsPerInch() if screen is not None else 96.0
+    return round(base * max(1.0, dpi / 96.0))
+
+
+def is_blocked_key(event) -> bool:
+    """Whether a key event closes, quits, opens files or settings (what kiosk mode swallows)."""
+    if event.key() in (Qt.Key.Key_unknown, Qt.Key.Key_Control, Qt.Key.Key_Shift, Qt.Key.Key_Alt,
+                       Qt.Key.Key_Meta):
+        return False
+    if any(event.matches(key) for key in BLOCKED_STANDARD):
+        return True
+    modifiers = event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+    text = QKeySequence(event.keyCombination().key().value | modifiers.value).toString(
+        QKeySequence.SequenceFormat.PortableText)
+    return text in BLOCKED_KEYS
+
+
+# -- the audit log ----------------------------------------------------------------------------
+class AuditRecorder(QObject):
+    """Records one AuditEntry per finished question of `window`'s chat: the events of the
+    controller are collected per question, and the entry is written when the chat ends the turn
+    (answered, refused, stopped or failed). Versions are computed and lines written off the GUI
+    thread, one at a time."""
+
+    recorded = Signal(object)  # AuditEntry, once it is on disk
+    failed = Signal(str)
+
+    def __init__(self, window, folder: Path | None = None):
+        super().__init__(window)
+        self.window = window
+        self.log = AuditLog(folder or audit_folder(window.paths))
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="audit")
+        weakref.finalize(self, self._executor.shutdown, wait=False)
+        self._turn: dict | None = None  # {"question", "events", "session"}
+        self._ended: list[dict] = []  # turns over, waiting for their last events to arrive
+        self._model_name = ""
+        self._model_folder: Path | None = None
+        self._collection_changed = True
+        self._versions: dict = {}  # cache, used on the audit thread only
+        controller = window.assistant
+        controller.busyChanged.connect(self._on_busy)
+        controller.passages.connect(self._collect)
+        controller.citations.connect(self._collect_citations)
+        controller.done.connect(self._collect)
+        controller.error.connect(self._collect_error)
+        controller.modelReady.connect(self._on_model)
+        window.chat.conversationChanged.connect(self._on_turn_ended)
+        window.index.statsChanged.connect(self._on_collection_changed)
+        self.failed.connect(self._show_failure)
+        self._read_model()
+
+    def close(self, wait: bool = True) -> None:
+        """Writes what is pending (with `wait`) and ends the audit thread."""
+        self._submit_ended()  # a turn that ended just before the app was closed
+        self._executor.shutdown(wait=wait)
+
+    def wait(self) -> None:
+        """Returns once every line recorded so far is written (for tests and shutdown)."""
+        self._executor.submit(lambda: None).result()
+
+    # -- collecting (GUI thread) -------------------------------------------------------------
+    def _on_busy(self, busy: bool) -> None:
+        if not busy:
+            return
+        questions = [m["content"] for m in self.window.chat.messages() if m.get("role") == "user"]
+        current = self.window.conversations.current()
+        self._turn = {"question": questions[-1] if questions else "", "events": [],
+                      "session": current.id if current is not None else None}
+
+    def _collect(self, event) -> None:
+        if self._turn is not None:
+            self._turn["events"].append(event)
+
+    def _collect_citations(self, citations) -> None:
+        self._collect(CitationsEvent(tuple(citations)))
+
+    def _collect_error(self, message: str) -> None:
+        self._collect(ErrorEvent(message, ""))
+
+    def _on_turn_ended(self) -> None:
+        turn = self._turn
+        if turn is None or turn.get("ended"):
+            return
+        turn["ended"] = True
+        bubble = self.window.chat.last_answer()
+        turn["stopped"] = bubble is not None and bubble.state.stopped
+        # the chat ends the turn from the same done/error signal that still has to reach us
+        self._ended.append(turn)
+        QTimer.singleShot(0, self, self._submit_ended)
+
+    def _submit_ended(self) -> None:
+        while self._ended:
+            self._submit(self._ended.pop(0))
+
+    def _submit(self, turn: dict) -> None:
+        entry = AuditEntry.from_events(turn["question"], turn["events"], model=self._model_name,
+                                       collection=self.window.assistant.worker.collection,
+                                       session=turn["session"])
+        if turn["stopped"]:
+            entry = replace(entry, finish_reason="cancelled")
+        changed, self._collection_changed = self._collection_changed, False
+        self._executor.submit(self._write, entry, self._model_folder, self._collection_folder(), changed)
+
+    def _on_model(self, status) -> None:
+        self._model_name = status.name
+        self._read_model()
+
+    def _read_model(self) -> None:
+        key = self.window.assistant.worker._llm_key  # (folder, provider), set before modelReady
+        if key is not None:
+            self._model_folder = Path(key[0])
+            self._model_name = self._model_name or self._model_folder.name
+
+    def _on_collection_changed(self, *_args) -> None:
+        self._collection_changed = True
+
+    def _collection_folder(self) -> Path:
+        from engine.store.index_store import collection_folder
+
+        return collection_folder(self.window.paths.collections, self.window.assistant.worker.collection)
+
+    def _show_failure(self, message: str) -> None:
+        self.window.statusBar().showMessage(message, 15000)
+
+    # -- writing (audit thread) --------------------------------------------------------------
+    def _write(self, entry: AuditEntry, model_folder: Path | None, collection: Path, changed: bool) -> None:
+        try:
+            entry = replace(entry, model_version=self._model_version(model_folder),
+                            collection_version=self._collection_version(collection, changed))
+            self.log.record(entry)
+        except EngineError as exc:
+            log.error("audit: %s", exc)
+            self._emit(self.failed, str(exc))
+            return
+        self._emit(self.recorded, entry)
+
+    def _model_version(self, folder: Path | None) -> str:
+        if folder is None:
+            return ""
+        if ("model", folder) not in self._versions:
+            try:
+                self._versions[("model", folder)] = model_version(folder)
+            except OSError as exc:
+                log.warning("audit: the model folder %s could not be read (%s)", folder, exc)
+                return ""
+        return self._versions[("model", folder)]
+
+    def _collection_version(self, folder: Path, changed: bool) -> str:
+        from engine.store.index_store import IndexStore
+
+        key = ("collection", folder)
+        if changed or key not in self._versions:
+            try:
+                with IndexStore.open(folder, embedder_id=None, dimension=None, create=False,
+                                     read_only=True) as store:
+                    self._versions[key] = collection_version(store.list_documents(), store.embedder_id)
+            except EngineError as exc:  # no collection yet: the entry says so by an empty version
+                log.info("audit: no collection version (%s)", exc)
+                self._versions[key] = ""
+        return self._versions[key]
+
+    @staticmethod
+    def _emit(signal, value) -> None:
+        try:
+            signal.emit(value)
+        except RuntimeError:  # the window (and this object) is gone: the line is written anyway
+            pass
+
+
+# -- the admin PIN ----------------------------------------------------------------------------
+class PinDialog(QDialog):
+    """The admin PIN on a large on-screen keypad (the keyboard's digits work too). Accepted when
+    the PIN is right; wrong tries and the lockout are PinGate's."""
+
+    def __init__(self, gate: PinGate, parent=None):
+        super().__init__(parent)
+        self.gate = gate
+        self.setObjectName("pinDialog")
+        self.setWindowTitle("Administrator")
+        self.setModal(True)
+        self.entry = QLineEdit()
+        self.entry.setObjectName("pinEntry")
+        self.entry.setEchoMode(QLineEdit.EchoMode.Password)
+        self.entry.setReadOnly(True)  # digits come from the keypad or keyPressEvent
+        self.entry.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.entry.setAccessibleName("Admin PIN")
+        self.message = QLabel("Enter the admin PIN")
+        self.message.setObjectName("pinMessage")
+        self.message.setWordWrap(True)
+        self.message.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.keys: dict[str, QPushButton] = {}
+        grid = QGridLayout()
+        for i, label in enumerate(["1", "2", "3", "4", "5", "6", "7", "8", "9", "⌫", "0", "OK"]):
+            button = QPushButton(label)
+            button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+            button.setAccessibleName({"⌫": "Delete the last digit", "OK": "Check the PIN"}.get(label, label))
+            button.clicked.connect(lambda _=False, key=label: self.press(key))
+            grid.addWidget(button, i // 3, i % 3)
+            self.keys[label] = button
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.cancel_button.clicked.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.message)
+        layout.addWidget(self.entry)
+        layout.addLayout(grid)
+        layout.addWidget(self.cancel_button)
+        self.tick = QTimer(self)
+        self.tick.setInterval(PIN_TICK_MS)
+        self.tick.timeout.connect(self.refresh)
+        self.refresh()
+
+    def press(self, key: str) -> None:
+        if not self.keys[key].isEnabled():  # locked out, or no PIN to check
+            return
+        if key == "OK":
+            self.submit()
+        elif key == "⌫":
+            self.entry.backspace()
+        elif len(self.entry.text()) < 12:
+            self.entry.setText(self.entry.text() + key)
+
+    def submit(self) -> None:
+        pin = self.entry.text()
+        self.entry.clear()
+        result = self.gate.check(pin)
+        if result.ok:
+            self.accept()
+        elif result.status == "wrong":
+            tries = result.tries_left
+            self.message.setText(f"Wrong PIN, {tries} {'try' if tries == 1 else 'tries'} left")
+        else:
+            self._show(result)
+
+    def refresh(self) -> None:
+        """Shows the lockout's seconds left, and opens the keypad again once it is over."""
+        state = self.gate.state()
+        if state.status == "ready":
+            self.tick.stop()
+            if not self.keys["OK"].isEnabled():
+                self.message.setText("Enter the admin PIN")
+            self._enable(True)
+        else:
+            self._show(state)
+
+    def _show(self, result) -> None:
+        if result.status == "locked":
+            self.message.setText(f"Locked, try again in {max(1, round(result.locked_s))} s")
+            self.tick.start()
+        else:
+            self.message.setText(result.reason or "The admin PIN cannot be checked.")
+        self._enable(False)
+
+    def _enable(self, enabled: bool) -> None:
+        for button in self.keys.values():
+            button.setEnabled(enabled)
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802
+        text = event.text()
+        if len(text) == 1 and text in self.keys:
+            self.press(text)
+        elif event.key() == Qt.Key.Key_Backspace:
+            self.press("⌫")
+        elif event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            self.press("OK")
+        # everything else (Escape included) is ignored: the dialog has its own Cancel
+
+
+# -- the kiosk --------------------------------------------------------------------------------
+class Kiosk(QObject):
+    """Kiosk mode on an open MainWindow; `start()` locks it down, `exit()` gives the normal
+    window back, `close_app()` closes it for good. An application-wide event filter swallows
+    what would close, minimise or reach files, and sees every input (idle and relock timers)."""
+
+    stateChanged = Signal(str)  # "locked", "admin", "off"
+
+    def __init__(self, window, *, clock=time.time):
+        super().__init__(window)
+        self.window = window
+        self.settings = window.settings
+        self.gate = PinGate(pin_file(window.paths), clock=clock)
+        self.audit = AuditRecorder(window)
+        self.state = "off"
+        self.pin_dialog: PinDialog | None = None
+        self._may_close = False
+        self._reset_pending = False
+        self._style = ""
+        self.idle_timer = self._timer(self.settings.idle_reset_min, self.reset_idle)
+        self.relock_timer = self._timer(self.settings.admin_relock_min, self.lock)
+        window.chat.busyChanged.connect(self._on_busy)
+        window.chat.citationClicked.connect(self._show_source)
+        self._build_bar()
+        app = QApplication.instance()
+        app.aboutToQuit.connect(self.audit.close)
+
+    def _timer(self, minutes: float, slot) -> QTimer:
+        timer = QTimer(self)
+        timer.setSingleShot(True)
+        timer.setInterval(int(minutes * 60_000))
+        timer.timeout.connect(slot)
+        return timer
+
+    def _build_bar(self) -> None:
+        bar = QToolBar("Kiosk")
+        bar.setObjectName("kioskBar")
+        bar.setMovable(False)
+        bar.setFloatable(False)
+        bar.toggleViewAction().setEnabled(False)
+        self.new_button = QPushButton("New question")
+        self.new_button.setObjectName("kioskNewQuestion")
+        self.new_button.setAccessibleName("New question: clear the conversation")
+        self.new_button.clicked.connect(self.new_question)
+        self.title = QLabel("Ask a question about the machine's manuals")
+        self.title.setObjectName("kioskTitle")
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.admin_button = QPushButton("Admin")
+        self.admin_button.setAccessibleName("Administrator: enter the PIN")
+        self.admin_button.clicked.connect(self.ask_pin)
+        self.settings_button = QPushButton("Settings…")
+        self.settings_button.clicked.connect(self.open_settings)
+        self.exit_button = QPushButton("Exit kiosk mode")
+        self.exit_button.clicked.connect(self.exit)
+        self.close_button = QPushButton("Close the app")
+        self.close_button.clicked.connect(self.close_app)
+        self.lock_button = QPushButton("Lock")
+        self.lock_button.setAccessibleName("Lock the admin panel")
+        self.lock_button.clicked.connect(self.lock)
+        row = QWidget()
+        row.setObjectName("kioskRow")
+        line = QHBoxLayout(row)
+        line.setContentsMargins(0, 0, 0, 0)
+        line.addWidget(self.new_button)
+        line.addWidget(self.title, 1)
+        self._admin_buttons = [self.settings_button, self.exit_button, self.close_button, self.lock_button]
+        for button in (*self._admin_buttons, self.admin_button):
+            line.addWidget(button)
+        bar.addWidget(row)
+        self.bar = bar
+
+    # -- entering and leaving ----------------------------------------------------------------
+    def start(self) -> None:
+        """Full screen, frameless, locked down; the conversation starts empty."""
+        w = self.window
+        app = QApplication.instance()
+        app.installEventFilter(self)
+        w.addToolBar(Qt.ToolBarArea.TopToolBarArea, self.bar)
+        self.bar.show()
+        w.menuBar().hide()
+        main_toolbar = w.findChild(QToolBar, "mainToolbar")
+        if main_toolbar is not None:
+            main_toolbar.hide()
+        w.conversations.hide()
+        w.side.hide()  # the chat gets the screen until a citation is opened
+        w.setContextMenuPolicy(Qt.ContextMenuPolicy.NoContextMenu)  # no toolbar menu
+        self._apply_look()
+        w.setWindowFlag(Qt.WindowType.FramelessWindowHint, True)
+        w.showFullScreen()
+        self._set_state("locked")
+        self.new_question()
+        log.info("kiosk mode on")
+
+    def exit(self) -> None:
+        """Leaves kiosk mode (the admin's "Exit kiosk mode"): the normal window comes back."""
+        if self.state == "off":
+            return
+        w = self.window
+        self._close_dialogs()
+        self._set_state("off")
+        QApplication.instance().removeEventFilter(self)
+        self.idle_timer.stop()
+        self.relock_timer.stop()
+        w.removeToolBar(self.bar)
+        w.menuBar().show()
+        main_toolbar = w.findChild(QToolBar, "mainToolbar")
+        if main_toolbar is not None:
+            main_toolbar.show()
+        w.conversations.show()
+        w.side.show()
+        w.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
+        w.setStyleSheet(self._style)
+        apply_theme(QApplication.instance(), w.settings.theme, w.settings.font_size)
+        w.setWindowFlag(Qt.WindowType.FramelessWindowHint, False)
+        w.showNormal()
+        log.info("kiosk mode off")
+
+    def close_app(self) -> None:
+        """Closes the window for good (the admin's "Close the app")."""
+        self._may_close = True
+        self._close_dialogs()
+        QApplication.instance().removeEventFilter(self)
+        self.window.close()
+        self.audit.close()
+
+    # -- the admin ---------------------------------------------------------------------------
+    def ask_pin(self) -> PinDialog:
+        """Opens the PIN keypad; the right PIN unlocks the admin panel."""
+        if self.pin_dialog is None:
+            dialog = PinDialog(self.gate, self.window)
+            dialog.accepted.connect(self.unlock)
+            dialog.finished.connect(self._forget_pin_dialog)
+            self.pin_dialog = dialog
+        self.pin_dialog.open()
+        return self.pin_dialog
+
+    def unlock(self) -> None:
+        if self.state == "locked":
+            self._set_state("admin")
+            log.info("kiosk: admin panel unlocked")
+
+    def lock(self) -> None:
+        if self.state == "admin":
+            self._close_dialogs()
+            self._set_state("locked")
+            log.info("kiosk: admin panel locked")
+
+    def open_settings(self) -> bool:
+        if self.state != "admin":
+            return False
+        changed = self.window.open_settings()
+        if self.state != "off":
+            self._apply_look()  # the dialog's font size, but never below the kiosk's
+        return changed
+
+    # -- the conversation --------------------------------------------------------------------
+    def new_question(self) -> None:
+        """Back to the welcome screen: the answer is stopped, a new conversation begins."""
+        w = self.window
+        w.chat.stop()
+        w.conversations.new_conversation()
+        w.conversations.keep_latest(KEEP_CONVERSATIONS)
+        w.chat.clear()
+        w.chat.input.clear()
+        w.source.clear()
+        w.side.setVisible(self.state == "admin")
+        w.chat.focus_input()
+        self._reset_pending = False
+
+    def reset_idle(self) -> None:
+        """The idle timer ran out: reset, or once the answer being written is done."""
+        if self.window.chat.is_busy():
+            self._reset_pending = True
+            return
+        self._close_dialogs(pin_too=True)
+        self.new_question()
+        log.info("kiosk: idle reset")
+
+    def _on_busy(self, busy: bool) -> None:
+        if not busy and self._reset_pending and self.state != "off":
+            QTimer.singleShot(0, self, self.reset_idle)  # after the chat has stored the turn
+
+    def _show_source(self, _citation) -> None:
+        if self.state != "off":
+            self.window.side.show()
+
+    # -- the lock-down -----------------------------------------------------------------------
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        admin = state != "locked"
+        w = self.window
+        for name in LOCKED_ACTIONS:
+            getattr(w, name).setEnabled(admin)
+        for button in self._admin_buttons:
+            button.setVisible(state == "admin")
+        self.admin_button.setVisible(state == "locked")
+        w.setAcceptDrops(admin)
+        w.documents.setAcceptDrops(admin)
+        w.documents.setVisible(admin)
+        if admin:
+            w.side.show()
+        for button in (w.documents.add_button, w.documents.add_folder_button):
+            button.setEnabled(admin)
+        if state == "locked":
+            self.relock_timer.stop()
+            self.idle_timer.start()
+        elif state == "admin":
+            self.relock_timer.start()
+        self.stateChanged.emit(state)
+
+    def _apply_look(self) -> None:
+        w = self.window
+        if not self._style:
+            self._style = w.styleSheet()
+        touch = touch_px(w)
+        w.setStyleSheet(self._style + KIOSK_STYLE.format(touch=touch, small=touch_px(w, 48),
+                                                         gap=touch // 8, wide=touch // 2))
+        apply_theme(QApplication.instance(), w.settings.theme, max(w.settings.font_size, MIN_FONT_PT))
+
+    def _close_dialogs(self, pin_too: bool = False) -> None:
+        """Closes the admin's open dialogs (settings, file dialogs) and, with `pin_too`, the keypad."""
+        for widget in QApplication.topLevelWidgets():
+            if isinstance(widget, QProgressDialog) or not isinstance(widget, QDialog):
+                continue  # the first start's progress is no admin's dialog
+            if widget.isVisible() and (pin_too or widget is not self.pin_dialog):
+                widget.reject()
+
+    def _forget_pin_dialog(self, _result: int) -> None:
+        dialog, self.pin_dialog = self.pin_dialog, None
+        if dialog is not None:
+            dialog.deleteLater()
+
+    def _full_screen(self) -> None:
+        w = self.window
+        if self.state != "off" and (w.isMinimized() or not w.isFullScreen()):
+            w.showFullScreen()
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802
+        kind = event.type()
+        if kind in INPUT_EVENTS:
+            self._reset_pending = False
+            self.idle_timer.start()
+            if self.state == "admin":
+                self.relock_timer.start()
+        if kind in KEY_EVENTS and is_blocked_key(event):
+            event.accept()  # an accepted ShortcutOverride keeps the shortcut from firing
+            return True
+        if watched is self.window:
+            if kind == T.Close and not self._may_close:
+                event.ignore()
+                return True
+            if kind == T.WindowStateChange:
+                QTimer.singleShot(0, self, self._full_screen)
+        if kind in DROP_EVENTS and self.state == "locked":
+            event.ignore()
+            return True
+        return False
+
+
+def install(window, kiosk: bool = False, clock=time.time) -> Kiosk | AuditRecorder | None:
+    """What the app calls once the window is shown: kiosk mode when asked for (the flag or the
+    settings), else the audit log alone when the settings turn it on. The administrator's inbox
+    folder (settings.inbox_folder) is watched in both modes, and still after "Exit kiosk mode"."""
+    start_inbox(window)
+    if kiosk or window.settings.kiosk:
+        mode = Kiosk(window, clock=clock)
+        mode.start()
+        return mode
+    if window.settings.audit_log:
+        recorder = AuditRecorder(window)
+        QApplication.instance().aboutToQuit.connect(recorder.close)
+        return recorder
+    return None

@@ -1,0 +1,1 @@
+"""Side panels and dialogs: documents, conversations, settings."""

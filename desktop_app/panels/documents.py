@@ -1,0 +1,361 @@
+"""The documents panel: what is indexed, what is being indexed, and the buttons to change it.
+
+It only shows what IndexController reports and forwards what the user asks; it never touches
+the store. Texts use the application font (the font-size setting scales them), widths come
+from font metrics, never from pixel constants.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QApplication,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QStyle,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from desktop_app.controllers.indexing import IndexController
+from engine.types import IndexProgress
+
+FILE_FILTERS = ";;".join([
+    "Documents (*.pdf *.txt *.md *.markdown *.html *.htm *.docx)",
+    "PDF (*.pdf)",
+    "Text (*.txt)",
+    "Markdown (*.md *.markdown)",
+    "HTML (*.html *.htm)",
+    "Word documents (*.docx)",
+    "All files (*)",
+])
+PATH_ROLE = Qt.ItemDataRole.UserRole
+ID_ROLE = Qt.ItemDataRole.UserRole + 1
+_PROGRESS_STEPS = 1000
+_EMPTY_HINT = "No documents yet. Drop manuals or folders on the window, or choose “Add documents…”."
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def state_text(document: dict) -> str:
+    """The state column: "queued", "indexing 12/85 pages", "ready · 85 pages", "failed: why"."""
+    status, pages = document["status"], document.get("pages") or 0
+    if status == "queued":
+        return "queued"
+    if status == "indexing":
+        done = document.get("pages_done")
+        return f"indexing {done}/{pages} pages" if done is not None and pages else "indexing…"
+    if status == "ready":
+        return f"ready · {plural(pages, 'page')}"
+    if status == "ready_with_warnings":
+        return f"ready with warnings · {plural(pages, 'page')}"
+    if status == "failed":
+        return f"failed: {document.get('reason') or 'unknown reason'}"
+    return status
+
+
+def tooltip_text(document: dict) -> str:
+    lines = [document["path"], state_text(document) if document["status"] != "failed" else "failed"]
+    if document.get("reason") and document["status"] in ("failed", "ready_with_warnings"):
+        lines.append(document["reason"])
+    if document["status"] in ("ready", "ready_with_warnings"):
+        lines.append(plural(document.get("chunks") or 0, "passage") + " indexed")
+    return "\n".join(lines)
+
+
+def duration_text(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+
+
+def progress_text(event: IndexProgress) -> str:
+    """'3/10 documents · 5.2 pages/s · ETA 40 s' (rate and ETA once they are known)."""
+    parts = [f"{event.documents_done}/{event.documents_total} documents"]
+    if event.pages_done > 0:
+        parts.append(f"{event.pages_per_s:.1f} pages/s")
+    eta = event.eta_s
+    if eta is not None and event.documents_done < event.documents_total:
+        parts.append(f"ETA {duration_text(eta)}")
+    return " · ".join(parts)
+
+
+class DocumentsPanel(QWidget):
+    """Documents with their state, overall progress, and Add / Add folder / Re-index / Remove /
+    Cancel. Files and folders dropped on it are added too."""
+
+    def __init__(self, controller: IndexController, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._controller = controller
+        self._documents: list[dict] = []
+        self._shown: list[dict] = []  # what the rows show, in their order
+        self._stats = controller.stats
+        self._last_folder = str(Path.home())
+        self.setAcceptDrops(True)
+        self.setAccessibleName("Documents panel")
+        self._build()
+        self._connect()
+        self._show_documents(controller.documents())
+        self._show_busy(controller.busy)
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _build(self) -> None:
+        self.list = QTreeWidget(self)
+        self.list.setColumnCount(2)
+        self.list.setHeaderLabels(["Document", "State"])
+        self.list.setRootIsDecorated(False)
+        self.list.setUniformRowHeights(True)
+        self.list.setAllColumnsShowFocus(True)
+        self.list.setAlternatingRowColors(True)
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Interactive)
+        self.list.header().setStretchLastSection(True)
+        self.list.setAccessibleName("Documents")
+        self.list.setAccessibleDescription("Indexed documents and their state. "
+                                           "Delete removes the selected ones from the index.")
+        self.list.installEventFilter(self)
+
+        self.progress_bar = QProgressBar(self)
+        self.progress_bar.setRange(0, _PROGRESS_STEPS)
+        self.progress_bar.setAccessibleName("Indexing progress")
+        self.progress_label = QLabel(self)
+        self.progress_label.setWordWrap(True)
+        self.progress_label.setAccessibleName("Indexing status")
+        self.progress_label.setTextFormat(Qt.TextFormat.PlainText)
+
+        self.add_button = self._button("Add documents…", "Add documents",
+                                       "Choose PDF, text, Markdown, HTML or Word files to index")
+        self.add_folder_button = self._button("Add folder…", "Add folder",
+                                              "Choose a folder: every supported document in it is indexed")
+        self.reindex_button = self._button("Re-index", "Re-index selected documents",
+                                           "Read the selected documents again from their files")
+        self.remove_button = self._button("Remove", "Remove selected documents",
+                                          "Remove the selected documents from the index (the files stay)")
+        self.cancel_button = self._button("Cancel", "Cancel indexing",
+                                          "Stop indexing; what is done so far stays indexed")
+        style = self.style()
+        self.add_button.setIcon(style.standardIcon(QStyle.StandardPixmap.SP_FileIcon))
+        self.add_folder_button.setIcon(style.standardIcon(QStyle.StandardPixmap.SP_DirIcon))
+
+        adding = QHBoxLayout()
+        adding.addWidget(self.add_button)
+        adding.addWidget(self.add_folder_button)
+        adding.addStretch(1)
+        changing = QHBoxLayout()
+        changing.addWidget(self.reindex_button)
+        changing.addWidget(self.remove_button)
+        changing.addStretch(1)
+        changing.addWidget(self.cancel_button)
+        layout = QVBoxLayout(self)
+        layout.addLayout(adding)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.progress_bar)
+        layout.addWidget(self.progress_label)
+        layout.addLayout(changing)
+
+        order = [self.add_button, self.add_folder_button, self.list, self.reindex_button, self.remove_button,
+                 self.cancel_button]
+        for first, second in zip(order, order[1:]):
+            QWidget.setTabOrder(first, second)
+        self._size_columns()
+
+    def _button(self, text: str, accessible_name: str, tip: str) -> QPushButton:
+        button = QPushButton(text, self)
+        button.setAccessibleName(accessible_name)
+        button.setToolTip(tip)
+        button.setAutoDefault(False)
+        return button
+
+    def _connect(self) -> None:
+        c = self._controller
+        c.documentsChanged.connect(self._show_documents)
+        c.progressed.connect(self._show_progress)
+        c.busyChanged.connect(self._show_busy)
+        c.statsChanged.connect(self._show_stats)
+        self.list.itemSelectionChanged.connect(self._update_buttons)
+        self.add_button.clicked.connect(self.choose_files)
+        self.add_folder_button.clicked.connect(self.choose_folder)
+        self.reindex_button.clicked.connect(self.reindex_selected)
+        self.remove_button.clicked.connect(self.remove_selected)
+        self.cancel_button.clicked.connect(c.cancel)
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def choose_files(self) -> None:
+        files, _ = QFileDialog.getOpenFileNames(self, "Add documents", self._last_folder, FILE_FILTERS)
+        if files:
+            self._last_folder = str(Path(files[0]).parent)
+            self._controller.add_paths(files)
+
+    def choose_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder of documents", self._last_folder)
+        if folder:
+            self._last_folder = folder
+            self._controller.add_paths([folder])
+
+    def selected_documents(self) -> list[dict]:
+        by_path = {d["path"]: d for d in self._documents}
+        paths = [item.data(0, PATH_ROLE) for item in self.list.selectedItems()]
+        return [by_path[p] for p in paths if p in by_path]
+
+    def remove_selected(self) -> None:
+        for document in self.selected_documents():
+            self._controller.remove_path(document["path"])
+
+    def reindex_selected(self) -> None:
+        for document in self.selected_documents():
+            if document["id"] is not None and document["status"] not in ("queued", "indexing"):
+                self._controller.reindex(document["id"])
+
+    # -- what the controller reports -------------------------------------------------------
+
+    def _show_documents(self, documents: list) -> None:
+        self._documents = documents
+        paths = [d["path"] for d in documents]
+        items = [self.list.topLevelItem(i) for i in range(self.list.topLevelItemCount())]
+        if [item.data(0, PATH_ROLE) for item in items] == paths:
+            for item, document, before in zip(items, documents, self._shown):
+                if document != before:  # a long list stays cheap: only changed rows are redrawn
+                    _fill(item, document)
+        else:
+            self._rebuild(documents)
+        self._shown = list(documents)
+        self._update_buttons()
+        if not self._controller.busy:
+            self.progress_label.setText(self._summary())
+
+    def _rebuild(self, documents: list[dict]) -> None:
+        current = self.list.currentItem()
+        current_path = current.data(0, PATH_ROLE) if current else None
+        current_row = self.list.indexOfTopLevelItem(current) if current else -1
+        selected = {item.data(0, PATH_ROLE) for item in self.list.selectedItems()}
+        self.list.blockSignals(True)
+        try:
+            self.list.clear()
+            items = []
+            for document in documents:
+                item = QTreeWidgetItem()
+                _fill(item, document)
+                items.append(item)
+            self.list.addTopLevelItems(items)
+            for item in items:
+                item.setSelected(item.data(0, PATH_ROLE) in selected)
+            restored = next((i for i in items if i.data(0, PATH_ROLE) == current_path), None)
+            if restored is None and current_row >= 0 and items:  # it went: the one in its place
+                restored = items[min(current_row, len(items) - 1)]
+            if restored is not None:
+                kept = any(item.isSelected() for item in items)
+                flag = QItemSelectionModel.SelectionFlag  # removed with the keyboard: select the next
+                self.list.setCurrentItem(restored, 0, flag.NoUpdate if kept or not selected else flag.ClearAndSelect)
+        finally:
+            self.list.blockSignals(False)
+
+    def _show_progress(self, event: IndexProgress) -> None:
+        if event.bytes_total > 0:
+            self.progress_bar.setRange(0, _PROGRESS_STEPS)
+            self.progress_bar.setValue(min(_PROGRESS_STEPS, event.bytes_done * _PROGRESS_STEPS // event.bytes_total))
+        self.progress_label.setText(progress_text(event))
+
+    def _show_busy(self, busy: bool) -> None:
+        self.cancel_button.setEnabled(busy)
+        self.progress_bar.setVisible(busy)
+        if busy:
+            self.progress_bar.setRange(0, 0)  # moving until the first event gives a fraction
+            self.progress_label.setText("Starting…")
+        else:
+            self.progress_bar.setRange(0, _PROGRESS_STEPS)
+            self.progress_bar.setValue(0)
+            self.progress_label.setText(self._summary())
+
+    def _show_stats(self, ready: int, chunks: int) -> None:
+        self._stats = (ready, chunks)
+        if not self._controller.busy:
+            self.progress_label.setText(self._summary())
+
+    def _summary(self) -> str:
+        if not self._documents:
+            return _EMPTY_HINT
+        ready, chunks = self._stats
+        failed = sum(1 for d in self._documents if d["status"] == "failed")
+        parts = [f"{plural(ready, 'document')} ready", f"{plural(chunks, 'passage')} indexed"]
+        if failed:
+            parts.append(f"{failed} failed")
+        return " · ".join(parts)
+
+    def _update_buttons(self) -> None:
+        selected = self.selected_documents()
+        self.remove_button.setEnabled(bool(selected))
+        self.reindex_button.setEnabled(any(d["id"] is not None and d["status"] not in ("queued", "indexing")
+                                           for d in selected))
+
+    # -- keyboard, fonts, drops ------------------------------------------------------------
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.list and event.type() == QEvent.Type.KeyPress \
+                and event.matches(QKeySequence.StandardKey.Delete) and self.list.selectedItems():
+            self.remove_selected()
+            return True
+        return super().eventFilter(watched, event)
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.FontChange:
+            self._size_columns()
+        super().changeEvent(event)
+
+    def _size_columns(self) -> None:
+        self.list.setColumnWidth(0, self.list.fontMetrics().horizontalAdvance("M") * 14)
+
+    def dragEnterEvent(self, event) -> None:
+        if local_paths(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        paths = local_paths(event.mimeData())
+        if paths:
+            event.acceptProposedAction()
+            self._controller.add_paths(paths)
+
+
+def _fill(item: QTreeWidgetItem, document: dict) -> None:
+    item.setData(0, PATH_ROLE, document["path"])
+    item.setData(0, ID_ROLE, document["id"])
+    item.setText(0, document["name"])
+    item.setText(1, state_text(document))
+    tip = tooltip_text(document)
+    item.setToolTip(0, tip)
+    item.setToolTip(1, tip)
+    item.setIcon(0, _icon(document["status"]))
+
+
+_STATUS_ICONS = {"failed": QStyle.StandardPixmap.SP_MessageBoxCritical,
+                 "ready_with_warnings": QStyle.StandardPixmap.SP_MessageBoxWarning,
+                 "ready": QStyle.StandardPixmap.SP_DialogApplyButton,
+                 "indexing": QStyle.StandardPixmap.SP_BrowserReload,
+                 "queued": QStyle.StandardPixmap.SP_FileIcon}
+
+
+def _icon(status: str):
+    return QApplication.style().standardIcon(_STATUS_ICONS.get(status, QStyle.StandardPixmap.SP_FileIcon))
+
+
+def local_paths(mime) -> list[str]:
+    """The local files and folders in a drag's data (links to the web are ignored)."""
+    return [url.toLocalFile() for url in mime.urls() if url.isLocalFile()] if mime.hasUrls() else []
+

@@ -1,0 +1,1 @@
+"""The source view: the cited page, rendered, with the passage highlighted."""

@@ -1,0 +1,297 @@
+"""Assistant: a question -> passages -> a grounded, cited answer, as a stream of typed events.
+
+    for event in assistant.ask("How do I ...?", history, cancel):
+        PassagesEvent   what was retrieved, and whether it is relevant enough to answer from
+        TextEvent       a piece of the answer, as the model writes it (DoneEvent.answer is
+                        the final text: a loop's repeated tail, if shown, is cut from it)
+        CitationsEvent  the sources, each with its document, pages and the passage's own words
+        DoneEvent       timings per stage, tokens, which stages ran
+        ErrorEvent      an EngineError, in words a person can act on (nothing follows it)
+
+It is the one API that the CLI, the GUI and a server use. The model runs wherever `llm` runs
+(LocalLLM in-process, LLMClient in a child process); the retriever in this thread.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.answer.answer_guard import AnswerGuard
+from engine.answer.grounding import (
+    DEFAULT_THRESHOLD,
+    Relevance,
+    build_prompt,
+    cited_numbers,
+    judge_relevance,
+    query_terms,
+    strip_invalid_citations,
+    support,
+)
+from engine.answer.metrics import Metrics
+from engine.answer.retrieval import Retriever
+from engine.answer.timing import StageTimes
+from engine.errors import EngineError
+from engine.llm.local import CancelFlag
+from engine.paths import DEFAULT_COLLECTION, AppPaths
+from engine.types import Passage
+
+NOT_FOUND = ("I could not find this in the indexed manuals. "
+             "The nearest passages are listed below, in case they help.")
+QUOTE_CHARS = 240
+SUPPORT_FLOOR = 0.5
+
+
+@dataclass(frozen=True)
+class AssistantSettings:
+    passages: int = 4  # offered to the model, within the prompt budget
+    prompt_budget_tokens: int = 640  # prefill runs ~3.6 ms/token on 2 cores: first token < 3 s
+    history_tokens: int = 160
+    max_new_tokens: int = 192
+    temperature: float = 0.0
+    relevance_threshold: float = DEFAULT_THRESHOLD
+
+
+@dataclass(frozen=True)
+class Citation:
+    number: int  # the [n] of the prompt and the answer
+    passage: Passage
+    quote: str  # the passage's sentence that best matches the question
+    cited: bool  # False when the model cited nothing and this is attached as a source
+
+    def to_dict(self) -> dict:
+        p = self.passage
+        return {"number": self.number, "document": p.document, "path": p.path,
+                "pages": list(p.pages), "page": p.page, "quote": self.quote, "cited": self.cited,
+                "heading_path": list(p.heading_path), "text": p.text}
+
+
+@dataclass(frozen=True)
+class AnswerStats:
+    answerable: bool
+    relevance: Relevance
+    stages: tuple[str, ...]
+    timings_s: dict[str, float]
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    time_to_first_token_s: float | None = None  # from the question, retrieval included
+    finish_reason: str = "stop"
+    provider: str = ""
+    support: float | None = None  # share of the answer's own words found in the sources
+    tokens_per_s: float = 0.0  # the model's writing speed, after its first token
+
+    @property
+    def well_supported(self) -> bool:
+        """False when much of the answer is not in the sources: the view says to check them."""
+        return self.support is not None and self.support >= SUPPORT_FLOOR
+
+    def to_dict(self) -> dict:
+        return {"answerable": self.answerable, "relevance": self.relevance.to_dict(),
+                "stages": list(self.stages), "timings_s": {k: round(v, 4) for k, v in self.timings_s.items()},
+                "prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens,
+                "time_to_first_token_s": None if self.time_to_first_token_s is None
+                else round(self.time_to_first_token_s, 4),
+                "finish_reason": self.finish_reason, "provider": self.provider,
+                "support": None if self.support is None else round(self.support, 4),
+                "tokens_per_s": self.tokens_per_s,
+                "well_supported": self.well_supported}
+
+
+@dataclass(frozen=True)
+class PassagesEvent:
+    passages: tuple[Passage, ...]
+    answerable: bool
+    relevance: Relevance
+    kind: str = field(default="passages", init=False)
+
+
+@dataclass(frozen=True)
+class TextEvent:
+    text: str
+    kind: str = field(default="text", init=False)
+
+
+@dataclass(frozen=True)
+class CitationsEvent:
+    citations: tuple[Citation, ...]
+    kind: str = field(default="citations", init=False)
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    answer: str
+    stats: AnswerStats
+    kind: str = field(default="done", init=False)
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    message: str
+    error: str  # the EngineError subclass's name
+    kind: str = field(default="error", init=False)
+
+
+Event = PassagesEvent | TextEvent | CitationsEvent | DoneEvent | ErrorEvent
+
+
+class Assistant:
+    def __init__(self, retriever: Retriever, llm, settings: AssistantSettings | None = None,
+                 metrics=None):
+        self.retriever = retriever
+        self.llm = llm  # LocalLLM or LLMClient, loaded
+        self.settings = settings or AssistantSettings()
+        self.metrics = metrics if metrics is not None else Metrics()  # render() for /metrics
+
+    def ask(self, question: str, history: Sequence[dict] = (), cancel: CancelFlag | None = None,
+            ) -> Iterator[Event]:
+        try:
+            yield from self._ask(question.strip(), list(history), cancel)
+        except EngineError as exc:
+            self.metrics.record_error(type(exc).__name__)
+            yield ErrorEvent(str(exc), type(exc).__name__)
+
+    def _ask(self, question: str, history: list[dict], cancel) -> Iterator[Event]:
+        if not question:
+            raise EngineError("The question is empty; type a question about your manuals.")
+        run = _Run()
+        retrieved = self.retriever.retrieve(retrieval_query(question, history), self.settings.passages)
+        run.merge(retrieved)
+        with run.timed("gate"):
+            relevance = judge_relevance(question, retrieved.passages, self.retriever.store.prefix_frequency,
+                                        self.settings.relevance_threshold)
+        passages = retrieved.passages
+        if not passages and self.retriever.store.stats()["chunks"] == 0:
+            raise EngineError("No manuals are indexed yet; add some documents first.")
+        yield PassagesEvent(tuple(passages), relevance.relevant, relevance)
+        if not relevance.relevant:
+            yield from self._refuse(question, passages, relevance, run)
+            return
+        yield from self._answer(question, passages, history, relevance, run, cancel)
+
+    def _refuse(self, question, passages, relevance, run: "_Run") -> Iterator[Event]:
+        yield TextEvent(NOT_FOUND)
+        yield CitationsEvent(tuple(_sources(question, passages)))
+        yield self._done(NOT_FOUND, AnswerStats(False, relevance, tuple(run.stages), run.timings_s))
+
+    def _answer(self, question, passages, history, relevance, run: "_Run", cancel) -> Iterator[Event]:
+        s = self.settings
+        budget = min(s.prompt_budget_tokens, self.llm.context_length - s.max_new_tokens)
+        with run.timed("prompt"):
+            prompt = build_prompt(question, passages, history, self.llm.count_tokens, budget,
+                                  s.history_tokens)
+        guard = AnswerGuard(cancel, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings)
+        stream = self.llm.stream(prompt.messages, max_new_tokens=s.max_new_tokens,
+                                 temperature=s.temperature, cancel=guard)
+        yield from _shown_text(stream, guard, run)
+        answer = guard.answer()
+        with run.timed("cite"):
+            cited = cited_numbers(answer, len(prompt.passages))
+            # The prompt numbers a prefix of the passages, maybe shortened: cite the full ones.
+            citations = tuple(_citations(question, passages, cited))
+        yield CitationsEvent(citations)
+        g = stream.stats
+        stats = AnswerStats(True, relevance, tuple(run.stages), run.timings_s, g.prompt_tokens, g.new_tokens,
+                            run.first_token_s(), guard.reason or g.finish_reason, g.provider,
+                            support(answer, question, passages), g.tokens_per_s)
+        yield self._done(strip_invalid_citations(answer, len(prompt.passages)).strip(), stats)
+
+    def _done(self, answer: str, stats: AnswerStats) -> DoneEvent:
+        stats.timings_s["total"] = sum(v for k, v in stats.timings_s.items() if k != "total")
+        self.metrics.record_answer(stats)
+        return DoneEvent(answer, stats)
+
+
+@contextmanager
+def open_assistant(paths: AppPaths, collection: str = DEFAULT_COLLECTION, llm_folder: Path | None = None,
+                   provider: str = "auto", settings: AssistantSettings | None = None, metrics=None,
+                   use_reranker: bool = True) -> Iterator[Assistant]:
+    """An Assistant on a collection (read-only), the built-in embedder, the imported reranker
+    if there is one, and the LLM in its own process; all closed on exit."""
+    from engine.llm.process import LLMClient
+    from engine.models.registry import resolve_llm
+    from engine.store.indexer import default_embedder, open_collection
+
+    embedder = default_embedder(paths)
+    store = open_collection(paths, collection, embedder, read_only=True)
+    try:
+        reranker = imported_reranker(paths) if use_reranker else None
+        with LLMClient(llm_folder or resolve_llm(paths), provider) as llm:
+            yield Assistant(Retriever(store, embedder, reranker), llm, settings, metrics)
+    finally:
+        store.close()
+
+
+def imported_reranker(paths: AppPaths):
+    from engine.encoders.reranker import CrossEncoder
+    from engine.models.registry import resolve_reranker
+
+    folder = resolve_reranker(paths)
+    return CrossEncoder.from_folder(folder).load() if folder is not None else None
+
+
+def retrieval_query(question: str, history: Sequence[dict]) -> str:
+    """A follow-up too short to stand alone ("and on Windows?") is searched together with the
+    previous question."""
+    if len(query_terms(question)) >= 3:
+        return question
+    earlier = [t["content"] for t in history if t.get("role") == "user" and t.get("content")]
+    return f"{earlier[-1]} {question}" if earlier else question
+
+
+def _shown_text(stream, guard: AnswerGuard, run: "_Run") -> Iterator[TextEvent]:
+    """The model's pieces as the guard lets them through; "generate" is timed as the person
+    sees it, the wall time of the whole stream."""
+    with run.timed("generate"):
+        for piece in stream:
+            if run.first_token_at is None:
+                run.first_token_at = time.perf_counter()
+            shown = guard.feed(piece)
+            if shown:
+                yield TextEvent(shown)
+        shown = guard.flush()
+    if shown:
+        yield TextEvent(shown)
+
+
+def _citations(question: str, passages: Sequence[Passage], cited: list[int]) -> list[Citation]:
+    """The passages the answer cites; when it cites none, all retrieved passages as sources."""
+    if cited:
+        return [Citation(n, passages[n - 1], best_quote(passages[n - 1].text, question), True) for n in cited]
+    return _sources(question, passages)
+
+
+def _sources(question: str, passages: Sequence[Passage]) -> list[Citation]:
+    return [Citation(n, p, best_quote(p.text, question), False) for n, p in enumerate(passages, 1)]
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
+
+
+def best_quote(text: str, question: str, limit: int = QUOTE_CHARS) -> str:
+    """The passage's sentence that shares most topic words with the question, cut to `limit`."""
+    terms = query_terms(question)
+    sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()] or [text.strip()]
+
+    def rank(sentence: str) -> tuple[int, bool]:
+        prose = len(sentence) >= 20 and not sentence.startswith("#")  # not a heading line
+        return sum(t in sentence.casefold() for t in terms), prose
+
+    best = max(sentences, key=rank)
+    best = " ".join(best.split())
+    return best if len(best) <= limit else best[:limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+class _Run(StageTimes):
+    """Timings of one answer, from the moment the question came."""
+
+    def __init__(self):
+        super().__init__()
+        self.start = time.perf_counter()
+        self.first_token_at: float | None = None
+
+    def first_token_s(self) -> float | None:
+        return None if self.first_token_at is None else self.first_token_at - self.start

@@ -1,0 +1,218 @@
+"""Retriever: a question -> the passages of the manuals most likely to answer it.
+
+    dense (faiss, cosine) ─┐
+                           ├─> fuse (weighted reciprocal rank) ─> rerank (optional) ─> merge neighbours
+    keyword (FTS5, BM25) ──┘
+
+Dense search finds paraphrases; keyword search finds the exact names a person types (a part
+number, an error code, a function name) that an embedding blurs. Every candidate also gets its
+cosine similarity to the question, read from the stored embeddings, because the relevance gate
+and the cross-stage scores need one scale for all of them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.answer.terms import code_tokens, query_terms
+from engine.answer.timing import StageTimes
+from engine.encoders.embedder import Embedder
+from engine.store.index_store import IndexStore
+from engine.types import Passage, Span
+
+PREFIX_MIN = 4  # shorter stems match too many words as prefixes ('na' would find 'name')
+
+
+@dataclass(frozen=True)
+class RetrievalSettings:
+    candidates: int = 40  # taken from each of dense and keyword search
+    fusion: str = "rrf"  # "rrf", "dense" or "keyword" (the last two for measuring)
+    rrf_k: int = 60
+    dense_weight: float = 1.0
+    keyword_weight: float = 1.0
+    rerank_candidates: int = 20
+    merge_neighbours: bool = True
+    max_merged_chunks: int = 3
+    merge_pool: int = 12  # a neighbour ranked this high is merged in; fixed so that the top
+    # passages do not depend on how many are asked for
+
+
+@dataclass
+class RetrievalResult(StageTimes):
+    passages: list[Passage] = field(default_factory=list)
+
+
+@dataclass
+class _Candidate:
+    chunk_id: int
+    similarity: float = 0.0
+    keyword_score: float | None = None
+    score: float = 0.0
+    rerank_score: float | None = None
+
+
+class Retriever:
+    def __init__(self, store: IndexStore, embedder: Embedder, reranker=None,
+                 settings: RetrievalSettings | None = None):
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker  # an engine.encoders.reranker.CrossEncoder, or None
+        self.settings = settings or RetrievalSettings()
+
+    def search(self, query: str, k: int = 5) -> list[Passage]:
+        return self.retrieve(query, k).passages
+
+    def retrieve(self, query: str, k: int = 5) -> RetrievalResult:
+        """The best k passages, with how long each stage took and which stages ran."""
+        result = RetrievalResult()
+        with result.timed("embed"):
+            vector = self.embedder.encode_queries([query])[0]
+        candidates = self._candidates(query, vector, result)
+        with result.timed("fuse"):
+            ranked = self._fused(candidates)
+        if self.reranker is not None and ranked:
+            with result.timed("rerank"):
+                ranked = self._reranked(query, ranked)
+        with result.timed("merge"):
+            result.passages = self._passages(ranked, candidates, k)
+        return result
+
+    # -- stages ------------------------------------------------------------------------------
+
+    def _candidates(self, query: str, vector: np.ndarray, result: RetrievalResult) -> dict[int, _Candidate]:
+        s = self.settings
+        found: dict[int, _Candidate] = {}
+        if s.fusion != "keyword":
+            with result.timed("dense"):
+                for chunk_id, score in self.store.search_dense(vector, s.candidates):
+                    found[chunk_id] = _Candidate(chunk_id, similarity=float(score))
+        if s.fusion != "dense":
+            with result.timed("keyword"):
+                for chunk_id, score in self._keyword_hits(query):
+                    found.setdefault(chunk_id, _Candidate(chunk_id, similarity=np.nan)).keyword_score = score
+                self._fill_similarities(found, vector)
+        return found
+
+    def _keyword_hits(self, query: str) -> list[tuple[int, float]]:
+        """BM25 on the question's topic words: stems as prefixes ('install' finds 'installing'),
+        short words and code-like tokens ('read.fwf' as the phrase "read fwf") exactly.
+        Question scaffolding ('how do I') would only add noise."""
+        terms = query_terms(query)
+        exact = code_tokens(query) + [t for t in terms if len(t) < PREFIX_MIN]
+        prefixes = [t for t in terms if len(t) >= PREFIX_MIN]
+        return self.store.search_keyword(" ".join(exact), self.settings.candidates, prefixes)
+
+    def _fill_similarities(self, found: dict[int, _Candidate], vector: np.ndarray) -> None:
+        """Keyword-only hits get their cosine from the stored embeddings."""
+        missing = [c.chunk_id for c in found.values() if np.isnan(c.similarity)]
+        stored = self.store.embeddings(missing)
+        for chunk_id in missing:
+            embedding = stored.get(chunk_id)
+            found[chunk_id].similarity = float(embedding @ vector) if embedding is not None else 0.0
+
+    def _fused(self, found: dict[int, _Candidate]) -> list[_Candidate]:
+        s = self.settings
+        by_dense = sorted(found.values(), key=lambda c: -c.similarity)
+        by_keyword = sorted((c for c in found.values() if c.keyword_score is not None),
+                            key=lambda c: -c.keyword_score)
+        dense_weight = 0.0 if s.fusion == "keyword" else s.dense_weight
+        keyword_weight = 0.0 if s.fusion == "dense" else s.keyword_weight
+        for rank, candidate in enumerate(by_dense):
+            candidate.score = dense_weight / (s.rrf_k + rank + 1)
+        for rank, candidate in enumerate(by_keyword):
+            candidate.score += keyword_weight / (s.rrf_k + rank + 1)
+        return sorted(found.values(), key=lambda c: (-c.score, -c.similarity))
+
+    def _reranked(self, query: str, ranked: list[_Candidate]) -> list[_Candidate]:
+        head = ranked[:self.settings.rerank_candidates]
+        texts = {c["id"]: c["text"] for c in self.store.chunks(c.chunk_id for c in head)}
+        head = [c for c in head if c.chunk_id in texts]
+        scores = self.reranker.predict([(query, texts[c.chunk_id]) for c in head])
+        for candidate, score in zip(head, scores):
+            candidate.rerank_score = candidate.score = float(score)
+        return sorted(head, key=lambda c: -c.score) + ranked[self.settings.rerank_candidates:]
+
+    def _passages(self, ranked: list[_Candidate], found: dict[int, _Candidate], k: int) -> list[Passage]:
+        pool = {c.chunk_id for c in ranked[:self.settings.merge_pool]}
+        used: set[int] = set()
+        passages = []
+        for candidate in ranked:
+            if len(passages) >= k:
+                break
+            if candidate.chunk_id in used:
+                continue
+            group = self._group(candidate.chunk_id, pool, used)
+            if not group:
+                continue  # removed since the search (another process deleted the document)
+            used.update(chunk["id"] for chunk in group)
+            passages.append(_passage(group, candidate, found))
+        return passages
+
+    def _group(self, chunk_id: int, pool: set[int], used: set[int]) -> list[dict]:
+        """The chunk, with the neighbours of its section that also ranked well, or that finish
+        its sentence across a page break, up to max_merged_chunks; none already in another
+        passage."""
+        if not self.settings.merge_neighbours:
+            return self.store.chunks([chunk_id])
+        limit = self.settings.max_merged_chunks
+        near = self.store.neighbours(chunk_id, before=limit - 1, after=limit - 1)
+        at = next((i for i, c in enumerate(near) if c["id"] == chunk_id), None)
+        if at is None:
+            return []
+        first = last = at
+
+        def joins(chunk: dict, beside: dict, after: bool) -> bool:
+            if chunk["id"] in used:
+                return False
+            ranked_well = chunk["id"] in pool and chunk["heading_path"] == beside["heading_path"]
+            return ranked_well or (after and _runs_on(beside, chunk))
+
+        while last - first + 1 < limit and last + 1 < len(near) and joins(near[last + 1], near[last], True):
+            last += 1
+        while last - first + 1 < limit and first > 0 and joins(near[first - 1], near[first], False):
+            first -= 1
+        return near[first:last + 1]
+
+
+def _runs_on(chunk: dict, following: dict) -> bool:
+    """True when a page ends mid-sentence and its text carries on at the top of the next page."""
+    return following["page"] == chunk["page"] + 1 and not _SENTENCE_END.search(chunk["text"])
+
+
+_SENTENCE_END = re.compile(r"[.!?]['\")\]]?\s*$")
+
+
+def _passage(group: list[dict], best: _Candidate, found: dict[int, _Candidate]) -> Passage:
+    members = [found[c["id"]] for c in group if c["id"] in found]
+    keyword_scores = [m.keyword_score for m in members if m.keyword_score is not None]
+    first = group[0]
+    return Passage(
+        document_id=first["document_id"], path=first["path"], title=first["title"],
+        chunk_ids=tuple(c["id"] for c in group),
+        anchor=next(i for i, c in enumerate(group) if c["id"] == best.chunk_id),
+        spans=tuple(Span(c["page"], c["start"], c["end"]) for c in group),
+        text=_joined(group), heading_path=_heading_of(group, best.chunk_id),
+        score=best.score, similarity=max(m.similarity for m in members),
+        keyword_score=max(keyword_scores) if keyword_scores else None,
+        rerank_score=best.rerank_score,
+    )
+
+
+def _heading_of(group: Sequence[dict], chunk_id: int) -> tuple[str, ...]:
+    return next(c["heading_path"] for c in group if c["id"] == chunk_id)
+
+
+def _joined(group: list[dict]) -> str:
+    """The chunks' text once: the overlap a chunk repeats from the one before is cut."""
+    text = group[0]["text"]
+    for before, chunk in zip(group, group[1:]):
+        piece = chunk["text"]
+        if chunk["page"] == before["page"] and chunk["start"] < before["end"]:
+            piece = piece[before["end"] - chunk["start"]:].lstrip()
+        if piece:
+            text += ("\n" if chunk["page"] != before["page"] else " ") + piece
+    return text

@@ -1,0 +1,222 @@
+"""The `ask`, `chat` and `eval` commands: grounded answers from a terminal, and their measurement."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import threading
+
+from engine.cli.index import collection_option
+from engine.errors import EngineError
+
+QUOTE_WIDTH = 160
+
+
+def add_commands(commands, common, paths_of, ctrl_c_sets, cancelled_exit: int) -> None:
+    """Register the commands; `ctrl_c_sets(event)` makes the first Ctrl-C set the event."""
+    collection = collection_option()
+    answering = _answering_options()
+
+    ask = commands.add_parser("ask", parents=[common, collection, answering],
+                              help="answer one question from the indexed manuals, with sources")
+    ask.add_argument("question", metavar="QUESTION")
+    ask.add_argument("--json", action="store_true",
+                     help="print one JSON object: answer, citations, answerable, stats")
+    ask.set_defaults(run=lambda args: _ask(args, paths_of(args), ctrl_c_sets, cancelled_exit))
+
+    chat = commands.add_parser("chat", parents=[common, collection, answering],
+                               help="an interactive session that remembers the conversation")
+    chat.set_defaults(run=lambda args: _chat(args, paths_of(args), ctrl_c_sets))
+
+    evaluate = commands.add_parser("eval", parents=[common, collection, answering],
+                                   help="measure retrieval and answers on a QA set (JSON lines)")
+    evaluate.add_argument("qa", metavar="QA.jsonl")
+    evaluate.add_argument("--retrieval-only", action="store_true", help="skip generating answers")
+    evaluate.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    evaluate.add_argument("--details", metavar="FILE", help="write one JSON line per question here")
+    evaluate.set_defaults(run=lambda args: _eval(args, paths_of(args)))
+
+
+def _answering_options():
+    from argparse import ArgumentParser
+
+    options = ArgumentParser(add_help=False)
+    options.add_argument("--model", metavar="NAME",
+                         help="an imported model's name (default: the built-in one)")
+    options.add_argument("--no-rerank", action="store_true",
+                         help="skip the imported cross-encoder even if there is one")
+    return options
+
+
+def _open(args, paths):
+    from engine.answer.assistant import open_assistant
+    from engine.cli.main import llm_folder
+
+    return open_assistant(paths, args.collection, llm_folder(paths, args.model), args.provider,
+                          use_reranker=not args.no_rerank)
+
+
+# -- ask and chat --------------------------------------------------------------------------
+
+def _ask(args, paths, ctrl_c_sets, cancelled_exit: int) -> int:
+    cancel = threading.Event()
+    with _open(args, paths) as assistant, ctrl_c_sets(cancel):
+        events = assistant.ask(args.question, cancel=cancel)
+        outcome = _print_json(args.question, events) if args.json else _print_answer(events)
+    if outcome is None:
+        return 1
+    return cancelled_exit if cancel.is_set() else 0
+
+
+def _chat(args, paths, ctrl_c_sets) -> int:
+    history: list[dict] = []
+    print("Ask about your manuals. An empty line or Ctrl-D ends; Ctrl-C stops an answer.", file=sys.stderr)
+    with _open(args, paths) as assistant:
+        while True:
+            try:
+                question = input("\n> ").strip()
+            except EOFError:
+                break
+            if not question or question.lower() in ("exit", "quit"):
+                break
+            cancel = threading.Event()
+            with ctrl_c_sets(cancel):
+                answer = _print_answer(assistant.ask(question, history, cancel))
+            if answer is not None:
+                history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    return 0
+
+
+def _print_answer(events) -> str | None:
+    """Streams the text, then lists the sources; the answer, or None after an error."""
+    _utf8_safe(sys.stdout)
+    answer, citations = None, ()
+    for event in events:
+        if event.kind == "text":
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif event.kind == "citations":
+            sys.stdout.write("\n")
+            citations = event.citations
+        elif event.kind == "done":
+            answer = event.answer
+            if event.stats.answerable and not event.stats.well_supported:
+                print("\nNote: much of this answer is not in the manuals; check it against the passages below.")
+            _print_sources(citations)
+            _print_stats(event.stats)
+        elif event.kind == "error":
+            print(f"error: {event.message}", file=sys.stderr)
+    return answer
+
+
+def _print_sources(citations) -> None:
+    if not citations:
+        return
+    cited = any(c.cited for c in citations)
+    print("\nSources:" if cited else "\nPassages (the answer cites none of them):")
+    for c in citations:
+        pages = ", ".join(str(n) for n in c.passage.pages)
+        word = "pages" if len(c.passage.pages) > 1 else "page"
+        quote = c.quote if len(c.quote) <= QUOTE_WIDTH else c.quote[:QUOTE_WIDTH - 1] + "…"
+        print(f"  [{c.number}] {c.passage.document}, {word} {pages}: \"{quote}\"")
+
+
+def _print_stats(stats) -> None:
+    first = stats.time_to_first_token_s
+    first_text = f"first token after {first:.2f} s, " if first is not None else ""
+    print(f"[{first_text}{stats.new_tokens} tokens, total {stats.timings_s.get('total', 0):.2f} s, "
+          f"stages: {' '.join(stats.stages)}]", file=sys.stderr)
+
+
+def _print_json(question: str, events) -> dict | None:
+    """One JSON object for the whole answer (nothing streamed); None after an error."""
+    record: dict = {"question": question}
+    for event in events:
+        if event.kind == "passages":
+            record["answerable"] = event.answerable
+        elif event.kind == "citations":
+            record["citations"] = [_citation_json(c) for c in event.citations]
+        elif event.kind == "done":
+            record.update(answer=event.answer, stats=event.stats.to_dict())
+        elif event.kind == "error":
+            record.update(error=event.message)
+    print(json.dumps(record))  # \u escapes: valid on any console's encoding (Windows' cp1252 too)
+    return None if "error" in record else record
+
+
+def _citation_json(citation) -> dict:
+    found = citation.to_dict()
+    return {key: found[key] for key in ("number", "document", "path", "page", "pages", "quote", "cited")}
+
+
+def _utf8_safe(stream) -> None:
+    if hasattr(stream, "reconfigure"):
+        stream.reconfigure(errors="replace")  # a console that cannot show every character
+
+
+# -- eval ----------------------------------------------------------------------------------
+
+def _eval(args, paths) -> int:
+    from engine.evaluation.scoring import evaluate, summarize
+    from engine.evaluation.qa import load_qa
+
+    items = load_qa(args.qa)
+    try:
+        details = open(args.details, "w", encoding="utf-8") if args.details else None
+    except OSError as exc:
+        raise EngineError(f"The details file '{args.details}' could not be written ({exc.strerror}); "
+                          "choose another path.") from exc
+    try:
+        with _eval_parts(args, paths) as (retriever, assistant):
+            results = evaluate(items, retriever, assistant, on_result=_progress_to(len(items), details))
+    finally:
+        if details is not None:
+            details.close()
+    print(file=sys.stderr)
+    summary = summarize(results)
+    print(json.dumps(summary, indent=1) if args.json else summary_table(summary))
+    return 0
+
+
+@contextlib.contextmanager
+def _eval_parts(args, paths):
+    """(retriever, assistant) with the LLM, or (retriever, None) for --retrieval-only."""
+    if not args.retrieval_only:
+        with _open(args, paths) as assistant:
+            yield assistant.retriever, assistant
+        return
+    from engine.answer.assistant import imported_reranker
+    from engine.store.indexer import default_embedder, open_collection
+    from engine.answer.retrieval import Retriever
+
+    embedder = default_embedder(paths)
+    with open_collection(paths, args.collection, embedder, read_only=True) as store:
+        reranker = None if args.no_rerank else imported_reranker(paths)
+        yield Retriever(store, embedder, reranker), None
+
+
+def _progress_to(total: int, details):
+    done = 0
+
+    def report(result) -> None:
+        nonlocal done
+        done += 1
+        print(f"\r{done}/{total} questions", end="", file=sys.stderr, flush=True)
+        if details is not None:
+            details.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+            details.flush()
+    return report
+
+
+def summary_table(summary: dict) -> str:
+    lines = [f"{summary['questions']} questions: {summary['answerable']} answerable, "
+             f"{summary['unanswerable']} not"]
+    for key in ("hit@1", "hit@3", "hit@5", "hit@10", "mrr@5", "keyword_hit_rate", "keyword_any_rate",
+                "evidence_hit_rate", "refusal_accuracy", "false_refusal_rate"):
+        value = summary.get(key)
+        lines.append(f"  {key:<20} {'-' if value is None else f'{value:.3f}'}")
+    lines.append("  latency (s)          p50      p95")
+    for stage, figures in summary["latency_s"].items():
+        lines.append(f"    {stage:<18} {figures['p50']:>7.3f}  {figures['p95']:>7.3f}")
+    return "\n".join(lines)

@@ -1,0 +1,189 @@
+"""CLI commands for collections: `index PATH...`, `docs list`, `docs remove`."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.types import IndexProgress
+
+CANCELLED_EXIT = 130
+
+
+def add_commands(commands, common, paths_of) -> None:
+    """Register the commands; `paths_of(args)` gives the AppPaths of a command's --data-dir."""
+    collection = collection_option()
+
+    index = commands.add_parser("index", parents=[common, collection],
+                                help="index files and folders (PDF, TXT, Markdown, HTML, DOCX)")
+    index.add_argument("inputs", nargs="+", metavar="PATH")
+    index.add_argument("--json", action="store_true", help="one JSON line per finished document")
+    index.set_defaults(run=lambda args: _index(args, paths_of(args)))
+
+    docs = commands.add_parser("docs", help="list or remove indexed documents")
+    actions = docs.add_subparsers(title="actions", metavar="ACTION")
+    docs.set_defaults(run=lambda args: (docs.print_help(sys.stderr), 2)[1])
+    listing = actions.add_parser("list", parents=[common, collection], help="the documents and their status")
+    listing.add_argument("--json", action="store_true", help="one JSON object per document")
+    listing.set_defaults(run=lambda args: _docs_list(args, paths_of(args)))
+    remove = actions.add_parser("remove", parents=[common, collection], help="remove documents")
+    remove.add_argument("documents", nargs="+", metavar="PATH_OR_ID")
+    remove.set_defaults(run=lambda args: _docs_remove(args, paths_of(args)))
+
+
+def collection_option():
+    from argparse import ArgumentParser
+
+    from engine.paths import DEFAULT_COLLECTION
+
+    option = ArgumentParser(add_help=False)
+    option.add_argument("--collection", metavar="NAME", default=DEFAULT_COLLECTION,
+                        help=f"the collection to use (default: {DEFAULT_COLLECTION})")
+    return option
+
+
+# -- index --------------------------------------------------------------------------------
+def _index(args, paths) -> int:
+    from engine.store.indexer import Indexer, default_embedder, open_collection
+
+    missing = [p for p in args.inputs if not Path(p).exists()]
+    if missing:
+        raise EngineError(f"Not found: {', '.join(missing)}. Check the path and try again.")
+    cancel = threading.Event()
+    embedder = default_embedder(paths.ensure())
+    with open_collection(paths, args.collection, embedder) as store, _first_ctrl_c_sets(cancel):
+        bar = _ProgressBar(sys.stderr)
+        for event in Indexer(store, embedder).run(args.inputs, cancel):
+            _report(event, bar, args.json)
+        bar.finish()
+        if cancel.is_set():
+            print(f"Stopped after {bar.last.documents_done if bar.last else 0} documents; "
+                  "run the same command again to carry on.", file=sys.stderr)
+            return CANCELLED_EXIT
+        _summary(bar, store)
+    return 0
+
+
+@contextlib.contextmanager
+def _first_ctrl_c_sets(cancel: threading.Event):
+    """The first Ctrl-C stops indexing cleanly at the next batch; a second one at once."""
+    def handler(signum, frame):
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+        sys.stderr.write("\nStopping after the current batch (Ctrl-C again to stop at once)...\n")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool) -> None:
+    bar.show(event)
+    outcome = event.outcome
+    if outcome is None:
+        return
+    if as_json:
+        print(json.dumps({"path": outcome.path, "status": outcome.status, "reason": outcome.reason,
+                          "pages": outcome.pages, "chunks": outcome.chunks}), flush=True)
+    elif outcome.status != "ready":
+        bar.note(f"{outcome.status.replace('_', ' ')}: {outcome.reason}")
+
+
+def _summary(bar: "_ProgressBar", store) -> None:
+    last = bar.last
+    if last is None:
+        print("Nothing to index: no PDF, TXT, Markdown, HTML or DOCX files there.", file=sys.stderr)
+        return
+    stats = store.stats()
+    print(f"Indexed {last.documents_done} documents, {last.pages_done} pages in {last.elapsed_s:.1f} s "
+          f"({last.pages_per_s:.1f} pages/s). The collection holds {stats.get('documents', '?')} documents, "
+          f"{stats.get('chunks', '?')} chunks.", file=sys.stderr)
+
+
+class _ProgressBar:
+    """One line on a terminal, redrawn in place; plain lines when not a terminal."""
+
+    WIDTH = 24
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.live = stream.isatty()
+        self.last: IndexProgress | None = None
+
+    def show(self, event: IndexProgress) -> None:
+        self.last = event
+        if not self.live and event.outcome is None:
+            return
+        line = self._line(event)
+        if self.live:
+            self.stream.write("\r\x1b[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        self.stream.write(("\r\x1b[K" if self.live else "") + text + "\n")
+        if self.live and self.last is not None:
+            self.stream.write(self._line(self.last))
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.live:
+            self.stream.write("\n")
+            self.stream.flush()
+
+    def _line(self, e: IndexProgress) -> str:
+        fraction = e.bytes_done / e.bytes_total if e.bytes_total else 0.0
+        filled = int(fraction * self.WIDTH)
+        eta = "" if e.eta_s is None else f" ETA {_duration(e.eta_s)}"
+        return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
+                f"{e.pages_done} pages, {e.pages_per_s:.1f} pages/s{eta}  {Path(e.current_file).name}")
+
+
+def _duration(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+# -- docs ---------------------------------------------------------------------------------
+def _docs_list(args, paths) -> int:
+    from engine.store.indexer import open_collection
+
+    with open_collection(paths, args.collection, read_only=True) as store:
+        documents = store.list_documents()
+    if args.json:
+        for doc in documents:
+            print(json.dumps(doc, default=str))
+        return 0
+    for doc in documents:
+        reason = f"  ({doc['error']})" if doc.get("error") else ""
+        print(f"{doc['id']:>5}  {doc['status']:<20} {doc.get('page_count') or 0:>5} pages "
+              f"{doc.get('chunk_count') or 0:>6} chunks  {doc['path']}{reason}")
+    if not documents:
+        print("The collection is empty.", file=sys.stderr)
+    return 0
+
+
+def _docs_remove(args, paths) -> int:
+    from engine.store.indexer import open_collection
+
+    with open_collection(paths, args.collection) as store:
+        missing = [d for d in args.documents if not store.remove_document(_path_or_id(d))]
+        store.flush()
+    if missing:
+        raise EngineError(f"Not in the collection: {', '.join(missing)}; see 'docs list'.")
+    return 0
+
+
+def _path_or_id(text: str):
+    if text.isdigit():
+        return int(text)
+    return str(Path(text).resolve()) if Path(text).exists() else text

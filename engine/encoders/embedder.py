@@ -1,0 +1,287 @@
+"""Embedder: sentence embeddings from an ONNX export (model.onnx + tokenizer.json).
+
+Works with any sentence-transformers ONNX export: the session's inputs are introspected
+(token_type_ids only when the model asks for it), a `sentence_embedding` output is used as it
+is, a token-level output (`last_hidden_state`, `token_embeddings`) is mean-pooled with the
+attention mask. Vectors are L2-normalised float32, so a dot product is the cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import ModelError
+
+POOLED_OUTPUTS = ("sentence_embedding",)
+TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
+ID_SAMPLE_BYTES = 1 << 20  # model_id hashes this much from each end of model.onnx
+
+
+class Embedder:
+    """    with Embedder.from_files(resolve_embedder(paths)) as embedder:
+            vectors = embedder.encode_documents(chunk_texts)  # [n, dimension]
+            query = embedder.encode_queries("how do I ...")   # [dimension]
+
+    The tokenizer is ready at once (`count_tokens` needs no model); the ONNX session is
+    created by `load()`, or on first use."""
+
+    def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
+                 threads: int | None = None, max_tokens: int = 256,
+                 providers: Sequence[str] | None = None, int8_activations: bool = False):
+        self.model_path = Path(model_path)
+        self.tokenizer_path = Path(tokenizer_path)
+        self.threads = threads or physical_cores()
+        self.providers = list(providers) if providers else ["CPUExecutionProvider"]
+        # True: int8 weights used as int8, activations quantized per call (embedder_graph).
+        # Off by default: only ~1.25x faster here, and a text's vector then depends on its
+        # batch (one activation scale per call); see docs/benchmarks.md. No-op for float models.
+        self.int8_activations = int8_activations
+        self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
+        self._encoder = _load_tokenizer(self.tokenizer_path, self.max_tokens)
+        self._counter = _load_tokenizer(self.tokenizer_path, None)
+        self._session = None
+        self._inputs: dict[str, np.dtype] = {}
+        self._output = ""
+        self._pooled = False
+        self._dimension = 0
+        self._model_id = ""
+
+    @classmethod
+    def from_files(cls, files, **options) -> "Embedder":
+        """From an `EmbedderFiles` (see engine.models.registry.resolve_embedder)."""
+        return cls(files.model, files.tokenizer, **options)
+
+    # -- lifetime -------------------------------------------------------------------------
+    def load(self) -> "Embedder":
+        if self._session is not None:
+            return self
+        session = _open_session(self.model_path, self.threads, self.providers, self.int8_activations)
+        self._inputs = _input_types(session, self.model_path)
+        self._output, self._pooled = _choose_output(session, self.model_path)
+        self._session = session
+        # The warm-up run also tells the dimension; without it the first query pays for
+        # onnxruntime's lazy allocations.
+        self._dimension = int(self._run(self._encoder.encode_batch(["warm up"]))[0].shape[-1])
+        return self
+
+    def close(self) -> None:
+        self._session = None
+
+    def __enter__(self) -> "Embedder":
+        return self.load()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- facts ----------------------------------------------------------------------------
+    @property
+    def dimension(self) -> int:
+        self.load()
+        return self._dimension
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The inputs the model asked for (token_type_ids only if it has that input)."""
+        self.load()
+        return tuple(self._inputs)
+
+    @property
+    def model_id(self) -> str:
+        """'<name>:<16 hex>': the folder (or file) name, and a SHA-256 over model.onnx's size,
+        its first and last MiB, and the whole tokenizer.json. Hashing both ends keeps opening
+        a big model cheap while any re-export or re-quantisation still changes the id."""
+        if not self._model_id:
+            self._model_id = compute_model_id(self.model_path, self.tokenizer_path)
+        return self._model_id
+
+    # -- tokens ---------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        """Tokens in `text` without special tokens and without truncation."""
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        encodings = self._counter.encode_batch_fast(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encodings]
+
+    # -- embeddings -----------------------------------------------------------------------
+    def encode_documents(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """[n, dimension] float32 unit vectors; a single string gives [dimension]."""
+        return self._encode(texts, batch_size)
+
+    def encode_queries(self, texts: str | Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return self._encode(texts, batch_size)
+
+    def _encode(self, texts: str | Sequence[str], batch_size: int) -> np.ndarray:
+        self.load()
+        if isinstance(texts, str):
+            return self._encode([texts], batch_size)[0]
+        encodings = self._encoder.encode_batch(list(texts))
+        result = np.zeros((len(encodings), self._dimension), dtype=np.float32)
+        # Similar lengths together: each batch is padded only to its own longest text.
+        order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
+        for first in range(0, len(order), max(1, batch_size)):
+            rows = order[first:first + batch_size]
+            result[rows] = self._run([encodings[i] for i in rows])
+        return result
+
+    def _run(self, encodings) -> np.ndarray:
+        ids, mask = _pad([e.ids for e in encodings])
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        feed = {name: feed[name].astype(dtype, copy=False) for name, dtype in self._inputs.items()}
+        (output,) = self._session.run([self._output], feed)
+        vectors = output if self._pooled else _mean_pool(output, mask)
+        return _normalise(vectors.astype(np.float32, copy=False))
+
+
+# -- helpers --------------------------------------------------------------------------------
+def physical_cores() -> int:
+    """Physical cores this process may use: hyper-threads slow down onnxruntime's matmuls."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            package = ""
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "physical id":
+                    package = value.strip()
+                elif key.strip() == "core id":
+                    cores.add((package, value.strip()))
+    except OSError:
+        pass
+    return max(1, min(usable or 1, len(cores) or usable or 1))
+
+
+def declared_max_tokens(model_path: Path, tokenizer_path: Path) -> int:
+    """The sequence limit the export folder declares (sentence-transformers' max_seq_length,
+    else the model's position embeddings); a large number when it declares none."""
+    for folder in dict.fromkeys((tokenizer_path.parent, model_path.parent)):
+        for name, key in (("sentence_bert_config.json", "max_seq_length"),
+                          ("config.json", "max_position_embeddings")):
+            value = _json_value(folder / name, key)
+            if isinstance(value, int) and value > 0:
+                return value
+    return 1 << 30
+
+
+def _json_value(path: Path, key: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _load_tokenizer(path: Path, max_tokens: int | None):
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for bad files
+        raise ModelError(f"The tokenizer '{path}' cannot be read ({exc}); import the model "
+                         "folder again, with its tokenizer.json.") from exc
+    # Exports often ship fixed padding (all-MiniLM: 128); we pad per batch ourselves.
+    tokenizer.no_padding()
+    if max_tokens is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(max_length=max_tokens)
+    return tokenizer
+
+
+def _open_session(model_path: Path, threads: int, providers: list[str], int8_activations: bool):
+    import onnxruntime as ort
+
+    from engine.encoders.embedder_graph import EXACT_INT8_CONFIG, prepared_model
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1  # one graph at a time: parallelism is inside the matmuls
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Idle worker threads sleep instead of spinning: document parsing runs on the same cores.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        # The fused op is a CPU kernel: on a GPU provider it would pull the matmuls back to the CPU.
+        on_cpu = providers[0] == "CPUExecutionProvider"
+        rewritten, int8_applied = prepared_model(model_path, int8_activations and on_cpu)
+        if int8_applied:
+            options.add_session_config_entry(*EXACT_INT8_CONFIG)
+        return ort.InferenceSession(rewritten or str(model_path), options, providers=providers)
+    except Exception as exc:  # onnxruntime raises its own exception types, not exported
+        raise ModelError(f"The embedding model '{model_path}' cannot be loaded ({exc}); "
+                         "import a valid ONNX export of the model again.") from exc
+
+
+_NUMPY_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
+
+
+def _input_types(session, model_path: Path) -> dict[str, np.dtype]:
+    known = ("input_ids", "attention_mask", "token_type_ids")
+    types = {}
+    for arg in session.get_inputs():
+        if arg.name not in known or arg.type not in _NUMPY_TYPES:
+            raise ModelError(f"The embedding model '{model_path}' expects an input "
+                             f"'{arg.name}' ({arg.type}) that this app cannot provide; use a "
+                             "BERT-style sentence-transformers export.")
+        types[arg.name] = _NUMPY_TYPES[arg.type]
+    if "input_ids" not in types:
+        raise ModelError(f"The embedding model '{model_path}' has no 'input_ids' input; "
+                         "use a BERT-style sentence-transformers export.")
+    return types
+
+
+def _choose_output(session, model_path: Path) -> tuple[str, bool]:
+    """(output name, already pooled?): a pooled sentence output wins over token outputs."""
+    outputs = {arg.name: len(arg.shape or ()) for arg in session.get_outputs()}
+    for name in POOLED_OUTPUTS:
+        if name in outputs:
+            return name, True
+    for name in TOKEN_OUTPUTS:
+        if name in outputs:
+            return name, False
+    # BERT's pooler_output (CLS through a dense layer) is not a sentence embedding: an
+    # unknown export is only trusted for token vectors, which we pool ourselves.
+    for name, rank in outputs.items():
+        if rank == 3:
+            return name, False
+    raise ModelError(f"The embedding model '{model_path}' has no token or sentence embedding "
+                     "output; use a sentence-transformers export.")
+
+
+def _pad(sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    width = max(1, max(len(s) for s in sequences))
+    ids = np.zeros((len(sequences), width), dtype=np.int64)
+    mask = np.zeros((len(sequences), width), dtype=np.int64)
+    for row, sequence in enumerate(sequences):
+        ids[row, :len(sequence)] = sequence
+        mask[row, :len(sequence)] = 1
+    return ids, mask
+
+
+def _mean_pool(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (tokens * weights).sum(axis=1)
+    return summed / np.maximum(weights.sum(axis=1), 1e-9)
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def compute_model_id(model_path: Path, tokenizer_path: Path) -> str:
+    size = model_path.stat().st_size
+    digest = hashlib.sha256(f"size:{size}\n".encode())
+    with open(model_path, "rb") as model:
+        digest.update(model.read(ID_SAMPLE_BYTES))
+        model.seek(max(0, size - ID_SAMPLE_BYTES))
+        digest.update(model.read(ID_SAMPLE_BYTES))
+    digest.update(hashlib.sha256(tokenizer_path.read_bytes()).digest())
+    name = model_path.parent.name if model_path.stem == "model" else model_path.stem
+    return f"{name}:{digest.hexdigest()[:16]}"

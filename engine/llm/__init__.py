@@ -1,0 +1,2 @@
+"""The language model: LocalLLM (onnxruntime-genai in this process), its child-process client
+with the same API (process, the way the app runs it), and the execution-provider choice."""

@@ -1,0 +1,220 @@
+"""LocalLLM: a chat model on onnxruntime-genai, streamed token by token.
+
+onnxruntime-genai holds Python's GIL while it runs, so an interactive caller should use
+`engine.llm.process.LLMClient`, which runs this class in a separate process with the same API.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from engine.errors import GenerationError, ModelError
+from engine.llm.hardware import choose_provider
+from engine.types import GenerationParams, GenerationResult, GenerationStats
+
+Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
+
+
+class CancelFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class GenerationStream:
+    """Iterates over text pieces; `stats` is set once the iteration has ended."""
+
+    def __init__(self, pieces: Iterator[str | GenerationStats]):
+        self._pieces = pieces
+        self.stats: GenerationStats | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        for item in self._pieces:
+            if isinstance(item, GenerationStats):
+                self.stats = item
+            else:
+                yield item
+
+    def collect(self) -> GenerationResult:
+        text = "".join(self)
+        assert self.stats is not None
+        return GenerationResult(text, self.stats)
+
+
+class LocalLLM:
+    def __init__(self, model_dir: str | Path, provider: str = "auto"):
+        self.model_dir = Path(model_dir)
+        self.requested_provider = provider
+        self.provider: str | None = None
+        self.context_length = 0
+        self._model = None
+        self._tokenizer = None
+        self._chat_template: str | None = None
+
+    # -- lifetime -------------------------------------------------------------------------
+    def load(self) -> "LocalLLM":
+        if self._model is not None:
+            return self
+        import onnxruntime_genai as og
+
+        from engine.models.genai_folder import check_genai_folder
+
+        genai_config = check_genai_folder(self.model_dir)
+        self.provider = choose_provider(self.requested_provider)
+        config = og.Config(str(self.model_dir))
+        config.clear_providers()
+        if self.provider != "cpu":
+            config.append_provider(self.provider)
+        try:
+            self._model = og.Model(config)
+            self._tokenizer = og.Tokenizer(self._model)
+        except Exception as exc:  # onnxruntime-genai raises plain RuntimeError
+            raise ModelError(
+                f"The model in '{self.model_dir}' could not be loaded ({exc}); "
+                "prepare it again with 'offline-assistant-cli models prepare'."
+            ) from exc
+        self.context_length = int(genai_config["model"]["context_length"])
+        self._chat_template = _read_chat_template(self.model_dir)
+        return self
+
+    def close(self) -> None:
+        self._tokenizer = None
+        self._model = None
+
+    def __enter__(self) -> "LocalLLM":
+        return self.load()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- text -----------------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return len(self._loaded_tokenizer().encode(text))
+
+    def render(self, messages: Sequence[Message]) -> str:
+        """The prompt text for a chat, by the model's own chat template."""
+        tokenizer = self._loaded_tokenizer()
+        kwargs = {"add_generation_prompt": True}
+        if self._chat_template:
+            kwargs["template_str"] = self._chat_template
+        return tokenizer.apply_chat_template(json.dumps(list(messages)), **kwargs)
+
+    def fit_messages(self, messages: Sequence[Message], max_new_tokens: int) -> list[int]:
+        """Token ids of the prompt. Drops the oldest turns (never the system message nor the
+        last one) until prompt plus answer fit the context; refuses when even that fails."""
+        messages = list(messages)
+        if not messages:
+            raise GenerationError("Nothing to answer: the conversation is empty.")
+        budget = self.context_length - max(1, min(max_new_tokens, self.context_length // 2))
+        while True:
+            ids = self._loaded_tokenizer().encode(self.render(messages))
+            if len(ids) <= budget:
+                return list(ids)
+            droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
+            if not droppable:
+                raise GenerationError(
+                    f"The message is too long for the model: {len(ids)} tokens, and the model "
+                    f"reads at most {budget} besides its answer. Shorten the question."
+                )
+            del messages[droppable[0]]
+
+    # -- generation -----------------------------------------------------------------------
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 50,
+        seed: int | None = None,
+        cancel: CancelFlag | None = None,
+    ) -> GenerationStream:
+        params = GenerationParams(max_new_tokens, temperature, top_p, top_k, seed)
+        return GenerationStream(self._run(messages, params, cancel))
+
+    def generate(self, messages: Sequence[Message], **kwargs) -> GenerationResult:
+        return self.stream(messages, **kwargs).collect()
+
+    def _run(self, messages, params: GenerationParams, cancel) -> Iterator[str | GenerationStats]:
+        import onnxruntime_genai as og
+
+        if params.max_new_tokens < 1:
+            raise GenerationError("max_new_tokens must be at least 1.")
+        start = time.perf_counter()
+        prompt = self.fit_messages(messages, params.max_new_tokens)
+        new_limit = min(params.max_new_tokens, self.context_length - len(prompt))
+        generator = og.Generator(self._model, self._search_params(params, len(prompt) + new_limit))
+        decoder = self._tokenizer.create_stream()
+        generator.append_tokens(prompt)
+        first_token_at = None
+        new_tokens, finish = 0, "length"
+        while new_tokens < new_limit:
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+                break
+            generator.generate_next_token()
+            token = int(generator.get_next_tokens()[0])
+            if first_token_at is None:
+                first_token_at = time.perf_counter()
+            if token in self._eos_ids():
+                finish = "stop"
+                break
+            new_tokens += 1
+            piece = decoder.decode(token)
+            if piece:
+                yield piece
+        del generator
+        yield self._stats(len(prompt), new_tokens, start, first_token_at, finish)
+
+    def _search_params(self, params: GenerationParams, max_length: int):
+        import onnxruntime_genai as og
+
+        search = og.GeneratorParams(self._model)
+        options = {"max_length": max_length, "batch_size": 1}
+        if params.temperature <= 0:
+            options.update(do_sample=False)
+        else:
+            options.update(
+                do_sample=True,
+                temperature=float(params.temperature),
+                top_p=float(params.top_p),
+                top_k=int(params.top_k),
+            )
+            if params.seed is not None:
+                options["random_seed"] = int(params.seed)
+        search.set_search_options(**options)
+        return search
+
+    def _eos_ids(self) -> set[int]:
+        return {int(t) for t in self._tokenizer.eos_token_ids}
+
+    def _stats(self, prompt_tokens, new_tokens, start, first_token_at, finish) -> GenerationStats:
+        end = time.perf_counter()
+        first = first_token_at or end
+        decode_s = end - first
+        rate = (new_tokens - 1) / decode_s if new_tokens > 1 and decode_s > 0 else 0.0
+        return GenerationStats(
+            prompt_tokens=prompt_tokens,
+            new_tokens=new_tokens,
+            time_to_first_token_s=round(first - start, 4),
+            tokens_per_s=round(rate, 2),
+            total_s=round(end - start, 4),
+            finish_reason=finish,
+            provider=self.provider or "cpu",
+        )
+
+    def _loaded_tokenizer(self):
+        if self._tokenizer is None:
+            raise GenerationError("The model is not loaded; call load() first.")
+        return self._tokenizer
+
+
+def _read_chat_template(model_dir: Path) -> str | None:
+    config_file = model_dir / "tokenizer_config.json"
+    if not config_file.is_file():
+        return None
+    template = json.loads(config_file.read_text(encoding="utf-8")).get("chat_template")
+    return template if isinstance(template, str) else None

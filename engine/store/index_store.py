@@ -1,0 +1,770 @@
+"""A collection on disk: SQLite is the source of truth, faiss a cache derived from it.
+
+One folder per collection:
+  collection.sqlite3   documents, chunks (with their float32 embeddings), FTS5 over chunk text, meta
+  vectors-NNNNNN.faiss the dense index, named in meta together with its SHA-256
+  writer.lock          held (OS lock) by the one process allowed to write
+
+Durability:
+- WAL with synchronous=FULL: every committed document survives a power cut. This matters
+  beyond losing work: a faiss file may only cover chunk ids that SQLite will still have after
+  a crash, or a rolled-back id could later be given to another chunk. It costs one fsync per
+  document, small next to embedding that document.
+- Each document goes in with one transaction (its row, chunks, FTS rows), so it is either all
+  there or not there at all. Chunk ids come from AUTOINCREMENT and are never reused, so a
+  faiss id always means the same chunk, or a chunk that is gone.
+- faiss is persisted by flush() (the indexer calls it at the end of a run) and by close(), not
+  per document: writing it is O(all vectors), so per-document writes would be quadratic, while
+  catching up after a crash costs only reading the unflushed embeddings back from SQLite.
+  A flush writes a new file, fsyncs it, renames it, fsyncs the folder, and only then records
+  it in meta; the older file is deleted after that commit.
+- open() compares the ids in the faiss file with the chunk ids in SQLite: missing vectors are
+  added from SQLite, vectors of removed chunks are dropped. A missing, unreadable or
+  mismatching (checksum) file is rebuilt from SQLite. Dense hits are also checked against
+  SQLite before they are returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from engine.atomic_file import fsync_folder
+from engine.errors import EngineError
+from engine.types import Chunk
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+DB_NAME = "collection.sqlite3"
+LOCK_NAME = "writer.lock"
+VECTORS_GLOB = "vectors-*.faiss*"
+READY_STATUSES = ("ready", "ready_with_warnings")
+FAILED_STATUS = "failed"
+_ID_BATCH = 500  # ids per "IN (...)" query, well under SQLite's variable limit
+_MAX_QUERY_TERMS = 64  # bounds the cost of a pasted paragraph as a keyword query
+
+_SCHEMA = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE documents (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    path       TEXT NOT NULL UNIQUE,
+    sha256     TEXT NOT NULL,
+    size       INTEGER NOT NULL,
+    mtime      REAL NOT NULL,
+    status     TEXT NOT NULL CHECK (status IN ('ready', 'ready_with_warnings', 'failed')),
+    error      TEXT NOT NULL DEFAULT '',
+    page_count INTEGER NOT NULL DEFAULT 0,
+    title      TEXT NOT NULL DEFAULT '',
+    added_at   REAL NOT NULL
+);
+
+CREATE TABLE chunks (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id  INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    page         INTEGER NOT NULL,
+    start        INTEGER NOT NULL,
+    "end"        INTEGER NOT NULL,
+    text         TEXT NOT NULL,
+    heading_path TEXT NOT NULL DEFAULT '[]',
+    embedding    BLOB NOT NULL
+);
+CREATE INDEX chunks_by_document ON chunks(document_id);
+
+-- Default separators: "E-1234" and "R_LIBS_USER" are queried as phrases ("e" "1234"), which
+-- also finds "1234" or "LIBS_USER" alone and keeps hyphenated words ("well-known") findable
+-- by their parts; tokenchars '-_' would make each code one opaque token.
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    text, content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
+END;
+CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
+END;
+"""
+
+_DOCUMENT_COLUMNS = """d.id, d.path, d.sha256, d.size, d.mtime, d.status, d.error, d.page_count,
+    d.title, d.added_at, (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunk_count"""
+
+_CHUNK_COLUMNS = """c.id, c.document_id, d.path, d.title, c.page, c.start, c."end", c.text,
+    c.heading_path"""
+
+
+class IndexStore:
+    """One collection. Use from one thread at a time; open it with IndexStore.open()."""
+
+    def __init__(self, folder: Path, db: sqlite3.Connection, lock, meta: dict, mismatch: str):
+        self.folder = folder
+        self._db = db
+        self._lock = lock  # None when read-only
+        self._meta = meta
+        self._mismatch = mismatch  # why adding and dense search are refused; "" when allowed
+        self._dimension = int(meta["dimension"])
+        self._vectors: _Vectors | None = None
+        self._dirty = False
+        self._data_version = 0
+        self.open_report: dict = {}
+
+    # -- opening and closing ---------------------------------------------------------------
+
+    @classmethod
+    def open(cls, folder: Path, *, embedder_id: str | None, dimension: int | None, create: bool = True,
+             read_only: bool = False) -> "IndexStore":
+        """Open (or create) the collection in `folder`. embedder_id and dimension may be None
+        to take whatever the collection was built with (no new collection, then).
+
+        A writer holds the collection's lock until close(); a second writer gets an EngineError.
+        A collection built with another embedder cannot be opened for writing; read-only it
+        can be listed and keyword-searched, but dense search is refused until re-embedded.
+        """
+        folder = Path(folder)
+        db_path = folder / DB_NAME
+        if not db_path.exists() and (read_only or not create):
+            raise EngineError(f"There is no collection in '{folder}'; index some documents into it first.")
+        lock = None if read_only else _take_writer_lock(folder)
+        try:
+            db = _connect(db_path, read_only)
+            try:
+                return cls._from_connection(folder, db, lock, embedder_id, dimension, read_only)
+            except BaseException:
+                db.close()
+                raise
+        except BaseException as exc:
+            if lock is not None:
+                lock.close()
+            if type(exc) is sqlite3.DatabaseError:  # not a database, malformed (not locked, not I/O)
+                raise EngineError(f"The collection in '{folder}' is damaged ({exc}); "
+                                  "remove the folder and index the documents again.") from exc
+            raise
+
+    @classmethod
+    def _from_connection(cls, folder, db, lock, embedder_id, dimension, read_only) -> "IndexStore":
+        if not read_only and not _has_schema(db):
+            if not embedder_id or not dimension:
+                raise ValueError("a new collection needs embedder_id and dimension")
+            _create_schema(db, embedder_id, dimension)
+        meta = _read_meta(db, folder)
+        mismatch = _embedder_mismatch(meta, embedder_id, dimension, folder)
+        if mismatch and not read_only:
+            raise EngineError(mismatch)
+        store = cls(folder, db, lock, meta, mismatch)
+        if not mismatch:
+            store._load_vectors()
+        if lock is not None:
+            store._remove_stale_vector_files()
+        return store
+
+    def close(self) -> None:
+        """Persist the faiss cache if it changed, then release the database and the lock."""
+        if self._db is None:
+            return
+        try:
+            if self._lock is not None:
+                self.flush()
+        finally:
+            self._db.close()
+            self._db = None
+            if self._lock is not None:
+                self._lock.close()
+                self._lock = None
+
+    def __enter__(self) -> "IndexStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def read_only(self) -> bool:
+        return self._lock is None
+
+    @property
+    def embedder_id(self) -> str:
+        return self._meta["embedder_id"]
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    # -- documents ---------------------------------------------------------------------------
+
+    def find_document(self, path: str | Path) -> dict | None:
+        row = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.path = ?",
+                               (str(path),)).fetchone()
+        return dict(row) if row else None
+
+    def is_unchanged(self, path: str | Path, sha256: str) -> bool:
+        """True when this path is stored with this content (whatever its status was)."""
+        known = self.find_document(path)
+        return known is not None and known["sha256"] == sha256
+
+    def list_documents(self) -> list[dict]:
+        rows = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d ORDER BY d.path")
+        return [dict(row) for row in rows]
+
+    def add_document(self, path: str | Path, sha256: str, size: int, mtime: float, title: str,
+                     page_count: int, chunks: list[Chunk], embeddings: np.ndarray,
+                     status: str = "ready", error: str = "") -> int:
+        """Store a document with its chunks in one transaction, replacing any document with
+        the same path. Returns the new document id."""
+        self._require_writable()
+        if status not in READY_STATUSES:
+            raise ValueError(f"status must be one of {READY_STATUSES}, not {status!r}")
+        vectors = _normalised(_as_matrix(embeddings, len(chunks), self._dimension))
+        with self._write_transaction():
+            removed = self._delete_document_rows(path)
+            document_id = self._insert_document(path, sha256, size, mtime, status, error, page_count, title)
+            self._db.executemany(
+                'INSERT INTO chunks (document_id, page, start, "end", text, heading_path, embedding)'
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                _chunk_rows(document_id, chunks, vectors))
+            new_ids = self._chunk_ids_of(document_id)
+        self._after_commit(removed, new_ids, vectors)
+        return document_id
+
+    def record_failure(self, path: str | Path, sha256: str, size: int, mtime: float,
+                       status: str = FAILED_STATUS, error: str = "") -> int:
+        """Keep a document that could not be indexed listed with its reason (no chunks)."""
+        self._require_writer()
+        if status != FAILED_STATUS:
+            raise ValueError(f"a failure's status is {FAILED_STATUS!r}, not {status!r}")
+        with self._write_transaction():
+            removed = self._delete_document_rows(path)
+            document_id = self._insert_document(path, sha256, size, mtime, status, error, 0, "")
+        self._after_commit(removed, [], None)
+        return document_id
+
+    def remove_document(self, path_or_id: str | Path | int) -> bool:
+        """Remove a document, its chunks and their vectors. False when there was none."""
+        self._require_writer()
+        if isinstance(path_or_id, int):
+            row = self._db.execute("SELECT path FROM documents WHERE id = ?", (path_or_id,)).fetchone()
+            if row is None:
+                return False
+            path_or_id = row["path"]
+        with self._write_transaction():
+            existed = self.find_document(path_or_id) is not None
+            removed = self._delete_document_rows(path_or_id)
+        self._after_commit(removed, [], None)
+        return existed
+
+    # -- chunks and search -------------------------------------------------------------------
+
+    def chunk(self, chunk_id: int) -> dict:
+        found = self.chunks([chunk_id])
+        if not found:
+            raise KeyError(f"no chunk {chunk_id} in this collection")
+        return found[0]
+
+    def chunks(self, chunk_ids: Iterable[int]) -> list[dict]:
+        """The chunks that exist among these ids, in the order asked, with their document."""
+        wanted = [int(i) for i in chunk_ids]
+        found = {}
+        for batch in _batches(wanted):
+            marks = ",".join("?" * len(batch))
+            sql = (f"SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id"
+                   f" WHERE c.id IN ({marks})")
+            found.update((row["id"], _chunk_dict(row)) for row in self._db.execute(sql, batch))
+        return [found[i] for i in wanted if i in found]
+
+    def neighbours(self, chunk_id: int, before: int = 1, after: int = 1) -> list[dict]:
+        """The chunk and up to before/after chunks next to it in the same document, in order."""
+        rows = self._db.execute(
+            f"""SELECT * FROM (
+                    SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id
+                    WHERE c.document_id = (SELECT document_id FROM chunks WHERE id = :id) AND c.id < :id
+                    ORDER BY c.id DESC LIMIT :before)
+                UNION ALL
+                SELECT * FROM (
+                    SELECT {_CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id = c.document_id
+                    WHERE c.document_id = (SELECT document_id FROM chunks WHERE id = :id) AND c.id >= :id
+                    ORDER BY c.id LIMIT :after + 1)""",
+            {"id": chunk_id, "before": before, "after": after})
+        return sorted((_chunk_dict(row) for row in rows), key=lambda c: c["id"])
+
+    def search_dense(self, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Chunk ids and cosine scores (inner product of normalised vectors), best first."""
+        self._require_embedder()
+        query = _normalised(_as_matrix(query_vector, 1, self._dimension))
+        self._refresh_if_changed_elsewhere()
+        hits = self._vectors.search(query, k)
+        existing = self._existing_chunk_ids([chunk_id for chunk_id, _ in hits])
+        return [(chunk_id, score) for chunk_id, score in hits if chunk_id in existing]
+
+    def embeddings(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
+        """The stored (normalised) embeddings of the chunks that exist among these ids."""
+        found: dict[int, np.ndarray] = {}
+        for batch in _batches([int(i) for i in chunk_ids]):
+            ids, vectors = self._embeddings_of(batch)
+            found.update(zip(ids, vectors))
+        return found
+
+    def search_keyword(self, query: str, k: int, prefixes: Iterable[str] = ()) -> list[tuple[int, float]]:
+        """Chunk ids and BM25 scores (higher is better), best first. Any text is a safe query:
+        each word is searched as a quoted phrase, so FTS5 syntax in it means nothing.
+        `prefixes` also match any word they begin (stems: 'print' finds 'printing')."""
+        match = fts_query(query, prefixes)
+        if not match or k <= 0:
+            return []
+        rows = self._db.execute(
+            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
+            (match, int(k)))
+        return [(row[0], -row[1]) for row in rows]  # FTS5's bm25 is negative: lower is better
+
+    def prefix_frequency(self, prefix: str) -> float:
+        """The fraction of chunks with a word that starts with `prefix` (0 for an empty one)."""
+        match = fts_query(prefix)
+        total = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        if not match or " OR " in match or total == 0:
+            return 0.0
+        found = self._db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
+                                 (match + "*",)).fetchone()[0]
+        return found / total
+
+    # -- state -------------------------------------------------------------------------------
+
+    def vector_ids(self) -> np.ndarray:
+        """The chunk ids the in-memory faiss index holds (sorted), for checks and stats."""
+        self._require_embedder()
+        return np.sort(self._vectors.ids())
+
+    def stats(self) -> dict:
+        counts = dict(self._db.execute("SELECT status, count(*) FROM documents GROUP BY status").fetchall())
+        chunks = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        return {
+            "folder": str(self.folder),
+            "schema_version": int(self._meta["schema_version"]),
+            "embedder_id": self.embedder_id,
+            "dimension": self._dimension,
+            "documents": sum(counts.values()),
+            "documents_by_status": counts,
+            "chunks": chunks,
+            "vectors": self._vectors.ntotal if self._vectors else 0,
+            "vectors_unsaved": self._dirty,
+            "faiss_file": self._meta.get("faiss_file", ""),
+            "faiss_max_chunk_id": int(self._meta.get("faiss_max_chunk_id", 0)),
+            "database_bytes": _file_size(self.folder / DB_NAME),
+            "read_only": self.read_only,
+            "embedder_mismatch": self._mismatch,
+            "open_report": dict(self.open_report),
+        }
+
+    def quick_check(self) -> str:
+        """SQLite's PRAGMA quick_check: "ok", or what is wrong."""
+        return "\n".join(row[0] for row in self._db.execute("PRAGMA quick_check"))
+
+    def flush(self) -> bool:
+        """Persist the faiss cache if it changed. True when a file was written."""
+        self._require_writer()
+        if not self._dirty or self._vectors is None:
+            return False
+        generation = int(self._meta.get("faiss_generation", 0)) + 1
+        name = f"vectors-{generation:06d}.faiss"
+        data = self._vectors.to_bytes()
+        _write_durably(self.folder / name, data)
+        covered = self._vectors.max_id()
+        with self._write_transaction():
+            _set_meta(self._db, faiss_file=name, faiss_sha256=hashlib.sha256(data).hexdigest(),
+                      faiss_max_chunk_id=covered, faiss_generation=generation)
+        self._meta = _read_meta(self._db, self.folder)
+        self._dirty = False
+        self._remove_stale_vector_files()
+        return True
+
+    # -- internals: writing ----------------------------------------------------------------
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+
+    def _insert_document(self, path, sha256, size, mtime, status, error, page_count, title) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO documents (path, sha256, size, mtime, status, error, page_count, title, added_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (str(path), sha256, int(size), float(mtime), status, _clean(error), int(page_count),
+             _clean(title), time.time()))
+        return cursor.lastrowid
+
+    def _delete_document_rows(self, path) -> list[int]:
+        """Delete a document and its chunks (the FTS trigger follows); returns the chunk ids."""
+        row = self._db.execute("SELECT id FROM documents WHERE path = ?", (str(path),)).fetchone()
+        if row is None:
+            return []
+        chunk_ids = self._chunk_ids_of(row["id"])
+        self._db.execute("DELETE FROM chunks WHERE document_id = ?", (row["id"],))
+        self._db.execute("DELETE FROM documents WHERE id = ?", (row["id"],))
+        return chunk_ids
+
+    def _chunk_ids_of(self, document_id: int) -> list[int]:
+        rows = self._db.execute("SELECT id FROM chunks WHERE document_id = ? ORDER BY id", (document_id,))
+        return [row[0] for row in rows]
+
+    def _after_commit(self, removed: list[int], added: list[int], vectors: np.ndarray | None) -> None:
+        """Mirror a committed change in faiss. If this process dies first, open() catches up."""
+        if self._vectors is None:
+            return
+        if removed:
+            self._vectors.remove(removed)
+        if added:
+            self._vectors.add(added, vectors)
+        self._dirty = self._dirty or bool(removed or added)
+
+    def _require_writer(self) -> None:
+        if self._lock is None:
+            raise EngineError("This collection was opened read-only; it cannot be changed.")
+
+    def _require_embedder(self) -> None:
+        if self._mismatch:
+            raise EngineError(self._mismatch)
+
+    def _require_writable(self) -> None:
+        self._require_writer()
+        self._require_embedder()
+
+    # -- internals: the faiss cache --------------------------------------------------------
+
+    def _load_vectors(self) -> None:
+        """Load the recorded faiss file (or start empty) and reconcile it with SQLite."""
+        started = time.perf_counter()
+        with self._read_snapshot():
+            vectors, source = self._vectors_from_file()
+            self._vectors = vectors
+            added, removed = self._reconcile()
+            self._data_version = self._current_data_version()
+        self._dirty = source != "loaded" or bool(added or removed)
+        self.open_report = {"faiss": source, "added": added, "removed": removed,
+                            "seconds": round(time.perf_counter() - started, 3)}
+        if source != "loaded" or added or removed:
+            log.info("faiss cache of %s: %s", self.folder, self.open_report)
+
+    def _vectors_from_file(self) -> tuple["_Vectors", str]:
+        name = self._meta.get("faiss_file", "")
+        if not name:
+            return _Vectors.empty(self._dimension), "new"
+        try:
+            data = (self.folder / name).read_bytes()
+        except FileNotFoundError:
+            log.warning("faiss file %s is missing; rebuilding it from the database", name)
+            return _Vectors.empty(self._dimension), "rebuilt: file missing"
+        if hashlib.sha256(data).hexdigest() != self._meta.get("faiss_sha256"):
+            log.warning("faiss file %s does not match its checksum; rebuilding it", name)
+            return _Vectors.empty(self._dimension), "rebuilt: checksum mismatch"
+        vectors = _Vectors.from_bytes(data, self._dimension)
+        if vectors is None:
+            return _Vectors.empty(self._dimension), "rebuilt: unreadable"
+        return vectors, "loaded"
+
+    def _reconcile(self) -> tuple[int, int]:
+        """Make faiss hold exactly SQLite's chunk ids. Returns (added, removed) counts."""
+        rows = self._db.execute("SELECT id FROM chunks")
+        in_sqlite = np.fromiter((row[0] for row in rows), dtype=np.int64)
+        in_faiss = self._vectors.ids()
+        extra = np.setdiff1d(in_faiss, in_sqlite, assume_unique=True)
+        missing = np.setdiff1d(in_sqlite, in_faiss, assume_unique=True)
+        if extra.size:
+            self._vectors.remove(extra.tolist())
+        for batch in _batches(missing.tolist()):
+            ids, vectors = self._embeddings_of(batch)
+            self._vectors.add(ids, vectors)
+        return int(missing.size), int(extra.size)
+
+    def _embeddings_of(self, chunk_ids: list[int]) -> tuple[list[int], np.ndarray]:
+        marks = ",".join("?" * len(chunk_ids))
+        sql = f"SELECT id, embedding FROM chunks WHERE id IN ({marks})"
+        rows = self._db.execute(sql, chunk_ids).fetchall()
+        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32)
+        return [row[0] for row in rows], matrix.reshape(len(rows), self._dimension)
+
+    def _refresh_if_changed_elsewhere(self) -> None:
+        """Another process committed (a reader beside an indexer): bring faiss up to date."""
+        version = self._current_data_version()
+        if version == self._data_version:
+            return
+        with self._read_snapshot():
+            added, removed = self._reconcile()
+            self._data_version = self._current_data_version()
+        self._dirty = self._dirty or bool(added or removed)
+
+    def _current_data_version(self) -> int:
+        return self._db.execute("PRAGMA data_version").fetchone()[0]
+
+    @contextmanager
+    def _read_snapshot(self) -> Iterator[None]:
+        """One read transaction, so the ids and embeddings read belong to the same state."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
+
+    def _existing_chunk_ids(self, chunk_ids: list[int]) -> set[int]:
+        found: set[int] = set()
+        for batch in _batches(chunk_ids):
+            marks = ",".join("?" * len(batch))
+            rows = self._db.execute(f"SELECT id FROM chunks WHERE id IN ({marks})", batch)
+            found.update(row[0] for row in rows)
+        return found
+
+    def _remove_stale_vector_files(self) -> None:
+        """Delete faiss files that meta no longer names (older ones, or a crashed flush's)."""
+        current = self._meta.get("faiss_file", "")
+        for path in self.folder.glob(VECTORS_GLOB):
+            if path.name == current:
+                continue
+            try:
+                path.unlink()
+            except OSError as exc:  # e.g. a reader on Windows still has it open: next time
+                log.info("could not remove old faiss file %s yet: %s", path, exc)
+
+
+class _Vectors:
+    """The faiss cache: exact inner-product search, keyed by chunk id."""
+
+    def __init__(self, index):
+        self._index = index
+
+    @classmethod
+    def empty(cls, dimension: int) -> "_Vectors":
+        return cls(faiss.IndexIDMap2(faiss.IndexFlatIP(dimension)))
+
+    @classmethod
+    def from_bytes(cls, data: bytes, dimension: int) -> "_Vectors | None":
+        try:
+            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+        except RuntimeError as exc:  # faiss reports a malformed file this way
+            log.warning("faiss file unreadable (%s); rebuilding it", exc)
+            return None
+        if not isinstance(index, faiss.IndexIDMap2) or index.d != dimension:
+            log.warning("faiss file holds an unexpected index; rebuilding it")
+            return None
+        return cls(index)
+
+    @property
+    def ntotal(self) -> int:
+        return self._index.ntotal
+
+    def to_bytes(self) -> memoryview:
+        return memoryview(faiss.serialize_index(self._index))
+
+    def ids(self) -> np.ndarray:
+        return faiss.vector_to_array(self._index.id_map).astype(np.int64, copy=False)
+
+    def max_id(self) -> int:
+        ids = self.ids()
+        return int(ids.max()) if ids.size else 0
+
+    def add(self, ids: list[int], vectors: np.ndarray) -> None:
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._index.add_with_ids(matrix, np.asarray(ids, dtype=np.int64))
+
+    def remove(self, ids: list[int]) -> None:
+        self._index.remove_ids(np.asarray(ids, dtype=np.int64))
+
+    def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        k = min(int(k), self._index.ntotal)
+        if k <= 0:
+            return []
+        scores, ids = self._index.search(query, k)
+        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+
+def collection_folder(collections_root: Path, name: str) -> Path:
+    """The folder of collection `name` under AppPaths.collections; refuses names that are paths."""
+    if not name or name in (".", "..") or any(ch in name for ch in '/\\:') or name != name.strip():
+        raise EngineError(f"'{name}' is not a valid collection name; use letters, digits, '-' or '_'.")
+    return Path(collections_root) / name
+
+
+def fts_query(text: str, prefixes: Iterable[str] = ()) -> str:
+    """An FTS5 MATCH expression for free text: each distinct word as a quoted phrase, ORed,
+    and each prefix as a quoted prefix query.
+
+    Quoting makes operators (AND, NEAR, *, ^, column:, parentheses) plain words; words
+    without a letter or digit are dropped, since they would be empty phrases."""
+    terms: list[str] = []
+    for word, star in [(w, "") for w in _printable(text).split()] + \
+                      [(p, "*") for p in _printable(" ".join(prefixes)).split()]:
+        if not any(ch.isalnum() for ch in word):
+            continue
+        term = '"' + word.replace('"', '""') + '"' + star
+        if term not in terms:
+            terms.append(term)
+    return " OR ".join(terms[:_MAX_QUERY_TERMS])
+
+
+def _printable(text: str) -> str:
+    """Control characters become spaces: FTS5 reads a NUL as the end of the query."""
+    return "".join(ch if ch.isprintable() else " " for ch in _clean(text))
+
+
+def _take_writer_lock(folder: Path):
+    """Hold an OS lock on writer.lock; the OS releases it when the process ends, even killed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    handle = open(folder / LOCK_NAME, "a+b")
+    handle.seek(0)  # msvcrt locks bytes from the current position
+    if not _try_lock(handle):
+        handle.close()
+        raise EngineError(f"The collection '{folder.name}' is being indexed by another process; "
+                          "wait for it to finish (or stop it) and try again.")
+    return handle
+
+
+def _try_lock(handle) -> bool:
+    try:
+        if os.name == "nt":
+            import msvcrt
+
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _connect(db_path: Path, read_only: bool) -> sqlite3.Connection:
+    uri = db_path.resolve().as_uri() + ("?mode=ro" if read_only else "")
+    # Autocommit mode: this module writes BEGIN/COMMIT itself. The store may be created on one
+    # thread and used on a worker thread (one at a time), hence check_same_thread=False.
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.execute("PRAGMA foreign_keys = ON")
+        if not read_only:
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _has_schema(db: sqlite3.Connection) -> bool:
+    return db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is not None
+
+
+def _create_schema(db: sqlite3.Connection, embedder_id: str, dimension: int) -> None:
+    db.executescript("BEGIN IMMEDIATE;" + _SCHEMA)
+    try:
+        _set_meta(db, schema_version=SCHEMA_VERSION, embedder_id=embedder_id, dimension=int(dimension),
+                  faiss_file="", faiss_sha256="", faiss_max_chunk_id=0, faiss_generation=0,
+                  created_at=time.time())
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def _set_meta(db: sqlite3.Connection, **values) -> None:
+    db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                   [(key, str(value)) for key, value in values.items()])
+
+
+def _read_meta(db: sqlite3.Connection, folder: Path) -> dict:
+    try:
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.OperationalError as exc:  # no meta table: not one of our collections
+        raise EngineError(f"'{folder}' does not hold a collection this app can read ({exc}).") from exc
+    version = int(meta.get("schema_version", 0))
+    if version != SCHEMA_VERSION:
+        raise EngineError(f"The collection in '{folder}' has format {version}, this app reads format "
+                          f"{SCHEMA_VERSION}; use a matching version of the app or index the documents "
+                          "again.")
+    return meta
+
+
+def _embedder_mismatch(meta: dict, embedder_id: str | None, dimension: int | None, folder: Path) -> str:
+    if embedder_id is None and dimension is None:
+        return ""  # the caller takes whatever embedder the collection has
+    if meta["embedder_id"] == embedder_id and int(meta["dimension"]) == dimension:
+        return ""
+    return (f"The collection '{folder.name}' was built with the embedding model '{meta['embedder_id']}' "
+            f"({meta['dimension']} dimensions), not '{embedder_id}' ({dimension} dimensions); "
+            "re-embed it (index its documents again into a new collection) or switch back to that model.")
+
+
+def _as_matrix(vectors, rows: int, dimension: int) -> np.ndarray:
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.size == 0 and rows == 0:
+        matrix = matrix.reshape(0, dimension)
+    if rows == 1 and matrix.ndim == 1:
+        matrix = matrix.reshape(1, -1)
+    if matrix.shape != (rows, dimension):
+        raise ValueError(f"expected embeddings of shape ({rows}, {dimension}), got {matrix.shape}")
+    if not np.isfinite(matrix).all():
+        raise ValueError("embeddings contain NaN or infinite values")
+    return matrix
+
+
+def _normalised(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return np.ascontiguousarray(matrix / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+
+
+def _chunk_rows(document_id: int, chunks: list[Chunk], vectors: np.ndarray):
+    for chunk, vector in zip(chunks, vectors):
+        yield (document_id, int(chunk.page), int(chunk.start), int(chunk.end), _clean(chunk.text),
+               json.dumps(list(chunk.heading_path), ensure_ascii=False), vector.tobytes())
+
+
+def _chunk_dict(row: sqlite3.Row) -> dict:
+    chunk = dict(row)
+    chunk["heading_path"] = tuple(json.loads(chunk["heading_path"]))
+    return chunk
+
+
+def _clean(text: str) -> str:
+    """Lone surrogates (from odd decoders) cannot be stored as UTF-8; replace them, length kept."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _batches(items: list[int]) -> Iterator[list[int]]:
+    for start in range(0, len(items), _ID_BATCH):
+        yield items[start:start + _ID_BATCH]
+
+
+def _write_durably(path: Path, data) -> None:
+    """Write under a temporary name, fsync, rename, fsync the folder: never a torn file."""
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    fsync_folder(path.parent)
+
+
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

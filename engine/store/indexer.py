@@ -1,0 +1,184 @@
+"""Indexing: files -> parsed pages (child processes) -> chunks -> embeddings -> the store.
+
+Parsing of the next documents runs in child processes while this process chunks and embeds
+the current one (onnxruntime releases the GIL), so both cores stay busy. Each document is
+stored in one transaction; a cancel (Ctrl-C, the GUI's stop button) is checked between
+documents and between embedding batches, and leaves the collection consistent: the next run
+skips what is already stored and carries on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.encoders.embedder import Embedder
+from engine.errors import DocumentError
+from engine.ingest.chunking import chunk_document
+from engine.ingest.discover import discover
+from engine.ingest.parse_pool import ParsePool
+from engine.llm.local import CancelFlag
+from engine.models.manifest import sha256_file
+from engine.paths import DEFAULT_COLLECTION, AppPaths
+from engine.store.index_store import IndexStore, collection_folder
+from engine.types import DocumentOutcome, IndexProgress, ParsedDocument
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    chunk_tokens: int = 256
+    overlap_tokens: int = 32
+    embed_batch: int = 8  # measured ~13% faster than 32 here, and less memory
+    parse_workers: int = 1
+    parse_time_limit_s: float = 120.0
+    parse_memory_limit_mb: int = 2048
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def open_collection(paths: AppPaths, name: str = DEFAULT_COLLECTION, embedder: Embedder | None = None,
+                    *, read_only: bool = False) -> IndexStore:
+    """A collection of `paths`; with an embedder it must have been built with that one."""
+    folder = collection_folder(paths.collections, name)
+    return IndexStore.open(
+        folder,
+        embedder_id=embedder.model_id if embedder else None,
+        dimension=embedder.dimension if embedder else None,
+        create=embedder is not None and not read_only,
+        read_only=read_only,
+    )
+
+
+def default_embedder(paths: AppPaths) -> Embedder:
+    from engine.models.registry import resolve_embedder
+
+    return Embedder.from_files(resolve_embedder(paths)).load()
+
+
+class Indexer:
+    def __init__(self, store: IndexStore, embedder: Embedder, settings: IndexSettings | None = None):
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings or IndexSettings()
+
+    def run(self, inputs: Iterable[str | Path], cancel: CancelFlag | None = None) -> Iterator[IndexProgress]:
+        """Index files and folders; yields an event when a document starts, after each
+        embedding step (with its pages done), and when it ends."""
+        files = [Path(os.path.abspath(p)) for p in discover(inputs)]
+        clock = _Clock({path: path.stat().st_size for path in files})
+        todo = []
+        for path in files:
+            if _cancelled(cancel):
+                break
+            fingerprint = self._fingerprint_if_changed(path)
+            if fingerprint is None:
+                yield clock.finished(path, DocumentOutcome(str(path), "ready", "unchanged"))
+            else:
+                todo.append((path, fingerprint))
+        try:
+            yield from self._parse_and_store(todo, clock, cancel)
+        finally:
+            self.store.flush()
+
+    def _fingerprint_if_changed(self, path: Path) -> dict | None:
+        """None when the stored copy is this file: same size and mtime, or else same SHA-256."""
+        stat = path.stat()
+        known = self.store.find_document(str(path))
+        if known and known["size"] == stat.st_size and known["mtime"] == stat.st_mtime \
+                and known["status"] != "failed":
+            return None
+        fingerprint = {"sha256": sha256_file(path), "size": stat.st_size, "mtime": stat.st_mtime}
+        if known and known["sha256"] == fingerprint["sha256"] and known["status"] != "failed":
+            return None
+        return fingerprint
+
+    def _parse_and_store(self, todo, clock: "_Clock", cancel) -> Iterator[IndexProgress]:
+        s = self.settings
+        fingerprints = {path: fp for path, fp in todo}
+        with ParsePool(workers=s.parse_workers, time_limit_s=s.parse_time_limit_s,
+                       memory_limit_mb=s.parse_memory_limit_mb) as pool:
+            for path, parsed in pool.imap([p for p, _ in todo], cancel=cancel):
+                if _cancelled(cancel):
+                    return
+                pages = 0 if isinstance(parsed, DocumentError) else len(parsed.pages)
+                yield clock.started(path, pages)
+                try:
+                    outcome = yield from self._store(path, fingerprints[path], parsed, cancel, clock)
+                except _Cancelled:
+                    return
+                yield clock.finished(path, outcome)
+
+    def _store(self, path: Path, fingerprint: dict, parsed, cancel, clock: "_Clock"):
+        """Yields progress events while embedding; returns the document's outcome."""
+        if isinstance(parsed, DocumentError):
+            self.store.record_failure(str(path), status="failed", error=str(parsed), **fingerprint)
+            return DocumentOutcome(str(path), "failed", str(parsed))
+        chunks = chunk_document(parsed, self.embedder.count_tokens, target_tokens=self.settings.chunk_tokens,
+                                overlap_tokens=self.settings.overlap_tokens,
+                                count_tokens_batch=self.embedder.count_tokens_batch)
+        embeddings = yield from self._embed(path, chunks, len(parsed.pages), cancel, clock)
+        status, reason = _status(parsed, chunks)
+        self.store.add_document(str(path), title=parsed.title, page_count=len(parsed.pages), chunks=chunks,
+                                embeddings=embeddings, status=status, error=reason, **fingerprint)
+        return DocumentOutcome(str(path), status, reason, len(parsed.pages), len(chunks))
+
+    def _embed(self, path: Path, chunks, pages: int, cancel, clock: "_Clock"):
+        """Yields an event after each step (the pages embedded so far); returns the vectors."""
+        import numpy as np
+
+        step = 64  # chunks per call: sorted by length inside each call; cancel checked between
+        parts = []
+        for start in range(0, len(chunks), step):
+            if _cancelled(cancel):
+                raise _Cancelled
+            texts = [c.text for c in chunks[start:start + step]]
+            parts.append(self.embedder.encode_documents(texts, batch_size=self.settings.embed_batch))
+            yield clock.working(path, pages, chunks[min(start + step, len(chunks)) - 1].page)
+        return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dimension), np.float32)
+
+
+def _status(parsed: ParsedDocument, chunks) -> tuple[str, str]:
+    if not chunks:
+        return "ready_with_warnings", "no text was found to index"
+    if parsed.warnings:
+        return "ready_with_warnings", "; ".join(parsed.warnings)
+    return "ready", ""
+
+
+def _cancelled(cancel: CancelFlag | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+class _Clock:
+    """Counts documents and pages for progress events."""
+
+    def __init__(self, sizes: dict[Path, int]):
+        self.sizes = sizes  # taken once at the start: the ETA goes by bytes
+        self.total, self.total_bytes = len(sizes), sum(sizes.values())
+        self.done = self.pages = self.bytes = 0
+        self.start = time.perf_counter()
+
+    def started(self, path: Path, pages: int) -> IndexProgress:
+        return self._event(path, None, pages)
+
+    def working(self, path: Path, pages: int, pages_done: int) -> IndexProgress:
+        return self._event(path, None, pages, pages_done)
+
+    def finished(self, path: Path, outcome: DocumentOutcome) -> IndexProgress:
+        self.done += 1
+        self.pages += outcome.pages
+        self.bytes += self.sizes[path]
+        return self._event(path, outcome)
+
+    def _event(self, path: Path, outcome: DocumentOutcome | None, pages: int = 0,
+               pages_done: int = 0) -> IndexProgress:
+        return IndexProgress(self.done, self.total, self.pages, str(path), self._elapsed(), outcome,
+                             self.bytes, self.total_bytes, pages, pages_done)
+
+    def _elapsed(self) -> float:
+        return time.perf_counter() - self.start

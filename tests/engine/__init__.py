@@ -1,0 +1,1 @@
+"""Tests of engine/: plain pytest, no Qt."""

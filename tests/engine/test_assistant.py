@@ -1,0 +1,661 @@
+"""The Assistant: a question -> passages -> a streamed, cited answer, as typed events.
+
+Fast tests run the whole path on real parts: the tiny embedder, a real IndexStore (SQLite,
+FTS5, faiss), the real Retriever and the tiny random LLM (onnxruntime-genai). Its answers are
+gibberish, so they test the plumbing: events, order, stats, gate, cancel, history. A scripted
+model writes chosen answers (fence markers, loops, citations) through the same path. The slow
+test runs the real built-in models through open_assistant.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from engine.answer.assistant import (
+    NOT_FOUND,
+    QUOTE_CHARS,
+    AnswerGuard,
+    Assistant,
+    AssistantSettings,
+    CitationsEvent,
+    DoneEvent,
+    ErrorEvent,
+    PassagesEvent,
+    TextEvent,
+    _citations,
+    best_quote,
+    open_assistant,
+    retrieval_query,
+)
+from engine.answer.grounding import Prompt, build_prompt, cited_numbers
+from engine.answer.retrieval import RetrievalSettings, Retriever
+from engine.llm.local import GenerationStream, LocalLLM
+from engine.llm.process import LLMClient
+from engine.types import GenerationStats, Passage, Span
+from tests.helpers.tiny_collection import fill, open_store
+
+RETRIEVAL_STAGES = ("embed", "dense", "keyword", "fuse", "merge")
+ANSWER = AssistantSettings(relevance_threshold=-10.0)  # every question passes the gate
+REFUSE = AssistantSettings(relevance_threshold=10.0)  # no question passes it
+QUESTION = "How do I replace the filter?"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, tiny_embedder):
+    with open_store(tmp_path_factory.mktemp("collection") / "manuals", tiny_embedder) as opened:
+        yield fill(opened, tiny_embedder)
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_llm_dir):
+    with LocalLLM(tiny_llm_dir, provider="cpu") as model:
+        yield model
+
+
+def make(store, tiny_embedder, llm, settings=ANSWER, retrieval=None, **kwargs) -> Assistant:
+    return Assistant(Retriever(store, tiny_embedder, settings=retrieval), llm, settings, **kwargs)
+
+
+def kinds(events) -> list[str]:
+    return [event.kind for event in events]
+
+
+def only(events, kind: type):
+    found = [event for event in events if isinstance(event, kind)]
+    assert len(found) == 1, kinds(events)
+    return found[0]
+
+
+def streamed(events) -> str:
+    return "".join(event.text for event in events if isinstance(event, TextEvent))
+
+
+def shows_no_marker(events, prompt: Prompt) -> bool:
+    """No piece of the streamed text, nor the text as a whole, holds the prompt's fence marker."""
+    texts = [event.text for event in events if isinstance(event, TextEvent)]
+    return not any(prompt.marker in text for text in [*texts, "".join(texts)])
+
+
+class RecordingLLM(LocalLLM):
+    """The real tiny model, remembering the messages it was asked to answer."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked: list[list[dict]] = []
+
+    def stream(self, messages, **kwargs):
+        self.asked.append(list(messages))
+        return super().stream(messages, **kwargs)
+
+
+# -- a whole answer ------------------------------------------------------------------------
+
+def test_events_come_as_passages_text_citations_done(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm).ask(QUESTION))
+
+    assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
+    assert set(kinds(events)[1:-2]) == {"text"}
+    assert isinstance(events[0], PassagesEvent) and isinstance(events[-2], CitationsEvent)
+    assert isinstance(events[-1], DoneEvent)
+    assert all(isinstance(e, TextEvent) and e.text for e in events[1:-2])
+
+    passages = events[0]
+    assert passages.answerable and passages.relevance.relevant
+    assert {p.document for p in passages.passages} == {"filter.md", "oil.md", "pump.md"}
+
+
+def test_the_answer_is_the_streamed_text_and_stats_cover_every_stage(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm).ask(QUESTION))
+    done = events[-1]
+    stats = done.stats
+    text = streamed(events).strip()
+
+    assert text.startswith(done.answer)  # the guard may cut a loop, never add
+    if stats.finish_reason in ("stop", "length"):
+        assert done.answer == text
+    assert stats.answerable is True
+    assert stats.stages == (*RETRIEVAL_STAGES, "gate", "prompt", "generate", "cite")
+    assert set(stats.timings_s) == {*stats.stages, "total"}
+    assert all(seconds >= 0 for seconds in stats.timings_s.values())
+    assert stats.timings_s["total"] == pytest.approx(
+        sum(v for k, v in stats.timings_s.items() if k != "total"))
+    assert stats.prompt_tokens > 0
+    assert 0 < stats.new_tokens <= ANSWER.max_new_tokens
+    assert stats.time_to_first_token_s is not None and stats.time_to_first_token_s > 0
+    assert stats.provider == "cpu"
+    assert stats.to_dict()["stages"] == list(stats.stages)
+
+
+def test_an_answer_that_cites_nothing_gets_the_passages_as_sources(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm).ask(QUESTION))
+    passages, citations = events[0].passages, only(events, CitationsEvent).citations
+    assert not cited_numbers(events[-1].answer, len(passages))  # the random model cites nothing
+
+    assert len(passages) >= 2  # the collection holds more than one manual
+    # every retrieved passage, whole, in the retrieved order
+    assert [c.passage for c in citations] == list(passages)
+    assert [c.number for c in citations] == list(range(1, len(passages) + 1))
+    assert not any(c.cited for c in citations)
+    for c in citations:
+        assert c.quote and c.quote in " ".join(c.passage.text.split())
+    as_dict = citations[0].to_dict()
+    assert as_dict["document"] == citations[0].passage.document
+    assert as_dict["page"] == citations[0].passage.page and as_dict["cited"] is False
+
+
+def test_the_model_runs_in_a_child_process_just_the_same(store, tiny_embedder, tiny_llm_dir):
+    with LLMClient(tiny_llm_dir, provider="cpu") as client:
+        events = list(make(store, tiny_embedder, client).ask(QUESTION))
+    assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
+    assert set(kinds(events)[1:-2]) == {"text"}
+    stats = events[-1].stats
+    assert "generate" in stats.stages and stats.prompt_tokens > 0 and stats.new_tokens > 0
+
+
+# -- the relevance gate ----------------------------------------------------------------------
+
+def test_a_question_below_the_gate_is_refused_with_the_nearest_passages(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm, REFUSE).ask("What is the capital of France?"))
+
+    assert kinds(events) == ["passages", "text", "citations", "done"]
+    gate = events[0]
+    assert gate.answerable is False and gate.relevance.relevant is False
+    assert gate.relevance.missing_terms == ("capital", "france")
+    assert gate.passages  # the nearest ones, shown in case they help
+    assert events[1].text == NOT_FOUND
+    citations = events[2].citations
+    assert [c.passage for c in citations] == list(gate.passages)
+    assert [c.number for c in citations] == list(range(1, len(gate.passages) + 1))
+    assert not any(c.cited for c in citations)
+
+    done = events[3]
+    assert done.answer == NOT_FOUND
+    assert done.stats.answerable is False
+    assert done.stats.stages == (*RETRIEVAL_STAGES, "gate")
+    assert "generate" not in done.stats.timings_s and "total" in done.stats.timings_s
+    assert done.stats.prompt_tokens == 0 and done.stats.time_to_first_token_s is None
+
+
+def test_the_gate_is_judged_with_the_settings_threshold(store, tiny_embedder, llm):
+    answered = list(make(store, tiny_embedder, llm, ANSWER).ask(QUESTION))[0]
+    refused = list(make(store, tiny_embedder, llm, REFUSE).ask(QUESTION))[0]
+    assert answered.relevance.score == pytest.approx(refused.relevance.score)
+    assert answered.answerable and not refused.answerable
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("question", ["", "   \n\t"])
+def test_an_empty_question_is_one_error_event(store, tiny_embedder, llm, question):
+    events = list(make(store, tiny_embedder, llm).ask(question))
+    assert len(events) == 1 and isinstance(events[0], ErrorEvent)
+    assert events[0].kind == "error" and events[0].error == "EngineError"
+    assert "question is empty" in events[0].message
+
+
+def test_an_empty_collection_is_one_error_event_saying_to_add_documents(tmp_path, tiny_embedder, llm):
+    with open_store(tmp_path / "empty", tiny_embedder) as empty:
+        events = list(make(empty, tiny_embedder, llm).ask(QUESTION))
+    assert len(events) == 1 and isinstance(events[0], ErrorEvent)
+    assert "No manuals are indexed" in events[0].message
+    assert "add some documents" in events[0].message
+
+
+# -- cancel ------------------------------------------------------------------------------------
+
+def test_cancel_after_the_first_piece_ends_the_answer_as_cancelled(store, tiny_embedder, llm):
+    cancel = threading.Event()
+    events = []
+    for event in make(store, tiny_embedder, llm).ask(QUESTION, cancel=cancel):
+        events.append(event)
+        if event.kind == "text":
+            cancel.set()
+
+    assert kinds(events) == ["passages", "text", "citations", "done"]
+    done = events[-1]
+    assert done.stats.finish_reason == "cancelled"
+    assert done.answer == events[1].text.strip()
+    assert done.stats.new_tokens < ANSWER.max_new_tokens
+
+
+def test_cancel_reaches_the_model_in_a_child_process(store, tiny_embedder, tiny_llm_dir):
+    cancel = threading.Event()
+    with LLMClient(tiny_llm_dir, provider="cpu") as client:
+        events = []
+        for event in make(store, tiny_embedder, client).ask(QUESTION, cancel=cancel):
+            events.append(event)
+            if event.kind == "text":
+                cancel.set()
+    assert kinds(events)[-2:] == ["citations", "done"]
+    assert events[-1].stats.finish_reason == "cancelled"
+    assert kinds(events).count("text") < ANSWER.max_new_tokens
+
+
+# -- history -----------------------------------------------------------------------------------
+
+def test_a_short_follow_up_is_searched_with_the_previous_question():
+    history = [{"role": "user", "content": "How do I replace the filter?"},
+               {"role": "assistant", "content": "Use part F-77 [1]."}]
+    assert retrieval_query("and oil?", history) == "How do I replace the filter? and oil?"
+    assert retrieval_query("and oil?", []) == "and oil?"
+    assert retrieval_query("and oil?", history[1:]) == "and oil?"  # no earlier question
+    standalone = "How do I drain the old engine oil?"  # three topic words or more
+    assert retrieval_query(standalone, history) == standalone
+
+
+def test_a_follow_up_finds_the_manual_of_the_previous_question(store, tiny_embedder, llm):
+    keyword_only = RetrievalSettings(fusion="keyword")  # finds exactly the manuals named
+    history = [{"role": "user", "content": "How do I replace the filter?"},
+               {"role": "assistant", "content": "Use part F-77 [1]."}]
+    alone = list(make(store, tiny_embedder, llm, retrieval=keyword_only).ask("and oil?"))[0]
+    followed = list(make(store, tiny_embedder, llm, retrieval=keyword_only).ask("and oil?", history))[0]
+    assert {p.document for p in alone.passages} == {"oil.md"}
+    assert {p.document for p in followed.passages} == {"filter.md", "oil.md"}
+
+
+def test_history_goes_into_the_prompt_before_the_question(store, tiny_embedder, tiny_llm_dir):
+    history = [{"role": "user", "content": "How do I replace the filter?"},
+               {"role": "assistant", "content": "Use part F-77 [1]."}]
+    with RecordingLLM(tiny_llm_dir, provider="cpu") as recording:
+        events = list(make(store, tiny_embedder, recording).ask("and oil?", history))
+    assert events[-1].kind == "done"
+    (messages,) = recording.asked
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[1:3] == history
+    assert messages[3]["content"].endswith("Question: and oil?")
+
+
+# -- the guard ---------------------------------------------------------------------------------
+
+MARKER = "c0ffee"
+FENCE = Prompt([], [], 0, MARKER)  # the hidden and stop strings of a prompt fenced by MARKER
+OPENING, CLOSING = f"<<{MARKER}>>", f"<</{MARKER}>>"
+SIZES = [1, 2, 3, 4, 5]
+PIECES = ["tokens", "characters", 2, 3, 4, 5]
+
+
+def fenced(cancel=None) -> AnswerGuard:
+    return AnswerGuard(cancel, hidden=FENCE.hidden_strings, stop_strings=FENCE.stop_strings)
+
+
+def pieces_of(text: str, pieces: str | int = "tokens") -> list[str]:
+    """The text as a model streams it: word-sized tokens with their leading space, one
+    character at a time, or pieces of so many characters."""
+    if pieces == "tokens":
+        return re.findall(r"\s*\S+\s*$|\s*\S+", text)
+    size = 1 if pieces == "characters" else int(pieces)
+    return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def feed(guard: AnswerGuard, text: str, pieces: str | int = "tokens") -> list[str]:
+    """Feeds the text until the guard stops it, then flushes it, as the Assistant does; what
+    each call let through, in order."""
+    shown = []
+    for piece in pieces_of(text, pieces):
+        shown.append(guard.feed(piece))
+        if guard.is_set():
+            break
+    shown.append(guard.flush())
+    return shown
+
+
+def test_plain_text_is_shown_as_it_comes():
+    guard = fenced()
+    assert guard.feed("Prime the pump ") == "Prime the pump "
+    assert guard.feed("with water [1].") == "with water [1]."
+    assert guard.flush() == ""
+    assert not guard.is_set() and guard.answer() == "Prime the pump with water [1]."
+
+
+@pytest.mark.parametrize("pieces", [*SIZES, "tokens"])
+@pytest.mark.parametrize("opening", [OPENING, f"<<{MARKER}"], ids=["marker", "unclosed marker"])
+def test_the_opening_fence_is_removed_and_the_text_after_it_kept(opening, pieces):
+    guard = fenced()
+    shown = feed(guard, f"{opening}\n[1] Prime the pump with water before the first start.", pieces)
+    assert "".join(shown) == "\n[1] Prime the pump with water before the first start."
+    assert not guard.is_set() and guard.reason == ""  # generation goes on
+    assert guard.answer() == "[1] Prime the pump with water before the first start."
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_marker_split_across_pieces_is_never_shown(size):
+    for lead in ["", "A", "An", "And", "And "]:  # a piece boundary at every place in each marker
+        guard = fenced()
+        text = (f"{lead}{OPENING}\nPrime the pump [1].<<{MARKER} Fill it with water [1].\n"
+                f"{CLOSING}\n[2] made-up.md, page 9:\nA made-up source.")
+        shown = feed(guard, text, size)
+        assert not any(mark in piece for piece in shown for mark in "<>"), shown
+        assert "".join(shown) == f"{lead}\nPrime the pump [1]. Fill it with water [1].\n"
+        assert guard.reason == "stop string"
+
+
+@pytest.mark.parametrize("pieces", [*SIZES, "tokens"])
+def test_the_closing_fence_ends_the_answer(pieces):
+    guard = fenced()
+    text = f"Fill the housing with water [1].\n{CLOSING}\n\n[2] made-up.md, page 9:\nA made-up source."
+    shown = feed(guard, text, pieces)
+    assert "".join(shown) == "Fill the housing with water [1].\n"
+    assert guard.is_set() and guard.reason == "stop string"
+    assert guard.answer() == "Fill the housing with water [1]."
+    assert guard.feed(" More made-up text.") == "" and guard.flush() == ""  # nothing more is shown
+    assert guard.answer() == "Fill the housing with water [1]."
+
+
+def test_text_that_only_begins_like_a_marker_is_held_back_then_shown():
+    guard = fenced()
+    assert guard.feed("Shift it: x <") == "Shift it: x "  # "<" may begin a marker
+    assert guard.feed("< 2") == "<< 2"  # "<< " begins none
+    assert guard.feed(" or press <") == " or press "
+    assert not guard.is_set()  # "<" alone closes nothing
+    assert guard.flush() == "<"  # the stream ended there: it was not a marker
+    assert not guard.is_set() and guard.reason == ""
+    assert guard.answer() == "Shift it: x << 2 or press <"
+
+
+def test_any_closing_fence_stops_even_with_the_marker_miscopied():
+    guard = fenced()
+    assert guard.feed("Fill it. <</2019e43d>> and more") == "Fill it. "
+    assert guard.is_set() and guard.reason == "stop string"
+
+
+def test_a_question_of_the_models_own_stops_the_answer():
+    guard = fenced()
+    assert guard.feed("Prime it first.\nQuestion: how do I") == "Prime it first."
+    assert guard.reason == "stop string"
+
+
+def test_an_opening_marker_at_the_end_of_the_stream_is_not_flushed():
+    guard = fenced()
+    assert guard.feed(f"Fill it with water. <<{MARKER}") == "Fill it with water. "
+    assert guard.flush() == ""
+    assert guard.answer() == "Fill it with water."
+
+
+PRIMING = "Prime the pump with water. "
+SHORT_LOOP = "Then open the valve and wait. "
+LONG_LOOP = "Close the inlet valve, then unscrew the filter bowl with both hands and lift it out. "
+SEVERAL = "Note: open the valve! Wait a minute. Close the lid again. "
+WHOLE = "It is recommended to replace the filter every 500 operating hours. Use a pump replacement filter.\n\n"
+LOOPS = {  # what the model writes -> the answer: up to the sentence end after the first copy
+    "short sentence": (PRIMING + SHORT_LOOP * 8, PRIMING + SHORT_LOOP.strip()),
+    "long sentence": ("Prime the pump first. " + LONG_LOOP * 3, "Prime the pump first. " + LONG_LOOP.strip()),
+    "several sentences": (PRIMING + SEVERAL * 6, PRIMING + SEVERAL.strip()),
+    "whole answer": (WHOLE * 3, WHOLE.strip()),  # a paragraph's end is a sentence end
+}
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_a_looping_answer_is_stopped_and_keeps_one_copy(pieces):
+    guard = AnswerGuard(None)
+    looping = PRIMING + SHORT_LOOP * 8
+    shown = "".join(feed(guard, looping, pieces))
+
+    assert guard.is_set() and guard.reason == "repetition"
+    assert len(shown) < len(looping)  # generation stopped early
+    answer = guard.answer()
+    assert looping.startswith(answer) and shown.startswith(answer)
+    assert answer.startswith(PRIMING + SHORT_LOOP.strip())
+    assert answer.count(SHORT_LOOP.strip()) == 1
+
+
+def test_a_phrase_said_twice_is_not_a_loop():
+    guard = AnswerGuard(None)
+    said_twice = ("Use sink() to send the output to a file, and sink() again to end it. "
+                  "Use sink() to send the output to a file.")
+    feed(guard, said_twice)
+    assert not guard.is_set() and guard.answer() == said_twice
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_loop_is_cut_at_the_sentence_end_nearest_the_end_of_its_first_copy(loop, pieces):
+    looping, kept = LOOPS[loop]
+    guard = AnswerGuard(None)
+    feed(guard, looping, pieces)
+    assert guard.reason == "repetition"
+    assert guard.answer() == kept
+
+
+FROM_THE_START = "Yes. Prime the pump with clean water before the first start. "
+
+@pytest.mark.parametrize("looping, kept, pieces", [
+    pytest.param(FROM_THE_START * 5, FROM_THE_START.strip(), "tokens", id="a loop from the first word"),
+    pytest.param(PRIMING + SHORT_LOOP * 8, PRIMING + SHORT_LOOP.strip(), 13, id="13-character pieces"),
+    pytest.param(PRIMING + SEVERAL * 6, PRIMING + SEVERAL.strip(), 15, id="15-character pieces"),
+])
+def test_a_loop_noticed_a_piece_late_still_keeps_one_copy(looping, kept, pieces):
+    guard = AnswerGuard(None)
+    feed(guard, looping, pieces)
+    assert guard.reason == "repetition"
+    assert guard.answer() == kept
+
+
+def test_the_users_cancel_passes_through_the_guard():
+    cancel = threading.Event()
+    guard = fenced(cancel)
+    assert guard.feed("Prime the pump. ") == "Prime the pump. "
+    assert not guard.is_set()
+    cancel.set()
+    assert guard.is_set()
+    assert guard.reason == ""  # not the guard's own cut: the stream reports "cancelled"
+    assert guard.flush() == ""
+    assert guard.answer() == "Prime the pump."
+
+
+def test_without_a_cancel_flag_the_guard_is_set_only_by_its_own_cuts():
+    guard = AnswerGuard(None)
+    guard.feed("A short answer that does not repeat itself.")
+    assert not guard.is_set() and guard.answer() == "A short answer that does not repeat itself."
+
+
+# -- a scripted model through the whole path -------------------------------------------------
+
+class ScriptedLLM:
+    """A model that writes `script`, `size` characters a piece, whatever it is asked, with
+    "{marker}" replaced by the prompt's fence marker. Like LocalLLM it checks the cancel flag
+    before each piece. One token per character."""
+
+    context_length = 1_000_000
+
+    def __init__(self, script: str, size: int = 3):
+        self.script = script
+        self.size = size
+        self.written = 0  # the pieces written for the last request
+
+    def count_tokens(self, text: str) -> int:
+        return len(text)
+
+    def stream(self, messages, *, max_new_tokens, temperature, cancel=None) -> GenerationStream:
+        marker = re.search(r"<<([0-9a-f]+)>>", messages[-1]["content"])
+        return GenerationStream(self._write(self.script.replace("{marker}", marker.group(1)), cancel))
+
+    def _write(self, text: str, cancel):
+        self.written, finish = 0, "stop"
+        for piece in pieces_of(text, self.size):
+            if cancel is not None and cancel.is_set():
+                finish = "cancelled"
+                break
+            self.written += 1
+            yield piece
+        yield GenerationStats(prompt_tokens=1, new_tokens=self.written, time_to_first_token_s=0.0,
+                              tokens_per_s=0.0, total_s=0.0, finish_reason=finish, provider="scripted")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_fence_never_reaches_the_screen_and_its_closing_ends_the_answer(store, tiny_embedder, recorded_prompts, size):
+    script = ("<<{marker}>>\n[1] Replace filter cartridge yearly.\n<</{marker}>>\n\n"
+              "[4] made-up.md, page 9:\nA source the model made up.")
+    model = ScriptedLLM(script, size)
+    events = list(make(store, tiny_embedder, model).ask(QUESTION))
+
+    assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
+    (prompt,) = recorded_prompts
+    assert shows_no_marker(events, prompt)
+    assert not any("<" in event.text for event in events if isinstance(event, TextEvent))
+    assert streamed(events) == "\n[1] Replace filter cartridge yearly.\n"
+    done = events[-1]
+    assert done.answer == "[1] Replace filter cartridge yearly."
+    assert done.stats.finish_reason == "stop string"
+    assert model.written < len(pieces_of(script.replace("{marker}", prompt.marker), size))  # stopped
+    citations = only(events, CitationsEvent).citations
+    assert [(c.number, c.passage, c.cited) for c in citations] == [(1, events[0].passages[0], True)]
+
+
+def test_a_looping_model_is_stopped_and_its_answer_keeps_one_copy(store, tiny_embedder):
+    model = ScriptedLLM(PRIMING + SHORT_LOOP * 20)
+    events = list(make(store, tiny_embedder, model).ask(QUESTION))
+    done = events[-1]
+    assert done.stats.finish_reason == "repetition"
+    assert done.answer == PRIMING + SHORT_LOOP.strip()
+    assert streamed(events).startswith(done.answer)  # the screen may show a bit of the second copy
+    assert model.written < len(pieces_of(PRIMING + SHORT_LOOP * 20, 3)) // 2
+
+
+def test_text_held_back_at_the_end_of_the_stream_is_shown(store, tiny_embedder):
+    script = "Shift it: x << 2, then press <"
+    events = list(make(store, tiny_embedder, ScriptedLLM(script)).ask(QUESTION))
+    assert streamed(events) == script and events[-1].answer == script
+    assert events[-1].stats.finish_reason == "stop"
+
+
+def with_a_prompt_that(store, tiny_embedder, fits) -> tuple[AssistantSettings, list[Passage]]:
+    """Settings whose prompt budget gives QUESTION a prompt for which `fits(prompt, passages)`,
+    and the passages that are retrieved for it."""
+    passages = Retriever(store, tiny_embedder).retrieve(retrieval_query(QUESTION, []), ANSWER.passages).passages
+    count = ScriptedLLM("").count_tokens
+    for budget in range(100, 3000):
+        prompt = build_prompt(QUESTION, passages, [], count, budget, ANSWER.history_tokens)
+        if fits(prompt, passages):
+            return replace(ANSWER, prompt_budget_tokens=budget), passages
+    raise AssertionError("no prompt budget gives such a prompt")
+
+
+def test_a_cited_passage_comes_whole_though_the_prompt_shortened_it(store, tiny_embedder, recorded_prompts):
+    settings, passages = with_a_prompt_that(
+        store, tiny_embedder, lambda prompt, passages: len(passages) == 3 and len(prompt.passages) == 2
+        and prompt.passages[1].text.endswith(" ..."))
+    script = "Prime it first [2][1][3], set x[3] to 1 and read m[1][2]."
+    events = list(make(store, tiny_embedder, ScriptedLLM(script), settings).ask(QUESTION))
+
+    (prompt,) = recorded_prompts
+    assert prompt.passages[1] != passages[1]  # the prompt numbered a shortened copy
+    # [3] points at no source of the prompt; code indexing is not a citation
+    assert events[-1].answer == "Prime it first [2][1], set x[3] to 1 and read m[1][2]."
+    citations = only(events, CitationsEvent).citations
+    assert [(c.number, c.passage, c.cited) for c in citations] == [(2, passages[1], True),
+                                                                    (1, passages[0], True)]
+    assert citations[0].quote in " ".join(passages[1].text.split())
+
+
+def test_an_answer_citing_nothing_gets_every_retrieved_passage_even_those_left_out_of_the_prompt(
+        store, tiny_embedder, recorded_prompts):
+    settings, passages = with_a_prompt_that(
+        store, tiny_embedder, lambda prompt, passages: len(passages) == 3 and len(prompt.passages) == 1)
+    events = list(make(store, tiny_embedder, ScriptedLLM("Replace it every year."), settings).ask(QUESTION))
+
+    (prompt,) = recorded_prompts
+    assert len(prompt.passages) == 1
+    citations = only(events, CitationsEvent).citations
+    assert [(c.number, c.passage, c.cited) for c in citations] == \
+        [(n, p, False) for n, p in enumerate(passages, 1)]
+
+
+# -- quotes and citations ----------------------------------------------------------------------
+
+def test_best_quote_is_the_sentence_sharing_most_words_with_the_question():
+    text = ("Open the lid. Prime the pump with water before the first start.\n\n"
+            "Close the valve when the pump runs.")
+    assert best_quote(text, "How do I prime the pump with water?") == \
+        "Prime the pump with water before the first start."
+    assert best_quote(text, "When must the valve be closed?") == "Close the valve when the pump runs."
+    # no word in common: the first sentence that is prose, not a fragment such as "Open the lid."
+    assert best_quote(text, "Something else entirely") == "Prime the pump with water before the first start."
+
+
+def test_best_quote_prefers_prose_among_the_sentences_sharing_most_words():
+    text = "# Pump P-200: the pump\n\nPump P-200.\n\nBefore the first start, fill the pump with water."
+    # each shares one word ("pump"): the prose sentence, not the heading nor the fragment
+    assert best_quote(text, "How do I prime the pump?") == "Before the first start, fill the pump with water."
+    # a heading that shares more words than any sentence is still the best match
+    headed = "## Prime the pump\n\nFill the housing with water before the first start."
+    assert best_quote(headed, "How do I prime the pump?") == "## Prime the pump"
+
+
+def test_best_quote_joins_lines_and_respects_the_limit():
+    assert best_quote("Prime the\n   pump with    water.", "prime pump") == "Prime the pump with water."
+    long = "Prime the pump " + "with clean and cold water " * 20 + "before starting."
+    quote = best_quote(long, "prime pump")
+    assert len(quote) <= QUOTE_CHARS and quote.endswith("…")
+    assert long.startswith(quote[:-1]) and long[len(quote) - 1] == " "  # cut between words
+    short = best_quote(long, "prime pump", limit=40)
+    assert len(short) <= 40 and short == "Prime the pump with clean and cold…"
+
+
+def passage(number: int, text: str, page: int) -> Passage:
+    return Passage(document_id=number, path=f"/manuals/manual-{number}.pdf", title=f"Manual {number}",
+                   chunk_ids=(number,), spans=(Span(page, 0, len(text)),), text=text,
+                   heading_path=(), score=1.0 / number, similarity=0.5)
+
+
+PASSAGES = [passage(1, "Open the lid. Check the oil.", 3),
+            passage(2, "Prime the pump with water. Then start it.", 7),
+            passage(3, "Error E-12 means the motor overheated.", 9)]
+
+
+def test_cited_numbers_become_citations_of_those_passages():
+    citations = _citations("How do I prime the pump?", PASSAGES, [2])
+    assert len(citations) == 1
+    (cited,) = citations
+    assert (cited.number, cited.passage, cited.cited) == (2, PASSAGES[1], True)
+    assert cited.quote == "Prime the pump with water."
+    assert cited.to_dict()["document"] == "manual-2.pdf" and cited.to_dict()["page"] == 7
+
+
+def test_citations_keep_the_order_the_answer_cites_them_in():
+    citations = _citations("What does E-12 mean?", PASSAGES, [3, 1])
+    assert [(c.number, c.passage.page, c.cited) for c in citations] == [(3, 9, True), (1, 3, True)]
+
+
+def test_no_cited_number_lists_every_passage_as_a_plain_source():
+    citations = _citations("How do I prime the pump?", PASSAGES, [])
+    assert [(c.number, c.passage, c.cited) for c in citations] == \
+        [(1, PASSAGES[0], False), (2, PASSAGES[1], False), (3, PASSAGES[2], False)]
+
+
+# -- the real built-in models: slow ------------------------------------------------------------
+
+@pytest.mark.slow
+def test_open_assistant_answers_from_an_indexed_manual(builtin_data_dir, tmp_path, recorded_prompts):
+    from engine.cli.main import main
+    from engine.paths import AppPaths
+
+    manual = tmp_path / "pump.md"
+    manual.write_text("# Pump P-200\n\n## Priming\n\nBefore the first start, prime the pump: open "
+                      "the filler plug and fill the housing with clean water until it overflows.\n",
+                      encoding="utf-8")
+    collection = "assistant-open"
+    assert main(["index", str(manual), "--data-dir", str(builtin_data_dir),
+                 "--collection", collection]) == 0
+
+    paths = AppPaths(builtin_data_dir)
+    with open_assistant(paths, collection, provider="cpu", use_reranker=False) as assistant:
+        events = list(assistant.ask("How do I prime the pump?"))
+        client = assistant.llm
+        assert client.pid is not None
+    assert client.pid is None  # the model's process ends with the context
+
+    assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
+    assert events[0].answerable
+    done = events[-1]
+    assert done.stats.new_tokens > 0 and "generate" in done.stats.stages
+    assert done.stats.finish_reason in ("stop", "length", "repetition", "stop string")
+    # SmolLM2 opens this answer with the fence marker: it is hidden, and the answer goes on
+    (prompt,) = recorded_prompts
+    assert done.answer.strip() and streamed(events).strip()
+    assert shows_no_marker(events, prompt)
+    assert {Path(c.passage.path).name for c in events[-2].citations} == {"pump.md"}

@@ -1,0 +1,232 @@
+"""offline-assistant-cli ask, chat and eval.
+
+The slow tests run the real built-in models: each indexes a small Markdown manual with `index`
+into its own collection of the shared data dir in which the built-in LLM has been prepared once
+(conftest's builtin_data_dir).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from engine.answer.assistant import NOT_FOUND
+from engine.cli.main import main
+
+MANUAL = """# Pump P-200 manual
+
+## Priming
+
+Before the first start, prime the pump: open the filler plug on top of the pump housing and fill
+the housing with clean water until it overflows. Close the filler plug hand-tight.
+
+## Changing the filter
+
+Replace the suction filter every 500 operating hours. Stop the motor, close the inlet valve,
+unscrew the filter bowl, and fit a new filter cartridge (part number F-77).
+
+## Error codes
+
+Error E-12 means the motor overheated. Let the pump cool down for 30 minutes and check that the
+air vents are not blocked.
+"""
+SOURCE_LINE = re.compile(r'^  \[(\d+)\] pump\.md, pages? (\d+(?:, \d+)*): "(.+)"$', re.MULTILINE)
+QA_LINES = [
+    {"id": "prime", "question": "How do I prime the pump?", "doc": "pump.md", "pages": [2],
+     "keywords": ["water"]},
+    {"id": "filter", "question": "Which filter cartridge part number fits the pump?",
+     "doc": "pump.md", "pages": [3], "keywords": ["F-77"]},
+    {"id": "france", "question": "What is the capital of France?", "doc": None, "answerable": False},
+]
+
+
+def write_qa(path: Path, lines: list) -> Path:
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    return path
+
+
+# -- no model needed -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command, options", [
+    ("ask", ["--json", "--collection NAME", "--model NAME", "--no-rerank", "--data-dir DIR"]),
+    ("chat", ["--collection NAME", "--model NAME", "--no-rerank", "--provider {auto,"]),
+    ("eval", ["--retrieval-only", "--details FILE", "--json", "--collection NAME"]),
+])
+def test_help_of_each_command(command, options, capsys):
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(option in out for option in options), out
+
+
+def test_eval_names_a_bad_line_of_the_qa_file(tmp_path, capsys):
+    qa = write_qa(tmp_path / "qa.jsonl", [QA_LINES[0], {"question": "Q?", "pages": [1]}])
+    assert main(["eval", str(qa), "--retrieval-only", "--data-dir", str(tmp_path / "data")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: '{qa}' line 2: an answerable question needs 'doc'")
+    assert not (tmp_path / "data").exists()  # nothing was opened
+
+
+def test_eval_details_in_a_missing_folder_is_an_error_not_a_traceback(tmp_path, capsys):
+    qa = write_qa(tmp_path / "qa.jsonl", QA_LINES)
+    details = tmp_path / "no-such-folder" / "details.jsonl"
+    code = main(["eval", str(qa), "--retrieval-only", "--details", str(details),
+                 "--data-dir", str(tmp_path / "data")])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: The details file '{details}' could not be written")
+    assert "Traceback" not in err
+
+
+# -- the real built-in models: slow ------------------------------------------------------------
+
+@pytest.fixture
+def common(builtin_data_dir, tmp_path, request, capsys) -> list[str]:
+    """--data-dir/--collection/--provider of a fresh collection holding the pump manual."""
+    (tmp_path / "manuals").mkdir()
+    (tmp_path / "manuals" / "pump.md").write_text(MANUAL, encoding="utf-8")
+    collection = "cli-ask-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
+    options = ["--data-dir", str(builtin_data_dir), "--collection", collection, "--provider", "cpu"]
+    assert main(["index", str(tmp_path / "manuals"), *options]) == 0
+    assert "The collection holds 1 documents" in capsys.readouterr().err
+    return options
+
+
+@pytest.mark.slow
+def test_ask_streams_an_answer_then_names_its_sources(common, capsys, recorded_prompts):
+    assert main(["ask", "How do I prime the pump?", *common]) == 0
+    out, err = capsys.readouterr()
+    (prompt,) = recorded_prompts
+    assert prompt.marker not in out  # SmolLM2 may open its answer with the fence marker: hidden
+
+    answer, _, sources = out.partition("\n\nSources:" if "\n\nSources:" in out else
+                                       "\n\nPassages (the answer cites none of them):")
+    assert answer.strip() and sources, out
+    cited = SOURCE_LINE.findall(sources)
+    assert cited, sources
+    number, pages, quote = cited[0]
+    assert number == "1" and "2" in pages.split(", ")  # "Priming" is the manual's second section
+    assert "prime the pump" in quote
+    assert "first token after" in err and "stages: " in err and " generate " in err
+
+
+@pytest.mark.slow
+def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, capsys, recorded_prompts):
+    assert main(["ask", "How do I prime the pump?", "--json", *common]) == 0
+    out = capsys.readouterr().out
+    assert len(out.strip().splitlines()) == 1
+    record = json.loads(out)
+
+    assert record["question"] == "How do I prime the pump?"
+    assert record["answerable"] is True and isinstance(record["answer"], str)
+    (prompt,) = recorded_prompts
+    assert record["answer"].strip() and prompt.marker not in record["answer"]
+    assert record["citations"]
+    for citation in record["citations"]:
+        assert citation["document"] == "pump.md" and Path(citation["path"]).name == "pump.md"
+        assert citation["page"] in citation["pages"] and isinstance(citation["page"], int)
+        assert citation["quote"] and isinstance(citation["cited"], bool)
+    assert any("prime the pump" in c["quote"] for c in record["citations"])
+    stats = record["stats"]
+    assert stats["answerable"] is True and stats["relevance"]["relevant"] is True
+    assert {"gate", "prompt", "generate", "cite"} <= set(stats["stages"])
+    assert stats["prompt_tokens"] > 0 and stats["new_tokens"] > 0 and stats["provider"] == "cpu"
+    assert stats["time_to_first_token_s"] > 0
+
+
+@pytest.mark.slow
+def test_an_off_topic_question_is_not_answered(common, capsys):
+    assert main(["ask", "What is the capital of France?", "--json", *common]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["answerable"] is False and record["answer"] == NOT_FOUND
+    assert record["stats"]["relevance"]["missing_terms"] == ["capital", "france"]
+    assert "generate" not in record["stats"]["stages"] and record["stats"]["new_tokens"] == 0
+    assert record["citations"]  # the nearest passages, in case they help
+    assert {c["document"] for c in record["citations"]} == {"pump.md"}
+    assert not any(c["cited"] for c in record["citations"])
+
+    assert main(["ask", "What is the capital of France?", *common]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(NOT_FOUND)
+    assert "Passages (the answer cites none of them):" in out and SOURCE_LINE.search(out)
+
+
+@pytest.mark.slow
+def test_an_empty_question_is_an_error(common, capsys):
+    assert main(["ask", "   ", *common]) == 1
+    assert "error: The question is empty" in capsys.readouterr().err
+    assert main(["ask", "", "--json", *common]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert "question is empty" in record["error"] and "answer" not in record
+
+
+@pytest.mark.slow
+def test_eval_retrieval_only_json_and_details(common, tmp_path, capsys):
+    qa = write_qa(tmp_path / "qa.jsonl", QA_LINES)
+    details = tmp_path / "details.jsonl"
+
+    assert main(["eval", str(qa), "--retrieval-only", "--json", "--details", str(details), *common]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out)
+    assert (summary["questions"], summary["answerable"], summary["unanswerable"]) == (3, 2, 1)
+    assert {"hit@1", "hit@3", "hit@5", "hit@10", "mrr@5"} <= summary.keys()
+    assert summary["hit@10"] == 1.0  # a one-manual collection: its passages cover every section
+    assert summary["refusal_accuracy"] == 1.0 and summary["keyword_hit_rate"] is None
+    assert "embed" in summary["latency_s"] and "generate" not in summary["latency_s"]
+    assert "3/3 questions" in err
+    rows = [json.loads(line) for line in details.read_text(encoding="utf-8").splitlines()]
+    assert [row["id"] for row in rows] == ["prime", "filter", "france"]
+    assert rows[2]["refused"] is True and rows[0]["answer"] is None
+
+    assert main(["eval", str(qa), "--retrieval-only", *common]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("3 questions: 2 answerable, 1 not")
+    assert re.search(r"^  hit@1 +1\.000$", table, re.MULTILINE)
+    assert re.search(r"^  keyword_hit_rate +-$", table, re.MULTILINE)
+
+
+@pytest.mark.slow
+def test_chat_answers_two_questions_then_ends_at_end_of_input(common, capsys, monkeypatch, recorded_prompts):
+    monkeypatch.setattr("sys.stdin", io.StringIO("How do I prime the pump?\nand the filter?\n"))
+    assert main(["chat", *common]) == 0
+    out, err = capsys.readouterr()
+    assert len(recorded_prompts) == 2 and not any(prompt.marker in out for prompt in recorded_prompts)
+
+    assert out.count("\n> ") == 3  # two questions, then the prompt that met the end of input
+    answers = out.split("\n> ")[1:3]
+    for answer in answers:
+        assert SOURCE_LINE.search(answer), answer
+        assert re.split(r"\n\n(?:Sources:|Passages )", answer)[0].strip()  # text before the sources
+    assert "Ask about your manuals" in err
+    assert len(re.findall(r"stages: .* generate ", err)) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", [["ask", "How do I prime the pump?"], ["chat"],
+                                     ["eval", "QA", "--retrieval-only"]], ids=lambda c: c[0])
+def test_a_missing_collection_says_to_index_documents_first(builtin_data_dir, tmp_path, capsys,
+                                                            monkeypatch, command):
+    qa = tmp_path / "qa.jsonl"
+    qa.write_text(json.dumps({"question": "Q?", "doc": "a.md", "pages": [1]}) + "\n", encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO("How do I prime the pump?\n"))
+    command = [str(qa) if part == "QA" else part for part in command]
+    code = main([*command, "--data-dir", str(builtin_data_dir), "--collection", "never-indexed",
+                 "--provider", "cpu"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert re.search(r"^error: There is no collection in '.*never-indexed'; "
+                     r"index some documents into it first\.$", err, re.MULTILINE), err
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_eval_with_answers_scores_keywords_and_times_generation(common, tmp_path, capsys):
+    qa = write_qa(tmp_path / "qa.jsonl", QA_LINES)
+    assert main(["eval", str(qa), "--json", *common]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["questions"] == 3 and summary["refusal_accuracy"] == 1.0
+    assert summary["keyword_hit_rate"] is not None  # answers were written and checked
+    assert {"generate", "first_token", "total"} <= summary["latency_s"].keys()

@@ -1,0 +1,198 @@
+"""GGUF import: weights map exactly, and the ONNX decoder matches an independent numpy forward
+pass, with and without a KV cache, for each architecture and tensor type."""
+
+from __future__ import annotations
+
+import json
+
+import gguf
+import numpy as np
+import onnxruntime as ort
+import pytest
+from gguf import GGMLQuantizationType as QT
+
+from engine.errors import ModelError
+from engine.models.gguf_import import import_gguf
+from engine.models.gguf_weights import BLOCK, BlockWeight, matmul_weight
+from engine.models.manifest import verify_manifest
+from tests.helpers.gguf_factory import reference_logits, write_tiny_gguf
+
+PROMPT = [5, 77, 120, 33, 201, 9, 64, 150]
+DECODE = [42, 99, 7]
+
+
+def dequantize_block_weight(weight: BlockWeight) -> np.ndarray:
+    """MatMulNBits semantics: (code - zero_point) * scale, codes packed low nibble first."""
+    if weight.bits == 4:
+        codes = np.stack([weight.packed & 0x0F, weight.packed >> 4], axis=-1).reshape(weight.n, -1, BLOCK)
+    else:
+        codes = weight.packed
+    if weight.zero_points is None:
+        zero = np.full(weight.scales.shape, 2 ** (weight.bits - 1), np.float32)
+    else:
+        zero = np.stack([weight.zero_points & 0x0F, weight.zero_points >> 4], axis=-1).reshape(weight.n, -1)
+        zero = zero[:, : weight.scales.shape[1]]
+    values = (codes.astype(np.float32) - zero[..., None]) * weight.scales[..., None]
+    if weight.offsets is not None:
+        values = values + weight.offsets[..., None]
+    return values.reshape(weight.n, -1)
+
+
+def _one_tensor_gguf(tmp_path, kind: QT, values: np.ndarray):
+    path = tmp_path / f"{kind.name}.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_tensor("w.weight", gguf.quants.quantize(values, kind), raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return gguf.GGUFReader(path).tensors[0]
+
+
+@pytest.mark.parametrize("kind", [QT.Q4_0, QT.Q4_1, QT.Q8_0])
+def test_gguf_blocks_map_onto_matmulnbits_without_added_error(tmp_path, kind):
+    rng = np.random.default_rng(1)
+    values = rng.standard_normal((48, 128)).astype(np.float32)
+    values[3, :32] = 0.25  # a flat block: Q4_1 stores scale 0, which must still come out right
+    tensor = _one_tensor_gguf(tmp_path, kind, values)
+    expected = gguf.quants.dequantize(np.asarray(tensor.data), kind)
+    got = dequantize_block_weight(matmul_weight(tensor))
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+
+
+def _run_decoder(folder, prompt, steps):
+    """Last-position logits after the prompt, then after each decode token, through the KV cache."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    config = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
+    layers, kv, head = config["num_hidden_layers"], config["num_key_value_heads"], config["head_size"]
+    past = {f"past_key_values.{i}.{k}": np.zeros((1, kv, 0, head), np.float32)
+            for i in range(layers) for k in ("key", "value")}
+    outputs, tokens = [], list(prompt)
+    feed_ids = list(prompt)
+    for step in range(len(steps) + 1):
+        feeds = {"input_ids": np.array([feed_ids], np.int64),
+                 "attention_mask": np.ones((1, len(tokens)), np.int64), **past}
+        results = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
+        outputs.append(results["logits"][0, -1].astype(np.float64))
+        past = {name.replace("present", "past_key_values"): value
+                for name, value in results.items() if name.startswith("present")}
+        if step < len(steps):
+            feed_ids = [steps[step]]
+            tokens.append(steps[step])
+    return np.stack(outputs)
+
+
+def _reference_steps(path, prompt, steps):
+    full = reference_logits(path, list(prompt) + list(steps))
+    return full[len(prompt) - 1:]
+
+
+def _import(tmp_path, accuracy_level=0, **shape):
+    source = write_tiny_gguf(tmp_path / "tiny.gguf", **shape)
+    folder = import_gguf(source, tmp_path / "model", accuracy_level=accuracy_level)
+    return source, folder
+
+
+EXACT_TYPES = ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"]
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("weight_type", EXACT_TYPES)
+def test_decoder_matches_numpy_reference(tmp_path, arch, weight_type):
+    source, folder = _import(tmp_path, arch=arch, weight_type=weight_type)
+    got = _run_decoder(folder, PROMPT, DECODE)
+    expected = _reference_steps(source, PROMPT, DECODE)
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(got, expected, atol=2e-4 * scale, rtol=0)
+
+
+@pytest.mark.parametrize("weight_type", ["Q4_K", "Q6_K", "Q5_0"])
+def test_requantized_types_stay_close_to_reference(tmp_path, weight_type):
+    source, folder = _import(tmp_path, weight_type=weight_type, hidden=256, heads=4, kv_heads=2, ffn=512)
+    got = _run_decoder(folder, PROMPT, DECODE)
+    expected = _reference_steps(source, PROMPT, DECODE)
+    for row_got, row_expected in zip(got, expected):
+        assert np.corrcoef(row_got, row_expected)[0, 1] > 0.99
+
+
+@pytest.mark.parametrize("embed_type", ["Q8_0", "Q4_0", "Q4_1", "F16"])
+def test_embedding_types_and_untied_output(tmp_path, embed_type):
+    source, folder = _import(tmp_path, embed_type=embed_type, tied_output=False)
+    got = _run_decoder(folder, PROMPT, DECODE)
+    expected = _reference_steps(source, PROMPT, DECODE)
+    np.testing.assert_allclose(got, expected, atol=2e-4 * np.abs(expected).max(), rtol=0)
+
+
+def test_fast_int8_kernels_stay_close_to_reference(tmp_path):
+    """accuracy_level 4 (the default) quantizes activations to int8 inside each matmul."""
+    source, folder = _import(tmp_path, accuracy_level=4, weight_type="Q4_1")
+    got = _run_decoder(folder, PROMPT, DECODE)
+    expected = _reference_steps(source, PROMPT, DECODE)
+    for row_got, row_expected in zip(got, expected):
+        assert np.corrcoef(row_got, row_expected)[0, 1] > 0.995
+
+
+def test_import_writes_a_complete_genai_folder(tmp_path):
+    progress = []
+    source = write_tiny_gguf(tmp_path / "tiny.gguf")
+    folder = import_gguf(source, tmp_path / "model", lambda f, m: progress.append(f))
+    names = {p.name for p in folder.iterdir()}
+    assert {"model.onnx", "model.onnx.data", "genai_config.json", "tokenizer.json", "manifest.json"} <= names
+    assert verify_manifest(folder, hashes=True)
+    assert progress[0] == 0.0 and progress[-1] == 1.0 and progress == sorted(progress)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left
+
+
+def test_unsupported_architecture_is_refused_by_name(tmp_path):
+    path = tmp_path / "gpt2.gguf"
+    writer = gguf.GGUFWriter(str(path), "gpt2")
+    writer.add_tensor("token_embd.weight", np.zeros((4, 32), np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with pytest.raises(ModelError, match="'gpt2'"):
+        import_gguf(path, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_not_a_gguf_file_is_refused(tmp_path):
+    path = tmp_path / "fake.gguf"
+    path.write_bytes(b"not a gguf at all" * 10)
+    with pytest.raises(ModelError, match="fake.gguf"):
+        import_gguf(path, tmp_path / "out")
+
+
+REAL_PROMPT = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+
+
+@pytest.fixture(scope="module")
+def real_gguf():
+    from engine.models.registry import BUILTIN_LLM, find_package_file
+
+    return find_package_file(BUILTIN_LLM.files[0])
+
+
+@pytest.mark.slow
+def test_real_model_import_is_exact_in_float(tmp_path, real_gguf):
+    """With float32 activations the imported SmolLM2 matches the numpy reference closely."""
+    from tokenizers import Tokenizer
+
+    folder = import_gguf(real_gguf, tmp_path / "exact", accuracy_level=0)
+    ids = Tokenizer.from_file(str(folder / "tokenizer.json")).encode(REAL_PROMPT).ids
+    expected = _reference_steps(real_gguf, ids[:-2], ids[-2:])
+    got = _run_decoder(folder, ids[:-2], ids[-2:])
+    np.testing.assert_allclose(got, expected, atol=1e-4 * np.abs(expected).max(), rtol=0)
+
+
+@pytest.mark.slow
+def test_real_model_default_build_stays_close_to_reference(builtin_llm_dir, real_gguf):
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(builtin_llm_dir / "tokenizer.json")).encode(REAL_PROMPT).ids
+    expected = reference_logits(real_gguf, ids)[-1]
+    got = _run_decoder(builtin_llm_dir, ids, [])[-1]
+    assert np.corrcoef(got, expected)[0, 1] > 0.998
+    assert int(got.argmax()) in set(np.argsort(expected)[-3:].tolist())

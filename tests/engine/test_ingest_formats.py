@@ -1,0 +1,317 @@
+"""Each format's pages, labels, headings and text, on small generated files."""
+
+from __future__ import annotations
+
+import codecs
+import os
+
+import pytest
+
+from engine.errors import DocumentError
+from engine.ingest import ParsePool, discover, outcome_for, parse_file
+from engine.types import DocumentOutcome, Page
+from tests.helpers.hostile_files import (
+    MANUAL_TITLE,
+    docx_paragraph,
+    docx_table,
+    scanned_pdf,
+    text_pdf,
+    write_docx,
+    write_manual_pdf,
+)
+
+
+def page_of(document, passage: str) -> int:
+    [number] = [page.number for page in document.pages if passage in page.text]
+    return number
+
+
+# -- PDF ----------------------------------------------------------------------------------
+def test_pdf_known_passages_are_on_their_physical_pages(tmp_path):
+    document = parse_file(write_manual_pdf(tmp_path))
+    assert [page.number for page in document.pages] == [1, 2, 3, 4]
+    assert page_of(document, "Disconnect the mains supply") == 1
+    assert page_of(document, "level concrete base") == 2
+    assert page_of(document, "every 4000 operating hours") == 3
+    assert page_of(document, "Error E42") == 4
+    assert document.title == MANUAL_TITLE
+    assert document.warnings == ()
+    assert outcome_for(document) == DocumentOutcome(document.path, "ready", "", pages=4)
+
+
+def test_pdf_title_falls_back_to_the_file_name(tmp_path):
+    path = tmp_path / "Quick Start.pdf"
+    path.write_bytes(text_pdf(["Press the green button."]))
+    assert parse_file(path).title == "Quick Start"
+
+
+def test_pdf_image_only_pages_among_text_pages_are_a_warning(tmp_path):
+    path = scanned_pdf(tmp_path, ("Contents", "Wiring", None, None, "Index"), "mixed.pdf")
+    document = parse_file(path)
+    assert page_of(document, "Wiring") == 2
+    assert page_of(document, "Index") == 5
+    [warning] = document.warnings
+    assert warning.startswith("pages 3-4 have only images")
+    assert outcome_for(document).status == "ready_with_warnings"
+
+
+def test_the_pool_returns_what_the_parser_returns(tmp_path):
+    path = write_manual_pdf(tmp_path)
+    with ParsePool() as pool:
+        assert pool.parse(path) == parse_file(path)
+
+
+# -- plain text ---------------------------------------------------------------------------
+def test_text_pages_are_blocks_of_a_hundred_lines(tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_text("".join(f"line {number}\n" for number in range(1, 251)), encoding="utf-8")
+    document = parse_file(path)
+    assert [(page.number, page.label) for page in document.pages] == [
+        (1, "lines 1-100"), (2, "lines 101-200"), (3, "lines 201-250")]
+    assert document.pages[1].text.splitlines()[0] == "line 101"
+    assert document.pages[2].text.splitlines()[-1] == "line 250"
+    assert document.title == "log"
+
+
+def test_text_lines_are_counted_as_an_editor_counts_them(tmp_path):
+    path = tmp_path / "dos.txt"
+    path.write_bytes(b"".join(b"row %d\r\n" % number for number in range(1, 100))
+                     + b"\x0cpage two starts\r\nrow 101\r\n")
+    first, second = parse_file(path).pages
+    assert first.label == "lines 1-100" and first.text.endswith("\x0cpage two starts")
+    assert second.label == "lines 101-101" and second.text == "row 101"
+
+
+@pytest.mark.parametrize("encoding, bom", [
+    ("utf-8", codecs.BOM_UTF8),
+    ("utf-16-le", codecs.BOM_UTF16_LE),
+    ("utf-16-be", codecs.BOM_UTF16_BE),
+    ("utf-32-le", codecs.BOM_UTF32_LE),
+])
+def test_text_with_a_byte_order_mark_is_decoded(tmp_path, encoding, bom):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(bom + "Überdruckventil prüfen: 5 bar\n".encode(encoding))
+    document = parse_file(path)
+    assert document.pages[0].text == "Überdruckventil prüfen: 5 bar"
+    assert document.warnings == ()
+
+
+def test_text_that_is_not_utf8_is_replaced_with_a_warning(tmp_path):
+    path = tmp_path / "legacy.txt"
+    path.write_bytes("Druck: 5 bar\nVentil prüfen\n".encode("latin-1"))
+    document = parse_file(path)
+    assert document.pages[0].text == "Druck: 5 bar\nVentil pr\ufffdfen"
+    [warning] = document.warnings
+    assert "legacy.txt" in warning and "UTF-8" in warning
+    assert outcome_for(document).status == "ready_with_warnings"
+
+
+def test_binary_data_in_a_text_file_is_refused(tmp_path):
+    path = tmp_path / "no-bom.txt"
+    path.write_bytes("UTF-16 without a byte-order mark".encode("utf-16-le"))
+    with pytest.raises(DocumentError) as error:
+        parse_file(path)
+    assert error.value.kind == "invalid"
+    assert "no-bom.txt" in str(error.value) and "UTF-8" in str(error.value)
+
+
+def test_nul_characters_never_reach_the_index(tmp_path):
+    path = tmp_path / "nul.txt"
+    path.write_bytes(b"x" * 9000 + b"\nbefore\x00after\n")
+    assert "beforeafter" in parse_file(path).pages[0].text
+
+
+def test_whitespace_only_text_is_empty(tmp_path):
+    path = tmp_path / "blank.txt"
+    path.write_text("\n   \n\t\n")
+    with pytest.raises(DocumentError) as error:
+        parse_file(path)
+    assert error.value.kind == "empty"
+
+
+# -- Markdown -----------------------------------------------------------------------------
+MARKDOWN = """\
+---
+title: front matter is metadata
+---
+Read this first.
+
+# Pump Guide
+
+Intro text.
+
+## Install
+
+Bolt it down.
+
+```sh
+# not a heading: a comment in code
+make install
+```
+
+### Wiring
+Connect L and N.
+
+Maintenance
+-----------
+
+Oil yearly.
+
+# Appendix
+Tables.
+"""
+
+
+def test_markdown_sections_are_labelled_with_their_heading_path(tmp_path):
+    path = tmp_path / "guide.md"
+    path.write_text(MARKDOWN, encoding="utf-8")
+    document = parse_file(path)
+    assert document.title == "Pump Guide"
+    assert [(page.number, page.label) for page in document.pages] == [
+        (1, "Pump Guide"),  # the text before the first heading goes under the title
+        (2, "Pump Guide"),
+        (3, "Pump Guide > Install"),
+        (4, "Pump Guide > Install > Wiring"),
+        (5, "Pump Guide > Maintenance"),
+        (6, "Appendix"),
+    ]
+    assert document.pages[0].text == "Read this first."
+    install = document.pages[2].text
+    assert install.startswith("## Install") and "# not a heading" in install
+    assert "Oil yearly." in document.pages[4].text
+    assert "front matter" not in "".join(page.text for page in document.pages)
+
+
+# -- HTML ---------------------------------------------------------------------------------
+HTML = """<!DOCTYPE html>
+<html><head><meta charset="windows-1252"><title>Pump &amp; Valve Help</title>
+<style>body { color: red }</style><script>var hidden = "script text";</script></head>
+<body><nav><a href="/">Home</a> | <a href="/x">Menu link</a></nav>
+<p>Before   any
+heading.</p>
+<h1>Setup</h1><p>Unpack the <b>pump</b>.</p>
+<h2>Power</h2><p>Use 230\xa0V only.</p>
+<h4>Fuses</h4><p>Type T2A.</p>
+<table><tr><th>Code</th><th>Meaning</th></tr>
+<tr><td>E42</td><td>Sensor \u2013 unplugged</td></tr></table>
+<h3>Earth</h3><pre>  keep
+    indent</pre>
+<h2>Cleaning</h2><ul><li>Rinse</li><li>Dry</li></ul>
+</body></html>"""
+
+
+def test_html_sections_by_heading_without_scripts_styles_or_navigation(tmp_path):
+    path = tmp_path / "help.html"
+    path.write_bytes(HTML.encode("cp1252"))
+    document = parse_file(path)
+    assert document.title == "Pump & Valve Help"
+    assert [(page.number, page.label) for page in document.pages] == [
+        (1, "Pump & Valve Help"),
+        (2, "Setup"),
+        (3, "Setup > Power"),
+        (4, "Setup > Power > Earth"),
+        (5, "Setup > Cleaning"),
+    ]
+    text = "\n".join(page.text for page in document.pages)
+    for hidden in ("color: red", "script text", "Menu link", "Home"):
+        assert hidden not in text
+    assert document.pages[0].text == "Before any heading."
+    power = document.pages[2].text
+    assert "Use 230 V only." in power and "Fuses" in power  # h4 stays in its section
+    assert "Code | Meaning\nE42 | Sensor \u2013 unplugged" in power
+    assert "  keep\n    indent" in document.pages[3].text
+    assert "Rinse\nDry" in document.pages[4].text
+
+
+# -- DOCX ---------------------------------------------------------------------------------
+def test_docx_headings_paragraphs_and_tables(tmp_path):
+    body = "".join([
+        docx_paragraph("Read me first."),
+        docx_paragraph("Installation", "H1"),
+        docx_paragraph("Mount the unit."),
+        docx_paragraph("Electrical", "H2"),
+        docx_table([["Terminal", "Wire"], ["L", "brown"], ["N", "blue"]]),
+        docx_paragraph("Service", "Heading1"),  # an English id with no style entry
+        docx_paragraph("Call us."),
+    ])
+    path = write_docx(tmp_path / "install.docx", body, title="Unit Installation")
+    document = parse_file(path)
+    assert document.title == "Unit Installation"
+    assert [(page.number, page.label) for page in document.pages] == [
+        (1, "Unit Installation"),
+        (2, "Installation"),
+        (3, "Installation > Electrical"),
+        (4, "Service"),
+    ]
+    assert document.pages[1].text == "Installation\n\nMount the unit."
+    assert "Terminal | Wire\nL | brown\nN | blue" in document.pages[2].text
+
+
+def test_docx_title_from_the_title_style(tmp_path):
+    body = docx_paragraph("Owner's Handbook", "Title") + docx_paragraph("Welcome.")
+    assert parse_file(write_docx(tmp_path / "h.docx", body)).title == "Owner's Handbook"
+
+
+def test_a_zip_that_is_not_a_word_document_is_invalid(tmp_path):
+    import zipfile
+
+    path = tmp_path / "archive.docx"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("readme.txt", "hello")
+    with pytest.raises(DocumentError) as error:
+        parse_file(path)
+    assert error.value.kind == "invalid" and "word/document.xml" in str(error.value)
+
+
+def test_docx_with_a_doctype_is_refused(tmp_path):
+    import zipfile
+
+    path = tmp_path / "entities.docx"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("word/document.xml", '<!DOCTYPE x [<!ENTITY a "aaaa">]><x>&a;</x>')
+    with pytest.raises(DocumentError) as error:
+        parse_file(path)
+    assert error.value.kind == "invalid"
+
+
+# -- outcomes and messages ----------------------------------------------------------------
+def test_unsupported_format(tmp_path):
+    path = tmp_path / "drawing.dwg"
+    path.write_bytes(b"AC1032")
+    with pytest.raises(DocumentError) as error:
+        parse_file(path)
+    assert error.value.kind == "unsupported"
+    assert error.value.outcome == DocumentOutcome(str(path), "failed", str(error.value))
+    assert "drawing.dwg" in str(error.value) and "'.dwg'" in str(error.value)
+
+
+def test_every_failure_names_the_file_and_says_what_to_do():
+    for kind in DocumentError._MESSAGES:
+        message = str(DocumentError.of(kind, "/manuals/pump.pdf", "detail"))
+        assert "'pump.pdf'" in message and "(detail)" in message
+        assert message.endswith(".")
+
+
+def test_page_labels_default_to_empty():
+    assert Page(3, "text").label == ""
+
+
+# -- discover -----------------------------------------------------------------------------
+def test_discover_finds_supported_files_recursively_sorted_and_once(tmp_path):
+    (tmp_path / "b" / "deep").mkdir(parents=True)
+    (tmp_path / ".hidden").mkdir()
+    names = ["a.PDF", "b/notes.txt", "b/deep/c.Md", "b/deep/d.markdown", "e.htm", "f.HTML",
+             "g.docx", "skip.doc", ".secret.pdf", ".hidden/h.pdf", "b/image.png"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"x")
+    os.symlink(tmp_path, tmp_path / "b" / "loop")  # a link back up the tree
+    found = discover([tmp_path, tmp_path / "a.PDF"])
+    assert [path.relative_to(tmp_path).as_posix() for path in found] == [
+        "a.PDF", "b/deep/c.Md", "b/deep/d.markdown", "b/notes.txt", "e.htm", "f.HTML",
+        "g.docx"]
+
+
+def test_discover_keeps_a_file_named_directly_whatever_it_is(tmp_path):
+    named = tmp_path / "drawing.dwg"
+    named.write_bytes(b"x")
+    assert discover([named, tmp_path / "missing.pdf"]) == [named]

@@ -1,0 +1,275 @@
+"""LLMClient: the model in a child process, so the caller's threads never stall on it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.errors import EngineProcessError, GenerationError, ModelError
+from engine.llm.process import LLMClient
+
+# With the GGUF's own default system prompt, "The" and "L" are 0.08 logits apart for the first
+# token, so int8-activation kernels (llama.cpp's too) may tip either way; a plain system
+# message gives a clear answer.
+FRANCE = [{"role": "system", "content": "You are a helpful assistant."},
+          {"role": "user", "content": "What is the capital of France?"}]
+STORY = [{"role": "user", "content": "Write a long story about a dragon who loves tea."}]
+SENTENCE = "The pump must be primed with water before it is started. "
+REPO = Path(__file__).resolve().parents[2]
+
+
+class TickGaps:
+    """A 10 ms timer thread in this process; `longest` is the longest gap between its ticks."""
+
+    def __init__(self):
+        self.longest = 0.0
+        self.ticks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        last = time.perf_counter()
+        while not self._stop.wait(0.01):
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last)
+            self.ticks += 1
+            last = now
+
+    def __enter__(self) -> "TickGaps":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def long_prompt(client: LLMClient, tokens: int) -> list[dict]:
+    per_sentence = client.count_tokens(SENTENCE)
+    return [{"role": "user", "content": SENTENCE * max(1, tokens // per_sentence)}]
+
+
+class KillOnFirstLook:
+    """A cancel flag that kills the child the first time the client looks at it, which is
+    while the child works on the request."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.killed = False
+
+    def is_set(self) -> bool:
+        if not self.killed:
+            self.killed = True
+            os.kill(self.pid, signal.SIGKILL)
+        return False
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_llm_dir):
+    with LLMClient(tiny_llm_dir, provider="cpu") as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def real(builtin_llm_dir):
+    with LLMClient(builtin_llm_dir, provider="cpu") as client:
+        yield client
+
+
+# -- the tiny model: fast --------------------------------------------------------------------
+def test_load_runs_the_model_in_another_process(tiny):
+    assert tiny.pid is not None and tiny.pid != os.getpid()
+    assert tiny.provider == "cpu"
+    assert tiny.context_length > 0
+
+
+def test_prefill_does_not_stall_the_callers_threads(tiny):
+    tokens = min(600, tiny.context_length - 32)
+    with TickGaps() as gaps:
+        result = tiny.generate(long_prompt(tiny, tokens), max_new_tokens=4)
+    assert result.stats.prompt_tokens >= tokens * 0.8
+    assert gaps.longest < 0.1, f"a 10 ms timer stalled for {gaps.longest * 1000:.0f} ms"
+
+
+def test_greedy_gives_the_same_text_twice(tiny):
+    first = tiny.generate(FRANCE, max_new_tokens=16, temperature=0)
+    second = tiny.generate(FRANCE, max_new_tokens=16, temperature=0)
+    assert first.text == second.text
+    assert first.stats.new_tokens == second.stats.new_tokens > 0
+
+
+def test_stats_come_back_as_generation_stats(tiny):
+    result = tiny.generate(FRANCE, max_new_tokens=3)
+    assert result.stats.new_tokens <= 3
+    assert result.stats.finish_reason in ("stop", "length")
+    assert result.stats.provider == "cpu"
+    assert result.stats.prompt_tokens > 5
+
+
+def test_cancel_stops_the_stream_at_once(tiny):
+    limit = min(200, tiny.context_length // 2)
+    cancel = threading.Event()
+    stream = tiny.stream(STORY, max_new_tokens=limit, cancel=cancel)
+    pieces = 0
+    for _ in stream:
+        pieces += 1
+        cancel.set()
+    assert pieces == 1
+    assert stream.stats.finish_reason == "cancelled"
+    assert stream.stats.new_tokens < limit
+    # the client is ready for the next request
+    assert tiny.generate(FRANCE, max_new_tokens=2).stats.new_tokens > 0
+
+
+def test_a_stream_left_unfinished_is_cancelled_by_the_next_request(tiny):
+    expected = tiny.generate(FRANCE, max_new_tokens=8).text
+    stream = iter(tiny.stream(STORY, max_new_tokens=min(200, tiny.context_length // 2)))
+    next(stream)
+    assert tiny.generate(FRANCE, max_new_tokens=8).text == expected
+    with pytest.raises(GenerationError, match="newer request"):
+        next(stream)
+
+
+def test_breaking_out_of_a_stream_leaves_the_client_ready(tiny):
+    expected = tiny.generate(FRANCE, max_new_tokens=8).text
+    for _ in tiny.stream(STORY, max_new_tokens=min(200, tiny.context_length // 2)):
+        break  # the dropped stream cancels the child's work and reads up to its end
+    assert tiny.generate(FRANCE, max_new_tokens=8).text == expected
+
+
+def test_an_engine_error_in_the_child_arrives_as_the_same_class(tiny):
+    too_long = [{"role": "user", "content": "word " * (tiny.context_length * 2)}]
+    pid = tiny.pid
+    with pytest.raises(GenerationError, match="too long") as caught:
+        tiny.generate(too_long, max_new_tokens=4)
+    assert type(caught.value) is GenerationError
+    assert tiny.pid == pid  # the child lives on
+    assert tiny.generate(FRANCE, max_new_tokens=2).stats.new_tokens > 0
+
+
+def test_token_counts_come_from_the_child(tiny):
+    assert tiny.count_tokens("") == 0
+    assert tiny.count_tokens(SENTENCE * 2) > tiny.count_tokens(SENTENCE) > 0
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_killed_child_gives_an_engine_process_error_then_restarts(tiny_llm_dir):
+    with LLMClient(tiny_llm_dir, provider="cpu") as client:
+        first_pid = client.pid
+        killer = KillOnFirstLook(first_pid)
+        stream = client.stream(STORY, max_new_tokens=min(200, client.context_length // 2),
+                               cancel=killer)
+        with pytest.raises(EngineProcessError, match="stopped unexpectedly.*SIGKILL"):
+            list(stream)
+        assert killer.killed
+        result = client.generate(FRANCE, max_new_tokens=4)
+        assert result.stats.new_tokens > 0
+        assert client.pid not in (None, first_pid)
+
+
+def test_requests_need_load_first(tiny_llm_dir):
+    client = LLMClient(tiny_llm_dir, provider="cpu")
+    with pytest.raises(GenerationError, match="not loaded"):
+        client.generate(FRANCE, max_new_tokens=2)
+    client.load()
+    client.close()
+    with pytest.raises(GenerationError, match="not loaded"):
+        client.generate(FRANCE, max_new_tokens=2)
+
+
+def test_close_stops_the_child(tiny_llm_dir):
+    client = LLMClient(tiny_llm_dir, provider="cpu").load()
+    pid = client.pid
+    client.close()
+    client.close()  # twice is fine
+    assert client.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone and reaped
+
+
+def test_a_folder_that_is_no_model_gives_model_error(tmp_path):
+    client = LLMClient(tmp_path, provider="cpu")
+    with pytest.raises(ModelError):
+        client.load()
+    assert client.pid is None
+
+
+def test_the_child_does_not_rerun_the_callers_script(tmp_path, tiny_llm_dir):
+    """A GUI's main script imports Qt; the spawned child must not run it again."""
+    marks = tmp_path / "marks.txt"
+    script = tmp_path / "caller.py"
+    script.write_text(
+        "import sys\n"
+        f"open({str(marks)!r}, 'a').write('ran\\n')\n"
+        "import PySide6.QtCore  # as the GUI's main module would\n"
+        "if __name__ == '__main__':\n"
+        "    from engine.llm.process import LLMClient\n"
+        f"    with LLMClient({str(tiny_llm_dir)!r}, provider='cpu') as client:\n"
+        "        print(client.generate([{'role': 'user', 'content': 'hi'}],"
+        " max_new_tokens=2).stats.finish_reason)\n",
+        encoding="utf-8",
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert marks.read_text().splitlines() == ["ran"]
+
+
+# -- the real built-in model: slow -----------------------------------------------------------
+@pytest.mark.slow
+def test_real_600_token_prefill_does_not_stall_the_callers_threads(real):
+    prompt = long_prompt(real, 600)
+    with TickGaps() as gaps:
+        result = real.generate(prompt, max_new_tokens=2)
+    print(f"\n600-token prefill: {result.stats.prompt_tokens} prompt tokens, first token after "
+          f"{result.stats.time_to_first_token_s:.2f} s, longest timer gap "
+          f"{gaps.longest * 1000:.1f} ms over {gaps.ticks} ticks")
+    assert result.stats.prompt_tokens >= 550
+    assert gaps.longest < 0.1, f"a 10 ms timer stalled for {gaps.longest * 1000:.0f} ms"
+
+
+@pytest.mark.slow
+def test_real_model_knows_the_capital_of_france(real):
+    first = real.generate(FRANCE, max_new_tokens=24, temperature=0)
+    second = real.generate(FRANCE, max_new_tokens=24, temperature=0)
+    assert first.text == second.text
+    assert "Paris" in first.text
+
+
+@pytest.mark.slow
+def test_real_cancel_stops_within_one_token(real):
+    cancel = threading.Event()
+    stream = real.stream(STORY, max_new_tokens=64, cancel=cancel)
+    pieces = 0
+    for _ in stream:
+        pieces += 1
+        cancel.set()
+    assert pieces == 1
+    assert stream.stats.finish_reason == "cancelled"
+    assert stream.stats.new_tokens <= 3  # the child saw the cancel before its next token
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_real_child_killed_mid_stream(builtin_llm_dir):
+    started = time.perf_counter()
+    with LLMClient(builtin_llm_dir, provider="cpu") as client:
+        print(f"\nchild process start + model load: {time.perf_counter() - started:.2f} s")
+        pid = client.pid
+        pieces = 0
+        with pytest.raises(EngineProcessError, match="SIGKILL"):
+            for _ in client.stream(STORY, max_new_tokens=64):
+                pieces += 1
+                if pieces == 1:
+                    os.kill(pid, signal.SIGKILL)
+        assert pieces < 64
+        assert client.generate(FRANCE, max_new_tokens=4).stats.new_tokens > 0
+        assert client.pid != pid

@@ -1,0 +1,406 @@
+"""The chat in the desktop app: the AssistantController (a worker on its own thread, the model in
+its child process) and the ChatView, on real parts: a PDF drawn with Qt's QPdfWriter, indexed by
+the engine with the built-in embedder, and the tiny random LLM (its answers are gibberish, so
+these tests check the plumbing: order, stop, errors, rendering). The gate is opened or closed
+with AssistantSettings so that a question is answered, or refused, for sure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QApplication
+
+from desktop_app.chat.view import (
+    NOT_FOUND_TITLE,
+    AnswerBubble,
+    ChatView,
+    citation_from_dict,
+    history_of,
+)
+from desktop_app.controllers.assistant import NO_MANUALS, AssistantController
+from engine.answer.assistant import AnswerStats, AssistantSettings, Citation, TextEvent
+from engine.answer.grounding import Relevance
+from engine.config import Settings
+from engine.paths import AppPaths
+from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
+from engine.types import Passage, Span
+
+ANSWER = AssistantSettings(relevance_threshold=-10.0, max_new_tokens=40)  # every question passes the gate
+REFUSE = AssistantSettings(relevance_threshold=10.0)  # no question passes it
+QUESTION = "How do I prime the pump before the first start?"
+PUMP_PAGES = [
+    "Pump manual. Safety: wear gloves when handling the pump housing. Keep children away",
+    "Priming the pump: fill the pump casing with clean water before the first start. "
+    "Then open the bleed valve until water flows without air bubbles",
+    "Error E-12 means the motor overheated. Switch the pump off and let the motor cool for thirty minutes",
+]
+LOAD_MS = 60_000  # the model's child process starts in about a second; generous for slow CI
+ANSWER_MS = 60_000
+
+
+# -- documents and data dirs -------------------------------------------------------------------
+def index_into(paths: AppPaths, files: list[Path]) -> None:
+    """Indexes `files` with the engine itself (the GUI's indexing is tested on its own)."""
+    embedder = default_embedder(paths)
+    try:
+        with open_collection(paths, "default", embedder) as store:
+            settings = IndexSettings(parse_time_limit_s=60, parse_memory_limit_mb=1024)
+            outcomes = [e.outcome for e in Indexer(store, embedder, settings).run(files) if e.outcome]
+    finally:
+        embedder.close()
+    assert [o.status for o in outcomes] == ["ready"] * len(files), outcomes
+
+
+def start_controller(qtbot, paths, llm_dir, answer=ANSWER, **settings) -> AssistantController:
+    controller = AssistantController(paths, provider="cpu", settings=Settings(**settings),
+                                     llm_folder=llm_dir, assistant_settings=answer, start=False)
+    with qtbot.waitSignal(controller.modelReady, timeout=LOAD_MS) as ready:
+        controller.start()
+    assert ready.args[0].pid is not None
+    return controller
+
+
+@pytest.fixture(params=["tiny", pytest.param("built-in", marks=pytest.mark.slow)])
+def llm_dir(request) -> Path:
+    """The tiny random LLM (fast) and, marked slow, the real built-in SmolLM2."""
+    return request.getfixturevalue("tiny_llm_dir" if request.param == "tiny" else "builtin_llm_dir")
+
+
+@pytest.fixture
+def controller(qtbot, indexed, llm_dir):
+    controller = start_controller(qtbot, indexed, llm_dir)
+    yield controller
+    controller.shutdown()
+
+
+@pytest.fixture
+def chat(qtbot, controller) -> ChatView:
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.attach(controller)
+    view.resize(700, 600)
+    view.show()
+    qtbot.waitExposed(view)
+    return view
+
+
+def answer_of(qtbot, controller, question=QUESTION, history=()) -> list:
+    """All events of one answer, in order, as (signal name, value)."""
+    events = []
+    slots = {name: (lambda value, name=name: events.append((name, value)))
+             for name in ("passages", "text", "citations", "done", "error")}
+    for name, slot in slots.items():
+        getattr(controller, name).connect(slot)
+    try:
+        with qtbot.waitSignals([controller.done], raising=True, timeout=ANSWER_MS):
+            controller.ask(question, list(history))
+    finally:
+        for name, slot in slots.items():
+            getattr(controller, name).disconnect(slot)
+    return events
+
+
+# -- the controller ----------------------------------------------------------------------------
+def test_tokens_arrive_in_order(qtbot, controller):
+    worker = controller.worker
+    produced, received = [], []  # as the worker relays the engine's events; as the GUI gets them
+    for name in ("passages", "text", "citations", "done"):
+        getattr(worker, name).connect(lambda _request, value, name=name: produced.append((name, value)),
+                                      Qt.ConnectionType.DirectConnection)  # on the worker's thread
+        getattr(controller, name).connect(lambda value, name=name: received.append((name, value)))
+    first_piece = lambda text: text == next(v for n, v in produced if n == "text")  # noqa: E731
+    with qtbot.waitSignal(controller.done, timeout=ANSWER_MS):
+        with qtbot.waitSignals([controller.passages, controller.text], order="strict",
+                               check_params_cbs=[None, first_piece], timeout=ANSWER_MS):
+            controller.ask(QUESTION)
+    names = [name for name, _ in received]
+    assert names[0] == "passages" and names[-2:] == ["citations", "done"]
+    assert set(names[1:-2]) == {"text"} and len(names) > 4
+    assert received == produced  # every piece, in the engine's order, none lost or repeated
+    done = received[-1][1]
+    pieces = "".join(v for n, v in received if n == "text")
+    assert done.stats.answerable and 0 < done.stats.new_tokens <= ANSWER.max_new_tokens
+    assert done.answer and done.answer.strip() in pieces
+
+
+class Hold:
+    """Pauses the worker's thread right after it has relayed the first piece of an answer, until
+    released: the tiny model writes a whole answer in milliseconds, so a test that stops or
+    breaks an answer midway holds it there first. Nothing else of the worker changes."""
+
+    def __init__(self, worker, monkeypatch):
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        relay = worker._relay
+
+        def holding_relay(request_id, event):
+            live = relay(request_id, event)
+            if isinstance(event, TextEvent) and not self.reached.is_set():
+                self.reached.set()
+                self.release.wait(60)
+            return live
+
+        monkeypatch.setattr(worker, "_relay", holding_relay)
+
+
+def test_stop_emits_nothing_after_it(qtbot, monkeypatch, controller, chat):
+    worker = controller.worker
+    hold = Hold(worker, monkeypatch)
+    with qtbot.waitSignal(controller.text, timeout=ANSWER_MS):
+        assert chat.ask(QUESTION)
+    assert hold.reached.is_set()
+    bubble = chat.last_answer()
+    with qtbot.waitSignal(controller.requestEnded, timeout=ANSWER_MS), \
+            qtbot.assertNotEmitted(worker.text), qtbot.assertNotEmitted(worker.citations), \
+            qtbot.assertNotEmitted(worker.done), qtbot.assertNotEmitted(worker.error), \
+            qtbot.assertNotEmitted(controller.text), qtbot.assertNotEmitted(controller.done), \
+            qtbot.assertNotEmitted(controller.error):
+        assert chat.stop()
+        shown = bubble.state.text
+        hold.release.set()  # the model goes on writing: its next piece is dropped, the stream closed
+    qtbot.wait(3 * 30)  # three flushes of the view's timer: still nothing appended
+    assert shown and bubble.state.text == shown and bubble.state.stopped
+    assert bubble.notice.isVisible() and "Stopped" in bubble.notice.text()
+    assert not chat.is_busy() and chat.send_button.isVisible() and not chat.stop_button.isVisible()
+    assert chat.messages()[-1]["stopped"] is True
+    # and the next question is answered in full
+    with qtbot.waitSignal(controller.done, timeout=ANSWER_MS):
+        assert chat.ask(QUESTION)
+    assert chat.last_answer().state.finished and not chat.last_answer().state.stopped
+
+
+def test_stop_before_the_first_piece_drops_the_whole_answer(qtbot, controller):
+    with qtbot.assertNotEmitted(controller.text), qtbot.assertNotEmitted(controller.done), \
+            qtbot.waitSignal(controller.requestEnded, timeout=ANSWER_MS):
+        controller.ask(QUESTION)
+        assert controller.stop() and not controller.is_busy()
+
+
+def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat):
+    controller = chat._controller
+    pid = controller.worker._llm.pid
+    hold = Hold(controller.worker, monkeypatch)
+    with qtbot.waitSignal(controller.text, timeout=ANSWER_MS):
+        chat.ask(QUESTION)
+    with qtbot.waitSignal(controller.error, timeout=ANSWER_MS) as failed:
+        os.kill(pid, signal.SIGKILL)  # the model's process dies in the middle of an answer
+        hold.release.set()
+    assert "stopped unexpectedly" in failed.args[0]
+    bubble = chat.last_answer()
+    assert bubble.state.error and bubble.notice.isVisible() and "failed" in bubble.notice.text()
+    assert chat.messages()[-1]["role"] == "error"
+    # the window survives and the next question starts a fresh model process
+    with qtbot.waitSignal(controller.done, timeout=ANSWER_MS):
+        assert chat.ask(QUESTION)
+    assert controller.worker._llm.pid not in (None, pid)
+
+
+def test_no_collection_yet_says_to_add_documents(qtbot, tmp_path, tiny_llm_dir):
+    controller = start_controller(qtbot, AppPaths(tmp_path).ensure(), tiny_llm_dir)
+    try:
+        with qtbot.waitSignal(controller.error, timeout=ANSWER_MS) as failed, \
+                qtbot.assertNotEmitted(controller.text):
+            controller.ask(QUESTION)
+        assert failed.args == [NO_MANUALS]
+    finally:
+        controller.shutdown()
+
+
+def test_new_settings_reopen_only_what_changed(qtbot, controller):
+    pid = controller.worker._llm.pid
+    controller.apply_settings(Settings(passages=2, max_new_tokens=16))
+    events = answer_of(qtbot, controller)
+    done = events[-1][1]
+    assert done.stats.new_tokens <= 40  # ANSWER overrides the settings' generation length
+    assert len(events[0][1].passages) <= 3 and controller.worker._llm.pid == pid
+
+
+# -- the view ----------------------------------------------------------------------------------
+def test_answer_streams_into_the_view_and_is_saved_as_messages(qtbot, chat):
+    flushes = []
+    chat.flush_timer.timeout.connect(lambda: flushes.append(chat.last_answer().state.text))
+    with qtbot.waitSignal(chat.answerFinished, timeout=ANSWER_MS) as finished:
+        assert chat.ask(QUESTION)
+        assert chat.is_busy() and chat.stop_button.isVisible()
+    event = finished.args[0]
+    bubble = chat.last_answer()
+    assert bubble.state.text == event.answer and bubble.state.finished
+    assert bubble.browser.isVisible() and event.answer.split()[0] in bubble.browser.toPlainText()
+    assert len({text for text in flushes}) >= 1  # the timer redrew the growing answer
+    assert "[1] pump.pdf, page" in bubble.browser.toPlainText()
+    assert _hrefs(bubble.browser.document())[-len(bubble.state.citations):] == \
+        [f"cite:{c.number}" for c in bubble.state.citations]
+    user, answer = chat.messages()
+    assert user == {"role": "user", "content": QUESTION}
+    assert answer["role"] == "assistant" and answer["content"] == event.answer
+    assert answer["citations"] and answer["citations"][0]["document"] == "pump.pdf"
+    assert answer["answerable"] is True
+    assert bubble.regenerate_button.isVisibleTo(bubble) and bubble.evidence_button.isVisibleTo(bubble)
+
+
+def test_not_answerable_says_so_and_shows_the_nearest_passages(qtbot, indexed, tiny_llm_dir):
+    controller = start_controller(qtbot, indexed, tiny_llm_dir, answer=REFUSE)
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.attach(controller)
+    view.show()
+    try:
+        with qtbot.waitSignal(view.answerFinished, timeout=ANSWER_MS):
+            view.ask("What is the boiling point of mercury?")
+        bubble = view.last_answer()
+        assert bubble.notice.isVisible() and NOT_FOUND_TITLE in bubble.notice.text()
+        assert "Nearest passages" in bubble.browser.toPlainText()
+        assert bubble.evidence.isVisible() and "pump" in bubble.evidence.toPlainText().lower()
+        assert view.messages()[-1]["answerable"] is False
+        assert history_of(view.messages()) == [{"role": "user", "content": "What is the boiling point of mercury?"}]
+    finally:
+        controller.shutdown()
+
+
+def test_regenerate_asks_the_last_question_again(qtbot, chat):
+    with qtbot.waitSignal(chat.answerFinished, timeout=ANSWER_MS):
+        chat.ask(QUESTION)
+    first = chat.last_answer()
+    with qtbot.waitSignal(chat.answerFinished, timeout=ANSWER_MS):
+        assert chat.regenerate()
+    assert len(chat.answers()) == 1 and chat.last_answer() is not first
+    assert [m["role"] for m in chat.messages()] == ["user", "assistant"]
+
+
+def test_enter_sends_and_shift_enter_starts_a_new_line(qtbot, chat):
+    qtbot.keyClicks(chat.input, "How do I")
+    qtbot.keyClick(chat.input, Qt.Key.Key_Return, Qt.KeyboardModifier.ShiftModifier)
+    qtbot.keyClicks(chat.input, "prime the pump?")
+    assert chat.input.toPlainText() == "How do I\nprime the pump?"
+    assert not chat.answers()
+    with qtbot.waitSignal(chat.answerFinished, timeout=ANSWER_MS):
+        qtbot.keyClick(chat.input, Qt.Key.Key_Return)
+    assert chat.input.toPlainText() == ""
+    assert chat.messages()[0]["content"] == "How do I\nprime the pump?"
+
+
+def test_copy_answer_puts_the_text_on_the_clipboard(qtbot, chat):
+    with qtbot.waitSignal(chat.answerFinished, timeout=ANSWER_MS):
+        chat.ask(QUESTION)
+    QApplication.clipboard().clear()
+    assert chat.copy_last_answer()
+    assert QApplication.clipboard().text() == chat.last_answer().state.text
+
+
+# -- rendering, without a model ----------------------------------------------------------------
+def make_citation(number=1, path="/manuals/pump.pdf", page=2, text="Prime the pump with water.") -> Citation:
+    passage = Passage(7, path, "pump", (1,), (Span(page, 0, len(text)),), text, ("Priming",), 1.0, 0.9)
+    return Citation(number, passage, text, True)
+
+
+def finished_bubble(qtbot, answer: str, citations=(), answerable=True, support=1.0) -> AnswerBubble:
+    bubble = AnswerBubble()
+    qtbot.addWidget(bubble)
+    bubble.resize(600, 400)
+    bubble.show()
+    bubble.set_citations(citations)
+    stats = AnswerStats(answerable, Relevance(0.9, 1.0, 1.4, answerable, ()), ("generate",),
+                        {"generate": 1.0}, 10, 20, 0.5, "stop", "cpu", support)
+    bubble.finish(answer, stats)
+    qtbot.waitExposed(bubble)
+    return bubble
+
+
+HOSTILE = ('See [x](file:///etc/passwd) and <img src="file:///etc/passwd"> and '
+           '![y](file:///etc/passwd) or <a href="http://example.com">here</a> and '
+           'https://example.com/z, as [1] says.\n\n```\ncat /etc/passwd\n```\n')
+
+
+def test_markdown_links_and_images_are_inert(qtbot, monkeypatch):
+    opened = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", lambda url: opened.append(url) or True)
+    citation = make_citation()
+    bubble = finished_bubble(qtbot, HOSTILE, [citation])
+    browser = bubble.browser
+    qtbot.wait(50)  # painted
+    text = browser.toPlainText()
+    assert '<img src="file:///etc/passwd">' in text  # raw HTML shown as text, not rendered
+    assert "[image: y]" in text and "cat /etc/passwd" in text
+    assert browser.refused == [] and "root:" not in text  # nothing was loaded, nothing asked
+    hrefs = _hrefs(browser.document())
+    assert hrefs and all(h.startswith("cite:") for h in hrefs), hrefs
+    clicked = []
+    bubble.citationClicked.connect(clicked.append)
+    for url in ("file:///etc/passwd", "http://example.com", "https://example.com/z", "cite:99"):
+        browser.anchorClicked.emit(QUrl(url))
+    assert clicked == [] and opened == [] and browser.source().isEmpty()
+    browser.anchorClicked.emit(QUrl("cite:1"))
+    assert clicked == [citation] and opened == [] and browser.source().isEmpty()
+
+
+def _hrefs(doc) -> list[str]:
+    found = []
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fmt = it.fragment().charFormat()
+            if fmt.isAnchor():
+                found.append(fmt.anchorHref())
+            it += 1
+        block = block.next()
+    return found
+
+
+def test_code_blocks_wrap_in_a_fixed_font(qtbot):
+    long_line = "x <- c(" + ", ".join(str(i) for i in range(80)) + ")"
+    bubble = finished_bubble(qtbot, f"Use this:\n\n```r\n{long_line}\n```\n")
+    doc = bubble.browser.document()
+    block = doc.findBlock(doc.toPlainText().index("x <- c("))
+    assert not block.blockFormat().nonBreakableLines()
+    assert block.layout().lineCount() > 1  # wrapped within the bubble, nothing hidden
+    fixed = block.begin().fragment().charFormat().fontFamilies()
+    assert fixed and fixed[0] != bubble.browser.font().family()
+
+
+def test_poorly_supported_answer_shows_a_caution(qtbot):
+    bubble = finished_bubble(qtbot, "Something the manuals do not say [1].", [make_citation()], support=0.1)
+    assert bubble.notice.isVisible() and "Check the sources" in bubble.notice.text()
+
+
+def test_citation_from_a_saved_conversation_opens_like_a_live_one(qtbot):
+    citation = make_citation(number=2, page=5)
+    restored = citation_from_dict(citation.to_dict())
+    assert (restored.number, restored.passage.path, restored.passage.page, restored.passage.text) == \
+        (2, "/manuals/pump.pdf", 5, citation.passage.text)
+    bubble = AnswerBubble.from_message({"role": "assistant", "content": "Prime it [2].",
+                                        "citations": [citation.to_dict()], "answerable": True})
+    qtbot.addWidget(bubble)
+    clicked = []
+    bubble.citationClicked.connect(clicked.append)
+    bubble.browser.anchorClicked.emit(QUrl("cite:2"))
+    assert [c.passage.page for c in clicked] == [5]
+
+
+def test_citations_open_from_the_keyboard(qtbot):
+    citations = [make_citation(1, page=2), make_citation(2, page=3)]
+    bubble = finished_bubble(qtbot, "Prime the pump [1], then bleed it [2].", citations)
+    clicked = []
+    bubble.citationClicked.connect(clicked.append)
+    bubble.activateWindow()
+    bubble.focus_answer()
+    qtbot.waitUntil(bubble.browser.hasFocus)
+    qtbot.keyClick(bubble.browser, Qt.Key.Key_Tab)  # to the first link: the [1] in the text
+    qtbot.keyClick(bubble.browser, Qt.Key.Key_Return)
+    qtbot.keyClick(bubble.browser, Qt.Key.Key_Tab)
+    qtbot.keyClick(bubble.browser, Qt.Key.Key_Return)
+    assert [c.number for c in clicked] == [1, 2]
+
+
+def test_a_new_font_size_redraws_the_answers(qtbot):
+    bubble = finished_bubble(qtbot, "Prime the pump [1].", [make_citation()])
+    font = bubble.font()
+    font.setPointSize(font.pointSize() + 8)
+    bubble.setFont(font)
+    qtbot.waitUntil(lambda: bubble.browser.document().defaultFont().pointSize() == font.pointSize())

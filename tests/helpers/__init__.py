@@ -1,0 +1,1 @@
+"""What the tests share: tiny generated models and documents, a fake clock, factories."""

@@ -1,0 +1,1 @@
+"""The installers, built, installed and run as a user would."""
