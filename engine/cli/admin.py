@@ -11,14 +11,14 @@ from __future__ import annotations
 import getpass
 import sys
 
+from engine.cli.common import paths_of, usage
 from engine.errors import EngineError
 
 
-def add_commands(commands, common, paths_of) -> None:
-    """Register the commands; `paths_of(args)` gives the AppPaths of a command's --data-dir."""
+def add_commands(commands, common) -> None:
     admin = commands.add_parser("admin", help="kiosk administration: admin PIN, audit log")
     actions = admin.add_subparsers(title="actions", metavar="ACTION")
-    admin.set_defaults(run=lambda args: (admin.print_help(sys.stderr), 2)[1])
+    admin.set_defaults(run=lambda args: usage(admin))
 
     set_pin = actions.add_parser(
         "set-pin", parents=[common],

@@ -7,14 +7,13 @@ import json
 import sys
 import threading
 
-from engine.cli.index import collection_option
+from engine.cli.common import CANCELLED_EXIT, collection_option, ctrl_c_sets, llm_folder, paths_of
 from engine.errors import EngineError
 
 QUOTE_WIDTH = 160
 
 
-def add_commands(commands, common, paths_of, ctrl_c_sets, cancelled_exit: int) -> None:
-    """Register the commands; `ctrl_c_sets(event)` makes the first Ctrl-C set the event."""
+def add_commands(commands, common) -> None:
     collection = collection_option()
     answering = _answering_options()
 
@@ -23,11 +22,11 @@ def add_commands(commands, common, paths_of, ctrl_c_sets, cancelled_exit: int) -
     ask.add_argument("question", metavar="QUESTION")
     ask.add_argument("--json", action="store_true",
                      help="print one JSON object: answer, citations, answerable, stats")
-    ask.set_defaults(run=lambda args: _ask(args, paths_of(args), ctrl_c_sets, cancelled_exit))
+    ask.set_defaults(run=lambda args: _ask(args, paths_of(args)))
 
     chat = commands.add_parser("chat", parents=[common, collection, answering],
                                help="an interactive session that remembers the conversation")
-    chat.set_defaults(run=lambda args: _chat(args, paths_of(args), ctrl_c_sets))
+    chat.set_defaults(run=lambda args: _chat(args, paths_of(args)))
 
     evaluate = commands.add_parser("eval", parents=[common, collection, answering],
                                    help="measure retrieval and answers on a QA set (JSON lines)")
@@ -51,7 +50,6 @@ def _answering_options():
 
 def _open(args, paths):
     from engine.answer.assistant import open_assistant
-    from engine.cli.main import llm_folder
 
     return open_assistant(paths, args.collection, llm_folder(paths, args.model), args.provider,
                           use_reranker=not args.no_rerank)
@@ -59,17 +57,17 @@ def _open(args, paths):
 
 # -- ask and chat --------------------------------------------------------------------------
 
-def _ask(args, paths, ctrl_c_sets, cancelled_exit: int) -> int:
+def _ask(args, paths) -> int:
     cancel = threading.Event()
     with _open(args, paths) as assistant, ctrl_c_sets(cancel):
         events = assistant.ask(args.question, cancel=cancel)
         outcome = _print_json(args.question, events) if args.json else _print_answer(events)
     if outcome is None:
         return 1
-    return cancelled_exit if cancel.is_set() else 0
+    return CANCELLED_EXIT if cancel.is_set() else 0
 
 
-def _chat(args, paths, ctrl_c_sets) -> int:
+def _chat(args, paths) -> int:
     history: list[dict] = []
     print("Ask about your manuals. An empty line or Ctrl-D ends; Ctrl-C stops an answer.", file=sys.stderr)
     with _open(args, paths) as assistant:
@@ -158,8 +156,8 @@ def _utf8_safe(stream) -> None:
 # -- eval ----------------------------------------------------------------------------------
 
 def _eval(args, paths) -> int:
-    from engine.evaluation.scoring import evaluate, summarize
     from engine.evaluation.qa import load_qa
+    from engine.evaluation.scoring import evaluate, summarize
 
     items = load_qa(args.qa)
     try:
@@ -187,8 +185,8 @@ def _eval_parts(args, paths):
             yield assistant.retriever, assistant
         return
     from engine.answer.assistant import imported_reranker
-    from engine.store.indexer import default_embedder, open_collection
     from engine.answer.retrieval import Retriever
+    from engine.store.indexer import default_embedder, open_collection
 
     embedder = default_embedder(paths)
     with open_collection(paths, args.collection, embedder, read_only=True) as store:

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import sys
 import threading
 from pathlib import Path
 
+from engine.cli.common import collection_option, ctrl_c_sets, paths_of, usage
 from engine.errors import EngineError
 from engine.types import IndexProgress
+
+STOPPING = "\nStopping after the current batch (Ctrl-C again to stop at once)...\n"
 
 CANCELLED_EXIT = 130
 
 
-def add_commands(commands, common, paths_of) -> None:
-    """Register the commands; `paths_of(args)` gives the AppPaths of a command's --data-dir."""
+def add_commands(commands, common) -> None:
     collection = collection_option()
 
     index = commands.add_parser("index", parents=[common, collection],
@@ -27,24 +27,13 @@ def add_commands(commands, common, paths_of) -> None:
 
     docs = commands.add_parser("docs", help="list or remove indexed documents")
     actions = docs.add_subparsers(title="actions", metavar="ACTION")
-    docs.set_defaults(run=lambda args: (docs.print_help(sys.stderr), 2)[1])
+    docs.set_defaults(run=lambda args: usage(docs))
     listing = actions.add_parser("list", parents=[common, collection], help="the documents and their status")
     listing.add_argument("--json", action="store_true", help="one JSON object per document")
     listing.set_defaults(run=lambda args: _docs_list(args, paths_of(args)))
     remove = actions.add_parser("remove", parents=[common, collection], help="remove documents")
     remove.add_argument("documents", nargs="+", metavar="PATH_OR_ID")
     remove.set_defaults(run=lambda args: _docs_remove(args, paths_of(args)))
-
-
-def collection_option():
-    from argparse import ArgumentParser
-
-    from engine.paths import DEFAULT_COLLECTION
-
-    option = ArgumentParser(add_help=False)
-    option.add_argument("--collection", metavar="NAME", default=DEFAULT_COLLECTION,
-                        help=f"the collection to use (default: {DEFAULT_COLLECTION})")
-    return option
 
 
 # -- index --------------------------------------------------------------------------------
@@ -56,7 +45,7 @@ def _index(args, paths) -> int:
         raise EngineError(f"Not found: {', '.join(missing)}. Check the path and try again.")
     cancel = threading.Event()
     embedder = default_embedder(paths.ensure())
-    with open_collection(paths, args.collection, embedder) as store, _first_ctrl_c_sets(cancel):
+    with open_collection(paths, args.collection, embedder) as store, ctrl_c_sets(cancel, STOPPING):
         bar = _ProgressBar(sys.stderr)
         for event in Indexer(store, embedder).run(args.inputs, cancel):
             _report(event, bar, args.json)
@@ -67,22 +56,6 @@ def _index(args, paths) -> int:
             return CANCELLED_EXIT
         _summary(bar, store)
     return 0
-
-
-@contextlib.contextmanager
-def _first_ctrl_c_sets(cancel: threading.Event):
-    """The first Ctrl-C stops indexing cleanly at the next batch; a second one at once."""
-    def handler(signum, frame):
-        if cancel.is_set():
-            raise KeyboardInterrupt
-        cancel.set()
-        sys.stderr.write("\nStopping after the current batch (Ctrl-C again to stop at once)...\n")
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool) -> None:

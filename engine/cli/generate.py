@@ -1,0 +1,74 @@
+"""The `generate` command: the model's answer to one prompt, streamed, with no manuals."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import threading
+
+from engine.cli.common import CANCELLED_EXIT, ctrl_c_sets, llm_folder, paths_of
+
+# Small models follow a short plain instruction better than their own long default persona.
+DEFAULT_SYSTEM = "You are a helpful assistant."
+
+
+def add_commands(commands, common) -> None:
+    generate = commands.add_parser("generate", parents=[common],
+                                   help="stream the model's answer to one prompt")
+    generate.add_argument("prompt", metavar="PROMPT")
+    generate.add_argument("--model", metavar="NAME",
+                          help="an imported model's name (default: the built-in one)")
+    generate.add_argument(
+        "--system", metavar="TEXT", default=DEFAULT_SYSTEM,
+        help=f"the system message (default: '{DEFAULT_SYSTEM}'; '' uses the model's own default)")
+    generate.add_argument("--max-new-tokens", type=int, default=256)
+    generate.add_argument("--temperature", type=float, default=0.0,
+                          help="0 answers greedily: the same text every time (default)")
+    generate.add_argument("--top-p", type=float, default=1.0)
+    generate.add_argument("--top-k", type=int, default=50)
+    generate.add_argument("--seed", type=int, default=None)
+    generate.add_argument("--json", action="store_true",
+                          help="after the text, print the statistics as one JSON line")
+    generate.set_defaults(run=_generate)
+
+
+def _generate(args) -> int:
+    from engine.llm.process import LLMClient
+
+    folder = llm_folder(paths_of(args), args.model)
+    messages = [{"role": "system", "content": args.system}] if args.system else []
+    messages.append({"role": "user", "content": args.prompt})
+    cancel = threading.Event()
+    with LLMClient(folder, args.provider) as client:
+        stream = client.stream(
+            messages, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+            top_p=args.top_p, top_k=args.top_k, seed=args.seed, cancel=cancel,
+        )
+        with ctrl_c_sets(cancel):
+            _write_stream(stream)
+    _print_stats(stream.stats, folder.name, args.json)
+    return CANCELLED_EXIT if cancel.is_set() else 0
+
+
+def _write_stream(stream) -> None:
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="replace")  # a console that cannot show every character
+    for piece in stream:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def _print_stats(stats, model: str, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps({"model": model, **stats.to_dict()}), flush=True)
+        return
+    print(
+        f"[{stats.prompt_tokens} prompt tokens, {stats.new_tokens} new tokens, "
+        f"first token after {stats.time_to_first_token_s:.2f} s, "
+        f"{stats.tokens_per_s:.1f} tokens/s, finish: {stats.finish_reason}, "
+        f"provider: {stats.provider}]",
+        file=sys.stderr,
+    )

@@ -1,0 +1,79 @@
+"""The `models` commands: list, prepare and import models."""
+
+from __future__ import annotations
+
+import json
+
+from engine.cli.common import paths_of, progress_line, usage
+
+
+def add_commands(commands, common) -> None:
+    models = commands.add_parser("models", help="list, prepare and import models")
+    actions = models.add_subparsers(title="actions", metavar="ACTION")
+    models.set_defaults(run=lambda args: usage(models))
+
+    listing = actions.add_parser("list", parents=[common], help="the models and their status")
+    listing.add_argument("--json", action="store_true", help="one JSON object per model")
+    listing.set_defaults(run=_models_list)
+
+    prepare = actions.add_parser("prepare", parents=[common],
+                                 help="convert the built-in models for use (once)")
+    prepare.set_defaults(run=_models_prepare)
+
+    importing = actions.add_parser("import", parents=[common],
+                                   help="import a .gguf file or an ONNX model folder")
+    importing.add_argument("path", metavar="PATH")
+    importing.set_defaults(run=_models_import)
+
+
+def _models_list(args) -> int:
+    from engine.models.registry import list_models
+
+    infos = list_models(paths_of(args), args.provider)
+    if args.json:
+        for info in infos:
+            print(json.dumps(info.to_dict()))
+        return 0
+    header = ("NAME", "KIND", "SOURCE", "SIZE", "LICENCE", "STATUS", "PROVIDER")
+    rows = [(i.name, i.kind, i.source, _size(i.size_bytes), i.licence, i.status, i.provider)
+            for i in infos]
+    print(_table([header, *rows]))
+    return 0
+
+
+def _models_prepare(args) -> int:
+    from engine.models.registry import BUILTIN_EMBEDDER, BUILTIN_LLM, prepare_builtin_llm, resolve_embedder
+
+    paths = paths_of(args)
+    with progress_line(f"Preparing {BUILTIN_LLM.name}") as progress:
+        folder = prepare_builtin_llm(paths, progress)
+    print(f"{BUILTIN_LLM.name}: ready in {folder}")
+    files = resolve_embedder(paths)
+    print(f"{BUILTIN_EMBEDDER.name}: ready in {files.model.parent}")
+    return 0
+
+
+def _models_import(args) -> int:
+    from engine.models.registry import import_model
+
+    with progress_line(f"Importing {args.path}") as progress:
+        folder = import_model(args.path, paths_of(args), progress)
+    print(f"Imported '{folder.name}' into {folder}")
+    return 0
+
+
+def _size(size_bytes: int) -> str:
+    size = float(size_bytes)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
+def _table(rows: list[tuple]) -> str:
+    widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()
+        for row in rows
+    )
