@@ -49,7 +49,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.answer.assistant import Citation
-from engine.types import Passage, Span
+from engine.types import Passage
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +70,7 @@ EMPTY_HINT = ("<h3>Ask a question about your manuals</h3>"
 
 # -- citations kept in conversations -----------------------------------------------------------
 def citation_from_dict(data: dict) -> Citation:
-    """A Citation back from Citation.to_dict(), as a saved conversation holds it."""
-    pages = [int(p) for p in data.get("pages") or [data.get("page") or 1]]
-    page = int(data.get("page") or pages[0])
-    spans = tuple(Span(p, 0, 0) for p in pages)
-    anchor = pages.index(page) if page in pages else 0
-    path = str(data.get("path") or data.get("document") or "")
-    passage = Passage(document_id=0, path=path, title=str(data.get("document") or path),
-                      chunk_ids=(), spans=spans, text=str(data.get("text") or ""),
-                      heading_path=tuple(data.get("heading_path") or ()), score=0.0, similarity=0.0,
-                      anchor=anchor)
-    return Citation(int(data.get("number") or 0), passage, str(data.get("quote") or ""),
-                    bool(data.get("cited", True)))
+    return Citation.from_dict(data)
 
 
 def page_label(passage: Passage) -> str:
