@@ -442,12 +442,11 @@ def manual_for(model: str) -> tuple[list[Path], list[str]]:
 
 
 def ensure_indexed(paths, files: list[Path]) -> None:
-    from engine.store.index_store import DB_NAME, collection_folder
     from tests.gui.test_gui_chat import index_into
 
     marker = paths.collections / "soak-indexed.json"
     wanted = sorted(str(f) for f in files)
-    db = collection_folder(paths.collections, "default") / DB_NAME
+    db = paths.collection_db("default")
     if db.is_file() and marker.is_file() and json.loads(marker.read_text()) == wanted:
         return
     shutil.rmtree(paths.collections, ignore_errors=True)

@@ -35,8 +35,6 @@ from engine.kiosk import crash_loop, sd_notify
 from engine.llm.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths, app_folder
 
-LOG_NAME = "offline-assistant.log"
-CRASH_LOG_NAME = "crash.log"
 CRASH_LOG_MAX = 1_000_000  # bytes; a bigger one is moved to crash.log.1 at start
 SAFE_MODE_LOG = "safe mode"  # in the log line of a safe-mode start (tests and admins grep it)
 ICON = app_folder() / "resources" / "icons" / "offline-assistant.svg"
@@ -61,7 +59,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def setup_logging(paths: AppPaths, level: int = logging.INFO) -> Path:
     """A rotating log file in the data dir (and warnings on stderr)."""
-    log_file = paths.logs / LOG_NAME
+    log_file = paths.log_file
     paths.logs.mkdir(parents=True, exist_ok=True)
     handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=2_000_000, backupCount=3,
                                                    encoding="utf-8")
@@ -78,10 +76,10 @@ def setup_logging(paths: AppPaths, level: int = logging.INFO) -> Path:
 def enable_crash_log(paths: AppPaths):
     """faulthandler writes every thread's traceback to DATA_DIR/logs/crash.log on a hard crash;
     returns the open file, which must stay open while the handler is on."""
-    path = paths.logs / CRASH_LOG_NAME
+    path = paths.crash_log
     try:
         if path.is_file() and path.stat().st_size > CRASH_LOG_MAX:
-            path.replace(path.with_name(CRASH_LOG_NAME + ".1"))
+            path.replace(path.with_name(path.name + ".1"))
         crash_file = open(path, "a", encoding="utf-8")  # open for the process's life
     except OSError as exc:
         log.warning("no crash log (%s); hard crashes go to stderr", exc)
@@ -263,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = AppPaths.from_arg(args.data_dir).ensure()
     log_file = setup_logging(paths)
     crash_file = enable_crash_log(paths)
-    starts = crash_loop.starts_file(paths)
+    starts = paths.starts_file
     start = crash_loop.begin_start(starts)
     # a smoke test or self-check must test the real app, and end by itself
     safe_mode = start.safe_mode and not (args.smoke_test or args.self_check is not None)

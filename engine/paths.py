@@ -8,8 +8,11 @@ from pathlib import Path
 
 import platformdirs
 
+from engine.errors import EngineError
+
 APP_NAME = "OfflineAssistant"
 DEFAULT_COLLECTION = "default"
+DB_NAME = "collection.sqlite3"  # in each collection's folder
 
 
 def app_folder() -> Path:
@@ -67,6 +70,39 @@ class AppPaths:
     @property
     def settings_file(self) -> Path:
         return self.root / "settings.toml"
+
+    @property
+    def log_file(self) -> Path:
+        return self.logs / "offline-assistant.log"
+
+    @property
+    def crash_log(self) -> Path:
+        """Every thread's traceback when the app aborts (faulthandler)."""
+        return self.logs / "crash.log"
+
+    @property
+    def starts_file(self) -> Path:
+        """The start history that detects a crash loop."""
+        return self.logs / "starts.json"
+
+    @property
+    def pin_file(self) -> Path:
+        """The admin PIN's salted hash and lockout state."""
+        return self.root / "admin.json"
+
+    @property
+    def audit_folder(self) -> Path:
+        return self.root / "audit"
+
+    def collection(self, name: str) -> Path:
+        """The folder of collection `name`; refuses names that are paths."""
+        if not name or name in (".", "..") or any(ch in name for ch in '/\\:') or name != name.strip():
+            raise EngineError(f"'{name}' is not a valid collection name; use letters, digits, '-' or '_'.")
+        return self.collections / name
+
+    def collection_db(self, name: str) -> Path:
+        """The SQLite file that is the truth of collection `name`."""
+        return self.collection(name) / DB_NAME
 
     def ensure(self) -> "AppPaths":
         for folder in (self.root, self.models, self.collections, self.logs, self.conversations):

@@ -310,9 +310,7 @@ class AssistantWorker(QObject):
         return self._embedder
 
     def _collection_exists(self) -> bool:
-        from engine.store.index_store import DB_NAME, collection_folder
-
-        return (collection_folder(self.paths.collections, self.collection) / DB_NAME).is_file()
+        return self.paths.collection_db(self.collection).is_file()
 
     def _relay(self, request_id: int, event) -> bool:
         if isinstance(event, TextEvent):

@@ -47,8 +47,8 @@ from desktop_app.controllers.inbox import start_inbox
 from desktop_app.theme import apply_theme
 from engine.answer.assistant import CitationsEvent, ErrorEvent
 from engine.errors import EngineError
-from engine.kiosk.admin_pin import PinGate, pin_file
-from engine.kiosk.audit import AuditEntry, AuditLog, audit_folder, collection_version, model_version
+from engine.kiosk.admin_pin import PinGate
+from engine.kiosk.audit import AuditEntry, AuditLog, collection_version, model_version
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class AuditRecorder(QObject):
     def __init__(self, window, folder: Path | None = None):
         super().__init__(window)
         self.window = window
-        self.log = AuditLog(folder or audit_folder(window.paths))
+        self.log = AuditLog(folder or window.paths.audit_folder)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="audit")
         weakref.finalize(self, self._executor.shutdown, wait=False)
         self._turn: dict | None = None  # {"question", "events", "session"}
@@ -201,9 +201,7 @@ class AuditRecorder(QObject):
         self._collection_changed = True
 
     def _collection_folder(self) -> Path:
-        from engine.store.index_store import collection_folder
-
-        return collection_folder(self.window.paths.collections, self.window.assistant.worker.collection)
+        return self.window.paths.collection(self.window.assistant.worker.collection)
 
     def _show_failure(self, message: str) -> None:
         self.window.statusBar().showMessage(message, 15000)
@@ -364,7 +362,7 @@ class Kiosk(QObject):
         super().__init__(window)
         self.window = window
         self.settings = window.settings
-        self.gate = PinGate(pin_file(window.paths), clock=clock)
+        self.gate = PinGate(window.paths.pin_file, clock=clock)
         self.audit = AuditRecorder(window)
         self.state = "off"
         self.pin_dialog: PinDialog | None = None

@@ -35,10 +35,10 @@ def add_commands(commands, common) -> None:
 
 
 def _set_pin(paths) -> int:
-    from engine.kiosk.admin_pin import pin_file, set_pin
+    from engine.kiosk.admin_pin import set_pin
 
     pin = _read_pin()
-    path = pin_file(paths)
+    path = paths.pin_file
     set_pin(path, pin)
     print(f"The admin PIN is set (its hash is in {path}).")
     return 0
@@ -57,9 +57,9 @@ def _read_pin() -> str:
 
 
 def _clear_pin(paths) -> int:
-    from engine.kiosk.admin_pin import clear_pin, pin_file
+    from engine.kiosk.admin_pin import clear_pin
 
-    path = pin_file(paths)
+    path = paths.pin_file
     if clear_pin(path):
         print(f"The admin PIN is removed ({path}).")
     else:
@@ -68,11 +68,11 @@ def _clear_pin(paths) -> int:
 
 
 def _audit(paths, count: int) -> int:
-    from engine.kiosk.audit import audit_folder, read_tail
+    from engine.kiosk.audit import read_tail
 
     if count < 0:
         raise EngineError(f"--tail must be 0 or more, not {count}.")
-    folder = audit_folder(paths)
+    folder = paths.audit_folder
     lines = read_tail(folder, count)
     if not lines and count:
         print(f"The audit log is empty (no records in {folder}).", file=sys.stderr)

@@ -1,6 +1,6 @@
 """The kiosk's admin PIN: a salted scrypt hash in one JSON file, with a lockout after wrong tries.
 
-    path = pin_file(paths)                 # AppPaths.root / "admin.json"
+    path = paths.pin_file                  # AppPaths.root / "admin.json"
     set_pin(path, "4711")                  # PinPolicyError unless 4 to 12 digits
     has_pin(path) -> bool                  # False when missing or damaged
     clear_pin(path) -> bool                # False when there was none
@@ -65,9 +65,6 @@ class PinResult:
         return self.status == "ok"
 
 
-def pin_file(paths) -> Path:
-    """Where an AppPaths keeps the PIN record."""
-    return Path(paths.root) / FILE_NAME
 
 
 def check_policy(pin: str) -> None:

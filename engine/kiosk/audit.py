@@ -1,6 +1,6 @@
 """The audit log: one JSON line per question, append-only, rotated, in the data dir.
 
-    log = AuditLog(audit_folder(paths))              # AppPaths.root / "audit"
+    log = AuditLog(paths.audit_folder)               # AppPaths.root / "audit"
     events = list(assistant.ask(question, history, cancel))
     log.record(AuditEntry.from_events(question, events, model=name, model_version=...,
                                       collection=name, collection_version=..., session=id))
@@ -120,9 +120,6 @@ def utc_time(moment: datetime | None = None) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def audit_folder(paths) -> Path:
-    """Where an AppPaths keeps the audit log."""
-    return Path(paths.root) / FOLDER_NAME
 
 
 class AuditLog:

@@ -1,6 +1,6 @@
 """Crash-loop detection: after 5 crashes within 10 minutes, start in safe mode.
 
-    path = starts_file(paths)                  # AppPaths.logs / "starts.json"
+    path = paths.starts_file                   # AppPaths.logs / "starts.json"
     info = begin_start(path)                   # first thing at start-up
     if info.safe_mode: show the safe-mode screen with info.last_error
     record_error(path, traceback_text)         # from the crash hook (never raises)
@@ -50,9 +50,6 @@ class StartInfo:
     last_error_at: float | None = None  # epoch seconds
 
 
-def starts_file(paths) -> Path:
-    """Where an AppPaths keeps the start history."""
-    return Path(paths.logs) / FILE_NAME
 
 
 def begin_start(path: Path, clock: Clock = time.time, crashes: int = CRASHES,

@@ -40,13 +40,13 @@ import faiss
 import numpy as np
 
 from engine.atomic_file import fsync_folder
+from engine.paths import DB_NAME
 from engine.errors import EngineError
 from engine.types import Chunk
 
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-DB_NAME = "collection.sqlite3"
 LOCK_NAME = "writer.lock"
 VECTORS_GLOB = "vectors-*.faiss*"
 READY_STATUSES = ("ready", "ready_with_warnings")
@@ -594,11 +594,6 @@ class _Vectors:
 # -- helpers -----------------------------------------------------------------------------------
 
 
-def collection_folder(collections_root: Path, name: str) -> Path:
-    """The folder of collection `name` under AppPaths.collections; refuses names that are paths."""
-    if not name or name in (".", "..") or any(ch in name for ch in '/\\:') or name != name.strip():
-        raise EngineError(f"'{name}' is not a valid collection name; use letters, digits, '-' or '_'.")
-    return Path(collections_root) / name
 
 
 def fts_query(text: str, prefixes: Iterable[str] = ()) -> str:

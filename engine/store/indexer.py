@@ -23,7 +23,7 @@ from engine.ingest.parse_pool import ParsePool
 from engine.llm.local import CancelFlag
 from engine.models.manifest import sha256_file
 from engine.paths import DEFAULT_COLLECTION, AppPaths
-from engine.store.index_store import IndexStore, collection_folder
+from engine.store.index_store import IndexStore
 from engine.types import DocumentOutcome, IndexProgress, ParsedDocument
 
 
@@ -44,7 +44,7 @@ class _Cancelled(Exception):
 def open_collection(paths: AppPaths, name: str = DEFAULT_COLLECTION, embedder: Embedder | None = None,
                     *, read_only: bool = False) -> IndexStore:
     """A collection of `paths`; with an embedder it must have been built with that one."""
-    folder = collection_folder(paths.collections, name)
+    folder = paths.collection(name)
     return IndexStore.open(
         folder,
         embedder_id=embedder.model_id if embedder else None,

@@ -16,7 +16,6 @@ from engine.kiosk.admin_pin import (
     PinResult,
     clear_pin,
     has_pin,
-    pin_file,
     set_pin,
 )
 from engine.paths import AppPaths
@@ -27,7 +26,7 @@ PIN = "482913"
 
 @pytest.fixture
 def path(tmp_path):
-    path = pin_file(AppPaths(tmp_path / "data"))
+    path = AppPaths(tmp_path / "data").pin_file
     set_pin(path, PIN)
     return path
 
@@ -37,7 +36,7 @@ def fail(gate: PinGate, times: int) -> list[PinResult]:
 
 
 def test_the_file_lives_in_the_data_dir(tmp_path):
-    assert pin_file(AppPaths(tmp_path)) == tmp_path / "admin.json"
+    assert AppPaths(tmp_path).pin_file == tmp_path / "admin.json"
 
 
 def test_the_right_pin_is_accepted(path):

@@ -29,7 +29,6 @@ from engine.kiosk.audit import (
     AuditEntry,
     AuditLog,
     Source,
-    audit_folder,
     collection_version,
     model_version,
     read_tail,
@@ -86,7 +85,7 @@ def test_each_record_is_one_line_of_sorted_json(tmp_path):
 
 
 def test_the_folder_is_in_the_data_dir_and_made_on_first_record(tmp_path):
-    folder = audit_folder(AppPaths(tmp_path))
+    folder = AppPaths(tmp_path).audit_folder
     assert folder == tmp_path / "audit" and not folder.exists()
     AuditLog(folder).record(entry())
     assert len(lines_of(folder / "audit.jsonl")) == 1

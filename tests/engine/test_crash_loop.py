@@ -12,7 +12,6 @@ from engine.kiosk.crash_loop import (
     begin_start,
     mark_clean_exit,
     record_error,
-    starts_file,
 )
 from engine.paths import AppPaths
 from tests.helpers.fake_clock import Clock
@@ -20,7 +19,7 @@ from tests.helpers.fake_clock import Clock
 
 @pytest.fixture
 def path(tmp_path):
-    return starts_file(AppPaths(tmp_path))
+    return AppPaths(tmp_path).starts_file
 
 
 def crash(path, clock, times: int, every_s: float = 60.0) -> list:
@@ -33,7 +32,7 @@ def crash(path, clock, times: int, every_s: float = 60.0) -> list:
 
 
 def test_the_file_lives_in_the_logs_folder(tmp_path):
-    assert starts_file(AppPaths(tmp_path)) == tmp_path / "logs" / "starts.json"
+    assert AppPaths(tmp_path).starts_file == tmp_path / "logs" / "starts.json"
 
 
 def test_the_first_start_is_normal_and_creates_the_file(path):

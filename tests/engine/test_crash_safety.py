@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.store.index_store import DB_NAME, IndexStore
+from engine.paths import DB_NAME
+from engine.store.index_store import IndexStore
 from tests.helpers import crash_writer
 
 REPO = Path(__file__).resolve().parents[2]

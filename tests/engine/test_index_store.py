@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from engine.errors import EngineError
-from engine.store.index_store import DB_NAME, IndexStore, collection_folder, fts_query
+from engine.paths import DB_NAME, AppPaths
+from engine.store.index_store import IndexStore, fts_query
 from engine.types import Chunk
 
 EMBEDDER = "test-embedder"
@@ -279,10 +280,10 @@ def test_opening_a_missing_collection_without_create(folder):
 
 
 def test_collection_names_cannot_escape_the_collections_folder(tmp_path):
-    assert collection_folder(tmp_path, "default") == tmp_path / "default"
+    assert AppPaths(tmp_path).collection("default") == tmp_path / "collections" / "default"
     for bad in ["", "..", "a/b", "a\\b", "C:x", " x"]:
         with pytest.raises(EngineError):
-            collection_folder(tmp_path, bad)
+            AppPaths(tmp_path).collection(bad)
 
 
 # -- the faiss cache --------------------------------------------------------------------------

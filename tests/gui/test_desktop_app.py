@@ -15,7 +15,7 @@ import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox
 
-from desktop_app.app import LOG_NAME, install_crash_hook, parse_args, setup_logging
+from desktop_app.app import install_crash_hook, parse_args, setup_logging
 from desktop_app.controllers.assistant import needs_preparation
 from engine.config import Settings
 from engine.paths import AppPaths
@@ -45,7 +45,7 @@ def test_arguments():
 
 
 def test_logging_goes_to_the_data_dir(log_file):
-    assert log_file.name == LOG_NAME and log_file.parent.name == "logs"
+    assert log_file == AppPaths(log_file.parents[1]).log_file and log_file.parent.name == "logs"
     logging.getLogger("desktop_app.test").warning("hello from the test")
     assert "hello from the test" in log_file.read_text(encoding="utf-8")
 
@@ -100,7 +100,7 @@ def test_the_app_starts_with_the_built_in_models(builtin_data_dir, capsys):
                           capture_output=True, text=True)
     elapsed = time.perf_counter() - clock
     assert done.returncode == 0, done.stderr[-3000:]
-    text = (builtin_data_dir / "logs" / LOG_NAME).read_text(encoding="utf-8")
+    text = AppPaths(builtin_data_dir).log_file.read_text(encoding="utf-8")
     usable = float(re.findall(r"window usable after ([\d.]+) s", text)[-1])
     ready = float(re.findall(r"ready on \w+ after ([\d.]+) s", text)[-1])
     assert usable < 10 and usable <= ready

@@ -19,10 +19,10 @@ from desktop_app.kiosk.lockdown import KEEP_CONVERSATIONS, AuditRecorder, Kiosk,
 from desktop_app.main_window import MainWindow
 from engine.config import Settings
 from engine.conversations import ConversationStore
-from engine.kiosk.admin_pin import pin_file, set_pin
-from engine.kiosk.audit import audit_folder, collection_version, model_version, read_tail
+from engine.kiosk.admin_pin import set_pin
+from engine.kiosk.audit import collection_version, model_version, read_tail
 from engine.paths import AppPaths
-from engine.store.index_store import IndexStore, collection_folder
+from engine.store.index_store import IndexStore
 from tests.gui.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, REFUSE, Hold
 from tests.helpers.fake_clock import Clock
 
@@ -38,7 +38,7 @@ def data(tmp_path, indexed) -> AppPaths:
     paths = AppPaths(tmp_path / "data").ensure()
     shutil.rmtree(paths.collections)
     shutil.copytree(indexed.collections, paths.collections)
-    set_pin(pin_file(paths), PIN)
+    set_pin(paths.pin_file, PIN)
     return paths
 
 
@@ -95,7 +95,7 @@ def enter_pin(qtbot, kiosk: Kiosk, pin: str) -> None:
 
 
 def audit_lines(paths: AppPaths) -> list[dict]:
-    return [json.loads(line) for line in read_tail(audit_folder(paths), 100)]
+    return [json.loads(line) for line in read_tail(paths.audit_folder, 100)]
 
 
 # -- locked down ---------------------------------------------------------------------------------
@@ -297,7 +297,7 @@ def test_close_the_app_closes_it(qtbot, open_kiosk):
 
 
 def test_without_a_pin_the_keypad_says_how_to_set_one(qtbot, open_kiosk, data):
-    pin_file(data).unlink()
+    data.pin_file.unlink()
     kiosk = open_kiosk()
     dialog = kiosk.ask_pin()
     assert "No admin PIN is set" in dialog.message.text() and not dialog.keys["OK"].isEnabled()
@@ -391,7 +391,7 @@ def test_the_audit_log_has_one_line_per_question_with_its_pages(qtbot, open_kios
     assert first["finish_reason"] == event.stats.finish_reason and first["error"] is None
     assert first["model"] == Path(tiny_llm_dir).name
     assert first["model_version"] == model_version(tiny_llm_dir)
-    with IndexStore.open(collection_folder(data.collections, "default"), embedder_id=None, dimension=None,
+    with IndexStore.open(data.collection("default"), embedder_id=None, dimension=None,
                          create=False, read_only=True) as store:
         assert first["collection_version"] == collection_version(store.list_documents(), store.embedder_id)
     assert first["collection"] == "default" and first["session"]

@@ -13,7 +13,7 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from desktop_app.app import CRASH_LOG_NAME, Heartbeat, install_crash_hook, main
+from desktop_app.app import Heartbeat, install_crash_hook, main
 from desktop_app.kiosk.safe_mode import NO_ERROR, RESTART_EXIT_CODE, SafeModeWindow, headline
 from engine.kiosk import crash_loop
 from engine.paths import AppPaths
@@ -39,7 +39,7 @@ def app_state(monkeypatch, root_logging_restored):
 
 
 def crash_loop_in(paths: AppPaths, crashes: int = 5) -> Path:
-    starts = crash_loop.starts_file(paths)
+    starts = paths.starts_file
     for _ in range(crashes):
         crash_loop.begin_start(starts)  # never marked clean: each one crashed
     crash_loop.record_error(starts, ERROR)
@@ -87,7 +87,7 @@ def test_after_a_crash_loop_the_app_starts_in_safe_mode_and_try_again_restarts_i
 
 def test_an_uncaught_exception_is_kept_as_the_last_error(qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(QMessageBox, "critical", lambda *a: None)
-    starts = crash_loop.starts_file(AppPaths(tmp_path).ensure())
+    starts = AppPaths(tmp_path).ensure().starts_file
     reporter = install_crash_hook(tmp_path / "app.log", starts)
     try:
         try:
@@ -141,7 +141,7 @@ def test_a_hard_crash_leaves_every_thread_s_traceback_in_the_crash_log(tmp_path)
             "the_frozen_slot()\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, timeout=120)
     assert done.returncode != 0
-    text = (tmp_path / "logs" / CRASH_LOG_NAME).read_text(encoding="utf-8")
+    text = AppPaths(tmp_path).crash_log.read_text(encoding="utf-8")
     assert "--- start of process" in text and "Fatal Python error: Aborted" in text
     assert "the_frozen_slot" in text
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.app import LOG_NAME, SAFE_MODE_LOG
+from desktop_app.app import SAFE_MODE_LOG
 from engine.config import Settings, save_settings
 from engine.kiosk import crash_loop
 from engine.models.registry import import_model
@@ -180,7 +180,7 @@ def app_argv(data_dir: Path) -> list[str]:
 
 
 def safe_mode_starts(data_dir: Path) -> int:
-    text = (data_dir / "logs" / LOG_NAME).read_text(encoding="utf-8", errors="replace")
+    text = AppPaths(data_dir).log_file.read_text(encoding="utf-8", errors="replace")
     return text.count(f"desktop_app: starting in {SAFE_MODE_LOG}")
 
 
@@ -212,7 +212,7 @@ def test_frozen_once_and_killed_ten_times_it_is_back_within_10_s_each_time(tmp_p
 
 def test_five_crashes_in_a_row_start_safe_mode_with_the_last_error(tmp_path, tiny_llm_dir):
     data = fast_data_dir(tmp_path / "data", tiny_llm_dir)
-    crash_loop.record_error(crash_loop.starts_file(AppPaths(data)), "RuntimeError: the pump exploded")
+    crash_loop.record_error(AppPaths(data).starts_file, "RuntimeError: the pump exploded")
     with Supervisor(app_argv(data), tmp_path / "app-output.log") as supervisor:
         _, pid = supervisor.wait_ready(0, START_TIMEOUT_S)
         for _ in range(5):
@@ -221,7 +221,7 @@ def test_five_crashes_in_a_row_start_safe_mode_with_the_last_error(tmp_path, tin
             os.kill(pid, signal.SIGKILL)  # right after READY=1
             _, pid = supervisor.wait_ready(killed_at, BACK_WITHIN_S, other_than=pid)
         assert safe_mode_starts(data) == 1  # the 6th start
-    text = (data / "logs" / LOG_NAME).read_text(encoding="utf-8")
+    text = AppPaths(data).log_file.read_text(encoding="utf-8")
     assert f"{SAFE_MODE_LOG}: 5 crashes in a row" in text and "RuntimeError: the pump exploded" in text
 
 
@@ -229,7 +229,7 @@ def test_sigterm_is_a_clean_exit_not_a_crash(tmp_path, tiny_llm_dir):
     """`systemctl stop`, a shutdown or a logout send SIGTERM: the app closes as by its Quit, and
     that start does not count towards safe mode."""
     data = fast_data_dir(tmp_path / "data", tiny_llm_dir)
-    starts = crash_loop.starts_file(AppPaths(data))
+    starts = AppPaths(data).starts_file
     with Supervisor(app_argv(data), tmp_path / "app-output.log") as supervisor:
         _, pid = supervisor.wait_ready(0, START_TIMEOUT_S)
         for _ in range(crash_loop.CRASHES):  # as many crashes would make the next start safe mode
