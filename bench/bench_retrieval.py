@@ -164,7 +164,7 @@ def _write_docs(rows, gate, curves, answers, latency) -> None:
             _rows_table(rows), "\n![hit@k](retrieval-hitk.svg)\n", "## The relevance gate\n",
             "Chosen configuration (hybrid, 256-token chunks). The gate's score is the best "
             "passage's cosine similarity plus 0.5 x the IDF-weighted share of the question's "
-            "topic words found in the top passages (engine/grounding.py). Similarity alone, "
+            "topic words found in the top passages (engine/answer/grounding.py). Similarity alone, "
             "as peers gate, cannot separate near-topic questions the manuals never answer.\n",
             _gate_table(gate)]
     if answers:

@@ -19,7 +19,7 @@ Writes "## Kiosk soak (issue 7)" of docs/benchmarks.md (from every model's last 
 bench/.cache/soak/result-MODEL.json; --no-doc leaves both alone). Exit code 1 when an answer
 was incomplete or files or threads grew.
 
-tests/test_soak.py runs a short version of the same loop (`run_soak`).
+tests/gui/test_soak.py runs a short version of the same loop (`run_soak`).
 """
 
 from __future__ import annotations
@@ -547,7 +547,7 @@ def report(runs: list[dict]) -> str:
                      f"{s['widgets_warm']} → {s['widgets_end']} (top-level {s['top_widgets_warm']} → "
                      f"{s['top_widgets_end']}), Python objects {s['gc_objects_warm']:,} → "
                      f"{s['gc_objects_end']:,} ({s['gc_slope_per_1000']:+,} per 1,000 q).")
-    lines += ["", "The short version runs in the test suite: `tests/test_soak.py` (150 questions on the "
+    lines += ["", "The short version runs in the test suite: `tests/gui/test_soak.py` (150 questions on the "
               "tiny LLM, marked slow).", ""]
     return "\n".join(lines)
 

@@ -9,7 +9,7 @@ DATA_DIR/logs/crash.log (faulthandler).
 Staying up (kiosks): under systemd (packaging/linux/offline-assistant-kiosk.service) the app
 says READY=1 once its window is shown and pings the watchdog from the GUI thread, so a frozen
 window is killed and restarted. Every start is recorded; after 5 crashes within 10 minutes the
-app starts in safe mode (desktop_app/safe_mode.py) showing the last error instead.
+app starts in safe mode (desktop_app/kiosk/safe_mode.py) showing the last error instead.
 """
 
 from __future__ import annotations
@@ -343,7 +343,7 @@ def _window_shown(started: float, what: str) -> None:
 
 # -- kiosk ---------------------------------------------------------------------------------------
 def _start_kiosk(window, kiosk: bool):
-    """THE call site of desktop_app/kiosk.py, once the window is shown: kiosk mode when asked
+    """THE call site of desktop_app/kiosk/lockdown.py, once the window is shown: kiosk mode when asked
     for (--kiosk or `kiosk = true`), else the audit log alone if the settings turn it on.
     Imported lazily; a build without that module runs the normal window."""
     try:

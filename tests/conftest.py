@@ -96,7 +96,7 @@ def same_look_after(qapp):
 
 @pytest.fixture(scope="module")
 def pump_pdf(tmp_path_factory, qapp) -> Path:
-    """The pump manual of tests/test_gui_chat.py as a PDF."""
+    """The pump manual of tests/gui/test_gui_chat.py as a PDF."""
     from tests.gui.test_gui_chat import PUMP_PAGES
     from tests.helpers.pdf_factory import write_pdf
 

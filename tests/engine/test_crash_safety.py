@@ -1,6 +1,6 @@
 """kill -9 a writing process at random moments; the collection must always come back whole.
 
-tests/crash_writer.py adds, replaces, removes and fails documents and flushes faiss now and
+tests/helpers/crash_writer.py adds, replaces, removes and fails documents and flushes faiss now and
 then, printing a line before and after each step. Each round waits for a random number of
 those lines (a condition, not a sleep), SIGKILLs the writer, and checks the collection.
 """

@@ -1,6 +1,6 @@
 """The app's own part in staying up: the safe-mode screen after a crash loop and its "Try again",
 the last error kept by the crash hook, the watchdog heartbeat from the GUI thread, and
-faulthandler's crash log. (The app under a supervisor, killed and frozen: tests/test_watchdog.py.)"""
+faulthandler's crash log. (The app under a supervisor, killed and frozen: tests/gui/test_watchdog.py.)"""
 
 from __future__ import annotations
 
