@@ -1,4 +1,11 @@
-"""Offline Assistant engine: everything the app does, without Qt."""
+"""Offline Assistant engine: everything the app does, without Qt, in the order data flows.
+
+ingest/ (files -> pages -> chunks) -> encoders/ (embedder, reranker) -> store/ (SQLite + faiss)
+-> answer/ (retrieval, gate, prompt, Assistant events) -> llm/ (the model, in its own process).
+Beside them: kiosk/ (PIN, audit, crash loop), models/ (finding and importing models),
+evaluation/ (QA sets and scores), cli/ (offline-assistant-cli). Shared vocabulary at the top:
+types, errors, paths (every file location), config, conversations, atomic_file, child_process.
+"""
 
 import os
 
