@@ -5,7 +5,8 @@
             ...  # a ParsedDocument, or a DocumentError saying why not
 
 `parse_file` reads one file in the calling process: only worker processes should call it on
-files nobody has vetted (see parse_pool).
+files nobody has vetted (see parse_pool). `inbox` says which files in a watched folder are
+whole and ready to index.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""The inbox folder (desktop_app/inbox.py) as an administrator feeds it: manuals copied into a
-watched folder are indexed in the background once they are whole. On real widgets, the real
-indexer and store with the built-in embedder, and the tiny random LLM.
+"""The inbox folder (desktop_app/controllers/inbox.py, engine/ingest/inbox.py) as an
+administrator feeds it: manuals copied into a watched folder are indexed in the background once
+they are whole. On real widgets, the real indexer and store with the built-in embedder, and the
+tiny random LLM.
 
 Most tests poll by hand (a watcher with an hour's interval, `poll_once`), so that "two polls in
 a row" is exact; the first one lets the timer run at 0.05 s, as an inbox does."""
@@ -15,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from desktop_app.controllers.inbox import InboxWatcher, scan_folder
+from desktop_app.controllers.inbox import InboxWatcher
 from desktop_app.controllers.indexing import normal_path
 from desktop_app.kiosk.lockdown import Kiosk, install
 from desktop_app.main_window import MainWindow
 from engine.config import Settings
+from engine.ingest.inbox import scan_folder
 from engine.paths import AppPaths
 from tests.gui.test_gui_chat import ANSWER, LOAD_MS
 from tests.helpers.pdf_factory import write_pdf
@@ -178,7 +180,7 @@ def test_unsupported_files_are_ignored(qtbot, window, watch, inbox):
 def test_a_missing_inbox_is_logged_once_and_picked_up_once_it_is_there(qtbot, window, watch, tmp_path,
                                                                          pump_pdf, caplog):
     inbox = tmp_path / "share" / "inbox"
-    with caplog.at_level(logging.INFO, logger="desktop_app.controllers.inbox"):
+    with caplog.at_level(logging.INFO, logger="engine.ingest.inbox"):
         watcher = watch(inbox)
         assert [poll_once(qtbot, watcher) for _ in range(3)] == [-1, -1, -1]
         warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -282,7 +284,7 @@ def test_a_slow_share_never_holds_the_gui_thread(qtbot, watch, inbox, monkeypatc
 
     recorder = Recorder()
     watcher = watch(inbox, index=recorder)
-    monkeypatch.setattr("desktop_app.controllers.inbox.scan_folder", slow_scan)
+    monkeypatch.setattr("engine.ingest.inbox.scan_folder", slow_scan)
     started = time.perf_counter()
     with qtbot.waitSignal(watcher.polled, timeout=POLL_MS):
         watcher.poll()
