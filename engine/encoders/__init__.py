@@ -1,2 +1,2 @@
-"""ONNX encoders run with onnxruntime + tokenizers: the sentence embedder (and its graph fixes)
-and the optional cross-encoder reranker."""
+"""ONNX encoders run with onnxruntime + tokenizers: onnx_session (the session, tokenizer and
+padding both share), the sentence embedder (and its graph fixes) and the cross-encoder reranker."""

@@ -8,19 +8,24 @@ attention mask. Vectors are L2-normalised float32, so a dot product is the cosin
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from engine.encoders.onnx_session import (
+    INPUT_TYPES,
+    compute_model_id,
+    declared_max_tokens,
+    load_tokenizer,
+    open_session,
+    pad,
+    physical_cores,
+)
 from engine.errors import ModelError
 
 POOLED_OUTPUTS = ("sentence_embedding",)
 TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
-ID_SAMPLE_BYTES = 1 << 20  # model_id hashes this much from each end of model.onnx
 
 
 class Embedder:
@@ -43,8 +48,8 @@ class Embedder:
         # batch (one activation scale per call); see docs/benchmarks.md. No-op for float models.
         self.int8_activations = int8_activations
         self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
-        self._encoder = _load_tokenizer(self.tokenizer_path, self.max_tokens)
-        self._counter = _load_tokenizer(self.tokenizer_path, None)
+        self._encoder = load_tokenizer(self.tokenizer_path, self.max_tokens)
+        self._counter = load_tokenizer(self.tokenizer_path, None)
         self._session = None
         self._inputs: dict[str, np.dtype] = {}
         self._output = ""
@@ -61,7 +66,9 @@ class Embedder:
     def load(self) -> "Embedder":
         if self._session is not None:
             return self
-        session = _open_session(self.model_path, self.threads, self.providers, self.int8_activations)
+        session = open_session(self.model_path, self.threads, self.providers,
+                               what="embedding model", hint=_LOAD_HINT,
+                               int8_activations=self.int8_activations)
         self._inputs = _input_types(session, self.model_path)
         self._output, self._pooled = _choose_output(session, self.model_path)
         self._session = session
@@ -131,7 +138,7 @@ class Embedder:
         return result
 
     def _run(self, encodings) -> np.ndarray:
-        ids, mask = _pad([e.ids for e in encodings])
+        ids, mask = pad([e.ids for e in encodings])
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         feed = {name: feed[name].astype(dtype, copy=False) for name, dtype in self._inputs.items()}
         (output,) = self._session.run([self._output], feed)
@@ -140,96 +147,18 @@ class Embedder:
 
 
 # -- helpers --------------------------------------------------------------------------------
-def physical_cores() -> int:
-    """Physical cores this process may use: hyper-threads slow down onnxruntime's matmuls."""
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            package = ""
-            for line in cpuinfo:
-                key, _, value = line.partition(":")
-                if key.strip() == "physical id":
-                    package = value.strip()
-                elif key.strip() == "core id":
-                    cores.add((package, value.strip()))
-    except OSError:
-        pass
-    return max(1, min(usable or 1, len(cores) or usable or 1))
-
-
-def declared_max_tokens(model_path: Path, tokenizer_path: Path) -> int:
-    """The sequence limit the export folder declares (sentence-transformers' max_seq_length,
-    else the model's position embeddings); a large number when it declares none."""
-    for folder in dict.fromkeys((tokenizer_path.parent, model_path.parent)):
-        for name, key in (("sentence_bert_config.json", "max_seq_length"),
-                          ("config.json", "max_position_embeddings")):
-            value = _json_value(folder / name, key)
-            if isinstance(value, int) and value > 0:
-                return value
-    return 1 << 30
-
-
-def _json_value(path: Path, key: str):
-    try:
-        return json.loads(path.read_text(encoding="utf-8")).get(key)
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _load_tokenizer(path: Path, max_tokens: int | None):
-    from tokenizers import Tokenizer
-
-    try:
-        tokenizer = Tokenizer.from_file(str(path))
-    except Exception as exc:  # tokenizers raises a bare Exception for bad files
-        raise ModelError(f"The tokenizer '{path}' cannot be read ({exc}); import the model "
-                         "folder again, with its tokenizer.json.") from exc
-    # Exports often ship fixed padding (all-MiniLM: 128); we pad per batch ourselves.
-    tokenizer.no_padding()
-    if max_tokens is None:
-        tokenizer.no_truncation()
-    else:
-        tokenizer.enable_truncation(max_length=max_tokens)
-    return tokenizer
-
-
-def _open_session(model_path: Path, threads: int, providers: list[str], int8_activations: bool):
-    import onnxruntime as ort
-
-    from engine.encoders.embedder_graph import EXACT_INT8_CONFIG, prepared_model
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1  # one graph at a time: parallelism is inside the matmuls
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    # Idle worker threads sleep instead of spinning: document parsing runs on the same cores.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    try:
-        # The fused op is a CPU kernel: on a GPU provider it would pull the matmuls back to the CPU.
-        on_cpu = providers[0] == "CPUExecutionProvider"
-        rewritten, int8_applied = prepared_model(model_path, int8_activations and on_cpu)
-        if int8_applied:
-            options.add_session_config_entry(*EXACT_INT8_CONFIG)
-        return ort.InferenceSession(rewritten or str(model_path), options, providers=providers)
-    except Exception as exc:  # onnxruntime raises its own exception types, not exported
-        raise ModelError(f"The embedding model '{model_path}' cannot be loaded ({exc}); "
-                         "import a valid ONNX export of the model again.") from exc
-
-
-_NUMPY_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
+_LOAD_HINT = "import a valid ONNX export of the model again."
 
 
 def _input_types(session, model_path: Path) -> dict[str, np.dtype]:
     known = ("input_ids", "attention_mask", "token_type_ids")
     types = {}
     for arg in session.get_inputs():
-        if arg.name not in known or arg.type not in _NUMPY_TYPES:
+        if arg.name not in known or arg.type not in INPUT_TYPES:
             raise ModelError(f"The embedding model '{model_path}' expects an input "
                              f"'{arg.name}' ({arg.type}) that this app cannot provide; use a "
                              "BERT-style sentence-transformers export.")
-        types[arg.name] = _NUMPY_TYPES[arg.type]
+        types[arg.name] = INPUT_TYPES[arg.type]
     if "input_ids" not in types:
         raise ModelError(f"The embedding model '{model_path}' has no 'input_ids' input; "
                          "use a BERT-style sentence-transformers export.")
@@ -254,16 +183,6 @@ def _choose_output(session, model_path: Path) -> tuple[str, bool]:
                      "output; use a sentence-transformers export.")
 
 
-def _pad(sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    width = max(1, max(len(s) for s in sequences))
-    ids = np.zeros((len(sequences), width), dtype=np.int64)
-    mask = np.zeros((len(sequences), width), dtype=np.int64)
-    for row, sequence in enumerate(sequences):
-        ids[row, :len(sequence)] = sequence
-        mask[row, :len(sequence)] = 1
-    return ids, mask
-
-
 def _mean_pool(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
     weights = mask[:, :, None].astype(np.float32)
     summed = (tokens * weights).sum(axis=1)
@@ -273,15 +192,3 @@ def _mean_pool(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.maximum(norms, 1e-12)
-
-
-def compute_model_id(model_path: Path, tokenizer_path: Path) -> str:
-    size = model_path.stat().st_size
-    digest = hashlib.sha256(f"size:{size}\n".encode())
-    with open(model_path, "rb") as model:
-        digest.update(model.read(ID_SAMPLE_BYTES))
-        model.seek(max(0, size - ID_SAMPLE_BYTES))
-        digest.update(model.read(ID_SAMPLE_BYTES))
-    digest.update(hashlib.sha256(tokenizer_path.read_bytes()).digest())
-    name = model_path.parent.name if model_path.stem == "model" else model_path.stem
-    return f"{name}:{digest.hexdigest()[:16]}"

@@ -4,7 +4,7 @@ Works with any sentence-transformers / Hugging Face cross-encoder exported to ON
 example cross-encoder/ms-marco-MiniLM-L-6-v2 through optimum): model.onnx (or onnx/model.onnx),
 tokenizer.json and config.json, with a `logits` output of shape [batch, labels]. The session's
 inputs are introspected (token_type_ids only when the model has it). Loading, tokenizer
-set-up and the model id are shared with engine.encoders.embedder.
+set-up, padding and the model id are shared with the embedder (engine.encoders.onnx_session).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.encoders.embedder import (
-    _NUMPY_TYPES,
-    _load_tokenizer,
-    _open_session,
-    _pad,
+from engine.encoders.onnx_session import (
+    INPUT_TYPES,
     compute_model_id,
     declared_max_tokens,
+    load_tokenizer,
+    open_session,
+    pad,
     physical_cores,
 )
 from engine.errors import ModelError
@@ -55,10 +55,10 @@ class CrossEncoder:
         self.providers = list(providers) if providers else ["CPUExecutionProvider"]
         self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
         # The passage is cut, never the query: a cut question is a different question.
-        self._pairs = _load_tokenizer(self.tokenizer_path, None)
+        self._pairs = load_tokenizer(self.tokenizer_path, None)
         self._pairs.enable_truncation(max_length=self.max_tokens, strategy="only_second")
         # A query too long for that leaves no room to cut; it is cut with its passage instead.
-        self._long_pairs = _load_tokenizer(self.tokenizer_path, self.max_tokens)
+        self._long_pairs = load_tokenizer(self.tokenizer_path, self.max_tokens)
         self._query_room = self.max_tokens - self._pairs.num_special_tokens_to_add(True) - 1
         if self._query_room < 1:
             raise ValueError(f"max_tokens={self.max_tokens} leaves no room for a passage.")
@@ -79,7 +79,8 @@ class CrossEncoder:
     def load(self) -> "CrossEncoder":
         if self._session is not None:
             return self
-        session = _open(self.model_path, self.threads, self.providers)
+        session = open_session(self.model_path, self.threads, self.providers, what="reranker model",
+                               hint=f"import the cross-encoder again, or {_EXPORT_HINT}.")
         self._inputs = _input_types(session, self.model_path)
         _check_logits(session, self.model_path)
         self._session = session
@@ -160,8 +161,8 @@ class CrossEncoder:
         return len(self._long_pairs.encode(query, add_special_tokens=False).ids) > self._query_room
 
     def _run(self, encodings) -> np.ndarray:
-        ids, mask = _pad([e.ids for e in encodings])
-        types, _ = _pad([e.type_ids for e in encodings])
+        ids, mask = pad([e.ids for e in encodings])
+        types, _ = pad([e.type_ids for e in encodings])
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         feed = {name: feed[name].astype(dtype, copy=False) for name, dtype in self._inputs.items()}
         (logits,) = self._session.run([LOGITS], feed)
@@ -180,27 +181,16 @@ def _export_folder(model_path: Path) -> Path:
     return folder.parent if folder.name == "onnx" else folder
 
 
-def _open(model_path: Path, threads: int, providers: list[str]):
-    """The embedder's session set-up; its error speaks of the embedding model, so it is
-    reworded here with the cause onnxruntime gave."""
-    try:
-        return _open_session(model_path, threads, providers, int8_activations=False)
-    except ModelError as exc:
-        cause = exc.__cause__ or exc
-        raise ModelError(f"The reranker model '{model_path}' cannot be loaded ({cause}); "
-                         f"import the cross-encoder again, or {_EXPORT_HINT}.") from cause
-
-
 def _input_types(session, model_path: Path) -> dict[str, np.dtype]:
     """The inputs to feed and their types. attention_mask is required as well: without it a
     pair's score would depend on the padding, so on the batch it came in."""
     types = {}
     for arg in session.get_inputs():
-        if arg.name not in _INPUTS or arg.type not in _NUMPY_TYPES:
+        if arg.name not in _INPUTS or arg.type not in INPUT_TYPES:
             raise ModelError(f"The reranker model '{model_path}' expects an input '{arg.name}' "
                              f"({arg.type}) that this app cannot provide; use a BERT-style "
                              "cross-encoder export.")
-        types[arg.name] = _NUMPY_TYPES[arg.type]
+        types[arg.name] = INPUT_TYPES[arg.type]
     missing = [name for name in _REQUIRED_INPUTS if name not in types]
     if missing:
         raise ModelError(f"The reranker model '{model_path}' has no {' or '.join(missing)} "

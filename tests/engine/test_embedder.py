@@ -8,7 +8,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engine.encoders.embedder import Embedder, physical_cores
+from engine.encoders.embedder import Embedder
+from engine.encoders.onnx_session import pad, physical_cores
 from engine.errors import ModelError
 from engine.models.registry import EmbedderFiles, builtin_embedder_files
 from tests.helpers.tiny_embedder import write_tiny_embedder
@@ -140,6 +141,15 @@ def test_unreadable_files_raise_model_errors(tmp_path, tiny_files):
     broken.write_bytes(b"not an onnx model")
     with pytest.raises(ModelError, match="cannot be loaded"):
         Embedder(broken, tiny_files.tokenizer).load()
+    with pytest.raises(ModelError, match="embedding model .* cannot be loaded"):
+        Embedder(broken, tiny_files.tokenizer).load()
+
+
+def test_a_batch_is_padded_to_its_longest_sequence_with_a_mask():
+    ids, mask = pad([[5, 6, 7], [8], []])
+    assert ids.dtype == mask.dtype == np.int64
+    assert ids.tolist() == [[5, 6, 7], [8, 0, 0], [0, 0, 0]]
+    assert mask.tolist() == [[1, 1, 1], [1, 0, 0], [0, 0, 0]]
 
 
 # -- the built-in model -------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""What the embedder and the reranker share: an onnxruntime session on the chosen providers,
+a tokenizer from tokenizer.json, padding a batch, and facts read from the export folder.
+
+    session = open_session(model, threads, ["CPUExecutionProvider"], what="embedding model",
+                           hint="import a valid ONNX export of the model again.")
+    tokenizer = load_tokenizer(folder / "tokenizer.json", max_tokens=256)   # None: no cut
+    ids, mask = pad([e.ids for e in tokenizer.encode_batch(texts)])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import ModelError
+
+ID_SAMPLE_BYTES = 1 << 20  # model_id hashes this much from each end of model.onnx
+INPUT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}  # ONNX input -> numpy
+
+
+def open_session(model_path: Path, threads: int, providers: list[str], *, what: str, hint: str,
+                 int8_activations: bool = False):
+    """An InferenceSession of `model_path` on `providers` (the first one is preferred), after
+    the in-memory graph fixes of engine.encoders.embedder_graph. Raises ModelError
+    "The {what} '{model_path}' cannot be loaded (cause); {hint}"."""
+    import onnxruntime as ort
+
+    from engine.encoders.embedder_graph import EXACT_INT8_CONFIG, prepared_model
+
+    options = _session_options(ort, threads)
+    try:
+        # The fused op is a CPU kernel: on a GPU provider it would pull the matmuls back to the CPU.
+        on_cpu = providers[0] == "CPUExecutionProvider"
+        rewritten, int8_applied = prepared_model(model_path, int8_activations and on_cpu)
+        if int8_applied:
+            options.add_session_config_entry(*EXACT_INT8_CONFIG)
+        return ort.InferenceSession(rewritten or str(model_path), options, providers=providers)
+    except Exception as exc:  # onnxruntime raises its own exception types, not exported
+        raise ModelError(f"The {what} '{model_path}' cannot be loaded ({exc}); {hint}") from exc
+
+
+def _session_options(ort, threads: int):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1  # one graph at a time: parallelism is inside the matmuls
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    # Idle worker threads sleep instead of spinning: document parsing runs on the same cores.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+def load_tokenizer(path: Path, max_tokens: int | None):
+    """The tokenizer in `path`, without padding, cutting at `max_tokens` (None: never)."""
+    from tokenizers import Tokenizer
+
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a bare Exception for bad files
+        raise ModelError(f"The tokenizer '{path}' cannot be read ({exc}); import the model "
+                         "folder again, with its tokenizer.json.") from exc
+    # Exports often ship fixed padding (all-MiniLM: 128); we pad per batch ourselves.
+    tokenizer.no_padding()
+    if max_tokens is None:
+        tokenizer.no_truncation()
+    else:
+        tokenizer.enable_truncation(max_length=max_tokens)
+    return tokenizer
+
+
+def pad(sequences: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, attention mask), int64 [batch, longest sequence], zeros after each sequence."""
+    width = max(1, max(len(s) for s in sequences))
+    ids = np.zeros((len(sequences), width), dtype=np.int64)
+    mask = np.zeros((len(sequences), width), dtype=np.int64)
+    for row, sequence in enumerate(sequences):
+        ids[row, :len(sequence)] = sequence
+        mask[row, :len(sequence)] = 1
+    return ids, mask
+
+
+def physical_cores() -> int:
+    """Physical cores this process may use: hyper-threads slow down onnxruntime's matmuls."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            package = ""
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "physical id":
+                    package = value.strip()
+                elif key.strip() == "core id":
+                    cores.add((package, value.strip()))
+    except OSError:
+        pass
+    return max(1, min(usable or 1, len(cores) or usable or 1))
+
+
+def declared_max_tokens(model_path: Path, tokenizer_path: Path) -> int:
+    """The sequence limit the export folder declares (sentence-transformers' max_seq_length,
+    else the model's position embeddings); a large number when it declares none."""
+    for folder in dict.fromkeys((tokenizer_path.parent, model_path.parent)):
+        for name, key in (("sentence_bert_config.json", "max_seq_length"),
+                          ("config.json", "max_position_embeddings")):
+            value = _json_value(folder / name, key)
+            if isinstance(value, int) and value > 0:
+                return value
+    return 1 << 30
+
+
+def _json_value(path: Path, key: str):
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def compute_model_id(model_path: Path, tokenizer_path: Path) -> str:
+    """'<name>:<16 hex>': SHA-256 over model.onnx's size, its first and last MiB, and the
+    whole tokenizer.json; the name is the folder's when the file is model.onnx."""
+    size = model_path.stat().st_size
+    digest = hashlib.sha256(f"size:{size}\n".encode())
+    with open(model_path, "rb") as model:
+        digest.update(model.read(ID_SAMPLE_BYTES))
+        model.seek(max(0, size - ID_SAMPLE_BYTES))
+        digest.update(model.read(ID_SAMPLE_BYTES))
+    digest.update(hashlib.sha256(tokenizer_path.read_bytes()).digest())
+    name = model_path.parent.name if model_path.stem == "model" else model_path.stem
+    return f"{name}:{digest.hexdigest()[:16]}"
