@@ -6,7 +6,8 @@
 
 `parse_file` reads one file in the calling process: only worker processes should call it on
 files nobody has vetted (see parse_pool). `inbox` says which files in a watched folder are
-whole and ready to index.
+whole and ready to index. `locate` finds a cited passage in a page's text as another reader
+(PDFium, for the source view) extracted it.
 """
 
 from __future__ import annotations

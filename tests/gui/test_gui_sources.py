@@ -6,7 +6,7 @@ import pytest
 from PySide6.QtCore import QMarginsF, QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QPageLayout, QPageSize, QPainter, QPdfWriter
 
-from desktop_app.sources.view import SourceView, locate_passage
+from desktop_app.sources.view import SourceView
 from engine.ingest import parse_file
 
 PAGE_LINES = {
@@ -251,33 +251,6 @@ def test_an_html_source_is_shown_as_its_text(qtbot, view, tmp_path):
     show(qtbot, view, path, 1, "Connect the sensor cable to port 3.")
     assert view.highlight_found()
     assert "passwd" not in view.text_view.toPlainText()
-
-
-# -- matching --------------------------------------------------------------------------------
-@pytest.mark.parametrize("haystack, passage, expected", [
-    ("alpha beta gamma", "beta", "beta"),
-    ("the ﬁlter is clogged", "the filter is clogged", "the ﬁlter is clogged"),
-    ("replace the re-\r\nsistor now", "replace the resistor now", "replace the re-\r\nsistor now"),
-    ("Intro. Step one: open the valve and wait", "Step one: open the valve and wait. Step two: "
-     "close it again after ten minutes", "Step one: open the valve and wait"),
-])
-def test_locate_passage_compares_letters_and_digits(haystack, passage, expected):
-    where = locate_passage(haystack, passage)
-    assert where is not None
-    assert haystack[where[0]:where[1]] == expected
-
-
-def test_locate_passage_finds_a_passage_by_its_end_when_its_start_differs():
-    page = "xx header xx The oil level must be between the two marks on the dipstick. yy"
-    passage = "[garbled start] level must be between the two marks on the dipstick."
-    start, end = locate_passage(page, passage)
-    assert page[start:end] == "level must be between the two marks on the dipstick"
-
-
-def test_locate_passage_says_none_when_it_is_not_there():
-    assert locate_passage("alpha beta gamma", "delta epsilon zeta eta theta") is None
-    assert locate_passage("", "x") is None
-    assert locate_passage("abc", "   ") is None
 
 
 # -- real manuals ----------------------------------------------------------------------------
