@@ -30,8 +30,9 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.chat.view import ChatView, tokens_per_s
-from desktop_app.controllers.assistant import AssistantController, PrepareJob, needs_preparation
+from desktop_app.controllers.assistant import AssistantController
 from desktop_app.controllers.indexing import IndexController
+from desktop_app.controllers.prepare import PrepareJob
 from desktop_app.panels.conversations import ConversationsPanel
 from desktop_app.panels.documents import DocumentsPanel
 from desktop_app.panels.settings import SettingsDialog
@@ -40,6 +41,7 @@ from desktop_app.theme import apply_theme
 from engine.config import Settings, load_settings, save_settings
 from engine.conversations import ConversationStore
 from engine.errors import EngineError
+from engine.models.prepare import needs_preparation
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 
 log = logging.getLogger(__name__)

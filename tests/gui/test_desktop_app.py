@@ -16,8 +16,8 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMessageBox
 
 from desktop_app.app import install_crash_hook, parse_args, setup_logging
-from desktop_app.controllers.assistant import needs_preparation
 from engine.config import Settings
+from engine.models.prepare import needs_preparation
 from engine.paths import AppPaths
 
 REPO = Path(__file__).resolve().parents[2]
