@@ -1,4 +1,5 @@
-"""The user's settings: a frozen dataclass, read from and written to TOML in the data dir.
+"""The user's settings: a frozen dataclass, read from TOML (tomllib) and written to it (tomli-w)
+in the data dir.
 
     settings = load_settings(paths.settings_file)        # never raises: bad values -> defaults
     save_settings(paths.settings_file, replace(settings, theme="dark"))   # atomic
@@ -13,10 +14,13 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import tomli_w
 
 from engine.atomic_file import write_atomic
 
@@ -39,6 +43,7 @@ LIMITS: dict[str, tuple[float, float]] = {
 MODEL_NAME_MAX = 200
 FOLDER_MAX = 4096  # characters: PATH_MAX on Linux; longer is a mistake, not a folder
 # what a key left at None means, written as a comment (TOML has no null)
+_SURROGATE = re.compile("[\ud800-\udfff]")  # a lone one cannot be written as UTF-8
 NONE_MEANS = {"model": "(the built-in model)", "inbox_folder": "(none: no watched inbox folder)"}
 
 
@@ -114,39 +119,13 @@ def to_toml(settings: Settings) -> str:
         if value is None:  # TOML has no null: the key is left out, and reads back as None
             lines.append(f"# {f.name} = {NONE_MEANS.get(f.name, '(none)')}")
             continue
-        lines.append(f"{f.name} = {_toml_value(value)}")
+        lines.append(tomli_w.dumps({f.name: _storable(value)}).rstrip("\n"))
     return "\n".join(lines) + "\n"
 
 
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)  # finite here: always has a '.' or an exponent, as TOML wants
-    if isinstance(value, str):
-        return _toml_string(value)
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f",
-            "\r": "\\r"}
-
-
-def _toml_string(text: str) -> str:
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in _ESCAPES:
-            out.append(_ESCAPES[char])
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04X}")
-        elif 0xD800 <= code <= 0xDFFF:  # a lone surrogate cannot be stored in UTF-8 TOML
-            out.append("\\uFFFD")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
+def _storable(value):
+    """A lone surrogate cannot be stored in UTF-8 TOML: it becomes U+FFFD."""
+    return _SURROGATE.sub("\ufffd", value) if isinstance(value, str) else value
 
 
 def _checked(name: str, value, default):

@@ -55,6 +55,12 @@ def test_control_characters_in_a_model_name_are_escaped(tmp_path):
     assert load_settings(path).model == "a\tb\x7fc\x01d"
 
 
+def test_a_lone_surrogate_in_a_model_name_is_saved_as_a_replacement_character(tmp_path):
+    path = tmp_path / "settings.toml"
+    save_settings(path, Settings(model="pump\udcffmodel"))
+    assert load_settings(path).model == "pump\ufffdmodel"
+
+
 @pytest.mark.parametrize("text", [
     "this is [not toml",
     'theme = "dark"\ntheme = "light"\n',  # a duplicate key is invalid TOML
