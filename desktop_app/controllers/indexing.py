@@ -2,11 +2,11 @@
 
     GUI thread                         "indexing" QThread                "scanning" QThread
     IndexController                    _IndexWorker                      _Scanner
-      add_paths(paths) ─────── scan ──────────────────────────────────>  discover(paths)
+      add_paths(paths) ─────── scan ──────────────────────────────────>  find_documents(paths)
       _on_scanned(files) <──────────────────────────────────────────────  scanned
         inbox.put(add) ── wake ──────> drain(): opens the store and the
                                        embedder (lazily, here), runs
-      _on_progress(event) <── progress ─ Indexer.run(files, cancel)
+      _on_progress(event) <── progress ─ Indexer.run(files=files, cancel)
       _on_snapshot(docs)  <── snapshot ─ store.list_documents()
       cancel(): inbox.cancel_all() sets a threading.Event, read by the engine between
                 documents and batches; a busy worker never runs a queued slot, so a slot
@@ -33,7 +33,7 @@ from pathlib import Path
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
 
 from engine.errors import EngineError
-from engine.ingest.discover import discover
+from engine.ingest.discover import Found, find_documents, normal_path
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import READY_STATUSES, IndexStore
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
@@ -47,11 +47,6 @@ SUPPORTED_TEXT = "PDF, TXT, Markdown, HTML and DOCX"
 _SNAPSHOT_EVERY_S = 0.5  # during a run, the store's list is sent at most this often
 _EMIT_DELAY_MS = 30  # changes within this time go out as one documentsChanged
 _PROBLEMS_SHOWN = 5  # of the dropped paths that cannot be indexed, in one message
-
-
-def normal_path(path: str | os.PathLike) -> str:
-    """The key of a document: its absolute path, spelled as the indexer and the store spell it."""
-    return str(Path(os.path.abspath(path)))
 
 
 # -- requests from the GUI thread to the worker ------------------------------------------------
@@ -106,29 +101,37 @@ class _Inbox:
 
 class _Scanner(QObject):
     """Finds the documents in dropped files and folders (a big folder must not stall the GUI,
-    nor wait behind a busy indexing run)."""
+    nor wait behind a busy indexing run). This is the one discovery of a drop: the worker
+    hands these files to the indexer as they are."""
 
     scanned = Signal(int, list, list)  # generation, files (normal paths), problems (messages)
 
     @Slot(int, list)
     def scan(self, generation: int, inputs: list) -> None:
-        files: dict[str, None] = {}
-        problems = []
-        for item in inputs:
-            try:
-                found = discover([item])
-            except Exception as exc:  # an unreadable folder: say so, carry on with the rest
-                log.exception("could not look for documents in %s", item)
-                problems.append(f"Could not look for documents in '{item}' ({exc}).")
-                continue
-            if found:
-                files.update((normal_path(f), None) for f in found)
-            elif os.path.isdir(item):
-                problems.append(f"No documents to index were found in '{item}'. "
-                                f"Supported: {SUPPORTED_TEXT}.")
-            else:
-                problems.append(f"'{item}' was not found; it may have been moved or deleted.")
-        self.scanned.emit(generation, list(files), problems)
+        try:
+            found = find_documents(inputs)
+        except Exception as exc:  # not an unreadable folder (that is in found): say so
+            log.exception("could not look for documents in %s", inputs)
+            self.scanned.emit(generation, [], [f"Could not look for documents in '{item}' ({exc})."
+                                               for item in inputs])
+            return
+        for item, why in found.unreadable:
+            log.warning("could not look for documents in %s: %s", item, why)
+        self.scanned.emit(generation, list(found.files), _problems(inputs, found))
+
+
+def _problems(inputs: list, found: Found) -> list[str]:
+    """One message per input that gave no document, in the order they were dropped."""
+    why = dict(found.unreadable)
+    problems = []
+    for item in inputs:
+        if item in why:
+            problems.append(f"Could not look for documents in '{item}' ({why[item]}).")
+        elif item in found.empty:
+            problems.append(f"No documents to index were found in '{item}'. Supported: {SUPPORTED_TEXT}.")
+        elif item in found.missing:
+            problems.append(f"'{item}' was not found; it may have been moved or deleted.")
+    return problems
 
 
 class _IndexWorker(QObject):
@@ -202,14 +205,16 @@ class _IndexWorker(QObject):
                 for path, force in wanted.items():
                     if force:
                         store.remove_document(path)
-                files = [str(p) for p in discover(wanted)]
+                # the scanner found these files already: only those gone since are left out
+                files = sorted((path for path in wanted if os.path.isfile(path)), key=Path)
                 gone = [path for path in wanted if not os.path.isfile(path)]
                 if gone:
                     self.failed.emit("\n".join(f"'{path}' was not found, so it was not indexed; it may have "
                                                "been moved or deleted." for path in gone[:_PROBLEMS_SHOWN]))
                 self._remaining = set(files)
                 self.runStarted.emit(ticket, files)
-                for event in Indexer(store, self._embedder, self._settings).run(files, self._inbox.cancel):
+                indexer = Indexer(store, self._embedder, self._settings)
+                for event in indexer.run(files=files, cancel=self._inbox.cancel):
                     if event.outcome is not None:  # its row first: the list shows it with its id
                         self.stored.emit(event.outcome.path, store.find_document(event.outcome.path))
                     self.progress.emit(event)

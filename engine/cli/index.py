@@ -38,6 +38,7 @@ def add_commands(commands, common) -> None:
 
 # -- index --------------------------------------------------------------------------------
 def _index(args, paths) -> int:
+    from engine.ingest.discover import discover
     from engine.store.indexer import Indexer, default_embedder, open_collection
 
     missing = [p for p in args.inputs if not Path(p).exists()]
@@ -47,7 +48,8 @@ def _index(args, paths) -> int:
     embedder = default_embedder(paths.ensure())
     with open_collection(paths, args.collection, embedder) as store, ctrl_c_sets(cancel, STOPPING):
         bar = _ProgressBar(sys.stderr)
-        for event in Indexer(store, embedder).run(args.inputs, cancel):
+        files = discover(args.inputs)  # once: the indexer takes the files as they are
+        for event in Indexer(store, embedder).run(files=files, cancel=cancel):
             _report(event, bar, args.json)
         bar.finish()
         if cancel.is_set():

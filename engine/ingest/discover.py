@@ -1,12 +1,53 @@
-"""Finding the documents to index in files and folders."""
+"""Finding the documents to index in files and folders, once per request: the GUI's scanner
+and the CLI call `find_documents` (or `discover`) and hand the files they found to the indexer.
+
+    found = find_documents(["~/manuals", "extra.pdf"])
+    found.files                   # normal paths, sorted, each file once
+    found.empty, found.missing    # folders without documents, inputs that are not there
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 SUPPORTED = {".pdf", ".txt", ".md", ".markdown", ".html", ".htm", ".docx"}
+
+
+def normal_path(path: str | os.PathLike) -> str:
+    """The key of a document: its absolute path, spelled as the indexer and the store spell it."""
+    return str(Path(os.path.abspath(path)))
+
+
+@dataclass(frozen=True)
+class Found:
+    """What find_documents found, and which inputs gave nothing (in the order given)."""
+
+    files: tuple[str, ...]  # normal paths, sorted as discover sorts them, each file once
+    empty: tuple[str, ...] = ()  # folders without a supported document
+    missing: tuple[str, ...] = ()  # inputs that do not exist (moved or deleted)
+    unreadable: tuple[tuple[str, str], ...] = ()  # (input, why) where looking failed
+
+
+def find_documents(inputs: Iterable[str | os.PathLike]) -> Found:
+    """discover() over `inputs`, telling which of them gave no file; a failure to look in one
+    input is kept in `unreadable`, and the others are still searched."""
+    found: dict[str, Path] = {}
+    empty, missing, unreadable = [], [], []
+    for item in map(str, inputs):
+        try:
+            files = _files_of(Path(item))
+        except OSError as exc:
+            unreadable.append((item, str(exc)))
+            continue
+        for file in files:
+            found.setdefault(_identity(file), file)
+        if not files:
+            (empty if os.path.isdir(item) else missing).append(item)
+    files = tuple(normal_path(file) for file in sorted(found.values()))
+    return Found(files, tuple(empty), tuple(missing), tuple(unreadable))
 
 
 def discover(paths: Iterable[str | Path]) -> list[Path]:
@@ -19,10 +60,13 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
     """
     found: dict[str, Path] = {}
     for path in map(Path, paths):
-        files = _walk(path) if path.is_dir() else [path] if path.is_file() else []
-        for file in files:
+        for file in _files_of(path):
             found.setdefault(_identity(file), file)
     return sorted(found.values())
+
+
+def _files_of(path: Path) -> list[Path]:
+    return _walk(path) if path.is_dir() else [path] if path.is_file() else []
 
 
 def is_supported(path: Path) -> bool:

@@ -9,7 +9,6 @@ skips what is already stored and carries on.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from pathlib import Path
 from engine.encoders.embedder import Embedder
 from engine.errors import DocumentError
 from engine.ingest.chunking import chunk_document
-from engine.ingest.discover import discover
+from engine.ingest.discover import discover, normal_path
 from engine.ingest.parse_pool import ParsePool
 from engine.llm.local import CancelFlag
 from engine.models.manifest import sha256_file
@@ -66,10 +65,13 @@ class Indexer:
         self.embedder = embedder
         self.settings = settings or IndexSettings()
 
-    def run(self, inputs: Iterable[str | Path], cancel: CancelFlag | None = None) -> Iterator[IndexProgress]:
-        """Index files and folders; yields an event when a document starts, after each
-        embedding step (with its pages done), and when it ends."""
-        files = [Path(os.path.abspath(p)) for p in discover(inputs)]
+    def run(self, inputs: Iterable[str | Path] = (), cancel: CancelFlag | None = None, *,
+            files: Iterable[str | Path] | None = None) -> Iterator[IndexProgress]:
+        """Index files and folders (found here with discover), or `files` someone found already
+        (find_documents: existing files, each once, in the order to index them); yields an
+        event when a document starts, after each embedding step (with its pages done), and
+        when it ends."""
+        files = [Path(normal_path(p)) for p in (discover(inputs) if files is None else files)]
         clock = _Clock({path: path.stat().st_size for path in files})
         todo = []
         for path in files:

@@ -95,6 +95,21 @@ def test_cancel_leaves_a_consistent_collection_that_resumes(tmp_path, tiny_embed
         assert len(store.list_documents()) == 4
 
 
+def test_files_found_already_are_indexed_as_given_without_looking_again(tmp_path, tiny_embedder, monkeypatch):
+    docs = _write_docs(tmp_path / "docs")
+    files = [str(docs / "pump.md"), str(docs / "notes.txt")]
+
+    def no_second_look(inputs):
+        raise AssertionError(f"discovered again: {inputs}")
+
+    monkeypatch.setattr("engine.store.indexer.discover", no_second_look)
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        events = list(Indexer(store, tiny_embedder, SETTINGS).run(files=files))
+        assert [e.outcome.path for e in events if e.outcome] == files  # in the order given
+        assert events[-1].documents_done == events[-1].documents_total == 2
+
+
 def test_a_collection_refuses_another_embedder(tmp_path, tiny_embedder):
     paths = AppPaths(tmp_path / "data").ensure()
     with open_collection(paths, "default", tiny_embedder) as store:

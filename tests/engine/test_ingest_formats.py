@@ -9,6 +9,7 @@ import pytest
 
 from engine.errors import DocumentError
 from engine.ingest import ParsePool, discover, outcome_for, parse_file
+from engine.ingest.discover import find_documents, normal_path
 from engine.types import DocumentOutcome, Page
 from tests.helpers.hostile_files import (
     MANUAL_TITLE,
@@ -315,3 +316,15 @@ def test_discover_keeps_a_file_named_directly_whatever_it_is(tmp_path):
     named = tmp_path / "drawing.dwg"
     named.write_bytes(b"x")
     assert discover([named, tmp_path / "missing.pdf"]) == [named]
+
+
+def test_find_documents_gives_normal_paths_once_and_says_which_inputs_gave_nothing(tmp_path, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "pump.md").write_bytes(b"x")
+    (tmp_path / "empty").mkdir()
+    os.symlink(tmp_path / "docs" / "pump.md", tmp_path / "link.md")  # one file, two names
+    monkeypatch.chdir(tmp_path)
+    found = find_documents(["docs", "link.md", "empty", "gone.pdf"])
+    assert found.files == (normal_path(tmp_path / "docs" / "pump.md"),)
+    assert found.empty == ("empty",) and found.missing == ("gone.pdf",) and found.unreadable == ()
+    assert normal_path("docs/pump.md") == str(tmp_path / "docs" / "pump.md")

@@ -7,6 +7,7 @@ DirectConnection slot runs on the worker's thread and waits until the test lets 
 
 from __future__ import annotations
 
+import importlib
 import threading
 import warnings
 from pathlib import Path
@@ -167,6 +168,15 @@ def test_a_folder_without_documents_and_a_missing_file_are_reported(qtbot, contr
     assert any("gone.pdf" in m and "not found" in m for m in messages)
     qtbot.waitUntil(lambda: not controller.busy, timeout=RUN_S)
     assert controller.documents() == []
+
+
+def test_a_dropped_folder_is_searched_once_and_its_files_go_to_the_indexer(qtbot, controller, docs, monkeypatch):
+    discovering = importlib.import_module("engine.ingest.discover")  # engine.ingest.discover is the function
+    looked_in = []
+    files_of = discovering._files_of
+    monkeypatch.setattr(discovering, "_files_of", lambda path: looked_in.append(path) or files_of(path))
+    index(qtbot, controller, [docs], {"oil.txt": "ready", "pump.md": "ready", "manual.pdf": "ready"})
+    assert looked_in == [docs]  # the scanner's look; the worker and the indexer take its list
 
 
 def test_documents_added_during_a_run_show_as_queued_and_are_indexed_after_it(qtbot, controller, docs, gates):
