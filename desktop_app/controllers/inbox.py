@@ -6,9 +6,9 @@
 
 Polling is the contract, not QFileSystemWatcher: that one misses changes on network shares and
 when a folder is replaced, and needs one watch per subfolder. Each poll lists the folder and
-its subfolders on the watcher's own thread, not the GUI thread: 2,000 files take 12-22 ms to
-list on a local disk, and a network share can take seconds, or hang. The GUI thread only wakes
-that thread and hands its result on: about 0.1 ms a poll, 1-2 ms for a batch of 2,000 files
+its subfolders on the watcher's own QThread, not the GUI thread: 2,000 files take 12-22 ms to
+list on a local disk, and a network share can take seconds, or hang. The GUI thread only asks
+(a queued signal to the scanner on that thread) and hands the result on when it comes back: about 0.1 ms a poll, 1-2 ms for a batch of 2,000 files
 (tests/gui/test_gui_inbox.py). A poll that is still running when the next is due skips that one.
 
 Which files are ready (whole, supported, not hidden or temporary) is the engine's rule
@@ -29,15 +29,33 @@ from __future__ import annotations
 
 import logging
 import os
-import queue
-import threading
 import time
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from engine.ingest.inbox import InboxState
 
 log = logging.getLogger(__name__)
+
+
+class _InboxScanner(QObject):
+    """Lists the inbox folder on the watcher's "inbox" QThread, one poll at a time."""
+
+    scanned = Signal(object, int, float)  # ready (object: the list is not copied), count, scan ms
+
+    def __init__(self, state: InboxState):
+        super().__init__()
+        self.state = state
+
+    @Slot()
+    def scan(self) -> None:
+        started = time.perf_counter()
+        try:
+            ready, count = self.state.poll()
+        except Exception:  # never lose the thread: the next poll tries again
+            log.exception("inbox: the scan of %s failed", self.state.folder)
+            ready, count = [], -1
+        self.scanned.emit(ready, count, (time.perf_counter() - started) * 1000)
 
 
 class InboxWatcher(QObject):
@@ -50,7 +68,7 @@ class InboxWatcher(QObject):
 
     queued = Signal(list)
     polled = Signal(int)
-    _scanned = Signal(object, int, float)  # from the scan thread; object: the list is not copied
+    _scanRequested = Signal()
 
     def __init__(self, index, folder: str | os.PathLike, interval_s: float = 10.0,
                  parent: QObject | None = None):
@@ -62,23 +80,16 @@ class InboxWatcher(QObject):
         self.gui_ms = 0.0
         self._polling = False  # a poll is in flight
         self._stopped = True
-        self._jobs: queue.SimpleQueue | None = None  # to the scan thread; None ends it
-        self._thread: threading.Thread | None = None
+        self._thread: QThread | None = None
+        self._scanner: _InboxScanner | None = None
         self.timer = QTimer(self)
         self.timer.setInterval(max(1, round(interval_s * 1000)))
         self.timer.timeout.connect(self.poll)
-        self._scanned.connect(self._on_scanned)
 
     def start(self) -> None:
         """A first look at once, then one every interval."""
         if self._thread is None:
-            # a long-lived daemon thread: a poll only wakes it, and a share that hangs must not
-            # keep the app from quitting
-            self._jobs = queue.SimpleQueue()
-            self._thread = threading.Thread(target=self._scan_loop, args=(self._jobs,), name="inbox",
-                                            daemon=True)
-            self._thread.start()
-            self.destroyed.connect(lambda _=None, jobs=self._jobs: jobs.put(None))
+            self._start_thread()
         self._stopped = False
         self.timer.start()
         self.poll()
@@ -90,9 +101,10 @@ class InboxWatcher(QObject):
         self.timer.stop()
         thread, self._thread = self._thread, None
         if thread is not None:
-            self._jobs.put(None)
+            self._scanRequested.disconnect(self._scanner.scan)
+            thread.quit()
             if wait_s > 0:
-                thread.join(wait_s)
+                thread.wait(max(1, round(wait_s * 1000)))
 
     def is_polling(self) -> bool:
         return self._polling
@@ -103,21 +115,25 @@ class InboxWatcher(QObject):
             return
         started = time.perf_counter()
         self._polling = True
-        self._jobs.put(True)
+        self._scanRequested.emit()
         self.gui_ms = (time.perf_counter() - started) * 1000
 
-    def _scan_loop(self, jobs: queue.SimpleQueue) -> None:  # the scan thread
-        while jobs.get() is not None:
-            started = time.perf_counter()
-            try:
-                ready, count = self.state.poll()
-            except Exception:  # never lose the thread: the next poll tries again
-                log.exception("inbox: the scan of %s failed", self.folder)
-                ready, count = [], -1
-            try:
-                self._scanned.emit(ready, count, (time.perf_counter() - started) * 1000)
-            except RuntimeError:  # the window (and this object) is gone
-                return
+    def _start_thread(self) -> None:
+        # The thread's parent is the GUI thread's own QThread object, not this watcher: a scan
+        # stuck on a hung share outlives the window and the app's exit, where a QThread that
+        # Python owns would be destroyed while running (and Qt aborts the process). Once the
+        # scan thread ends, it and its scanner are deleted.
+        thread = QThread(self.thread())
+        thread.setObjectName("inbox")
+        scanner = _InboxScanner(self.state)
+        scanner.moveToThread(thread)
+        self._scanRequested.connect(scanner.scan)
+        scanner.scanned.connect(self._on_scanned)
+        thread.finished.connect(scanner.deleteLater)
+        thread.finished.connect(thread.deleteLater)
+        self.destroyed.connect(thread.quit)  # the window closed without stop()
+        self._thread, self._scanner = thread, scanner
+        thread.start()
 
     def _on_scanned(self, ready: list, count: int, scan_ms: float) -> None:
         started = time.perf_counter()

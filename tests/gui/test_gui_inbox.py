@@ -11,6 +11,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from engine.ingest.inbox import scan_folder
 from engine.paths import AppPaths
 from tests.gui.test_gui_chat import ANSWER, LOAD_MS
 from tests.helpers.pdf_factory import write_pdf
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
@@ -80,7 +84,7 @@ def watch(qtbot, window):
     for watcher in watchers:
         thread = watcher._thread
         watcher.stop(wait_s=10)
-        assert not thread.is_alive()
+        assert not thread.isRunning()
 
 
 def poll_once(qtbot, watcher: InboxWatcher) -> int:
@@ -294,6 +298,51 @@ def test_a_slow_share_never_holds_the_gui_thread(qtbot, watch, inbox, monkeypatc
     assert watcher.scan_ms >= 500 and len(scans) == 1
     assert recorder.batches == [[normal_path(inbox / "oil.txt")]]
 
+
+
+HUNG_SHARE_APP = """
+import sys, threading, time
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication, QWidget
+import engine.ingest.inbox
+from desktop_app.controllers.inbox import InboxWatcher
+
+hung = threading.Semaphore(0)
+def scan_forever(folder):  # a share that never answers
+    hung.release()
+    threading.Event().wait()
+
+class Recorder:
+    def add_paths(self, paths):
+        pass
+
+engine.ingest.inbox.scan_folder = scan_forever
+app = QApplication([])
+window = QWidget()
+stopped = InboxWatcher(Recorder(), sys.argv[1], 3600.0, parent=window)
+left = InboxWatcher(Recorder(), sys.argv[1], 3600.0, parent=window)  # never stopped
+stopped.start()
+left.start()
+assert hung.acquire(timeout=10) and hung.acquire(timeout=10)
+started = time.perf_counter()
+stopped.stop(wait_s=0.2)
+print(f"stop took {(time.perf_counter() - started) * 1000:.0f} ms", flush=True)
+QTimer.singleShot(0, window.deleteLater)
+QTimer.singleShot(10, app.quit)
+sys.exit(app.exec())
+"""
+
+
+def test_a_hung_share_neither_holds_stop_nor_the_app_s_exit(tmp_path):
+    """A scan that never returns: stop() waits its timeout and no more, and the app, its window
+    gone, still exits cleanly (a running QThread destroyed at exit would abort it)."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run([sys.executable, "-c", HUNG_SHARE_APP, str(tmp_path)], env=env, cwd=REPO,
+                          timeout=60, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Destroyed while thread" not in done.stderr
+    stop_ms = int(done.stdout.split("stop took ")[1].split(" ms")[0])
+    assert 200 <= stop_ms < 1000, done.stdout
 
 # -- started by the app ----------------------------------------------------------------------
 def test_install_watches_the_inbox_in_kiosk_mode_and_after_it(qtbot, tmp_path, tiny_llm_dir, inbox, pump_pdf):
