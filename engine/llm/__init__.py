@@ -1,2 +1,3 @@
 """The language model: LocalLLM (onnxruntime-genai in this process), its child-process client
-with the same API (process, the way the app runs it), and the execution-provider choice."""
+with the same API (process, the way the app runs it), token counting in the caller (tokens),
+and the execution-provider choice."""

@@ -17,6 +17,7 @@ from engine.llm.hardware import choose_provider
 from engine.types import GenerationParams, GenerationResult, GenerationStats
 
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
+_PROBE = "Hello."  # the contents of the chats that measure the chat template
 
 
 class CancelFlag(Protocol):
@@ -52,6 +53,8 @@ class LocalLLM:
         self._model = None
         self._tokenizer = None
         self._chat_template: str | None = None
+        self._added_tokens = 0  # special tokens the tokenizer adds to any text (a BOS)
+        self.template_overhead = (0, 0)  # what the chat template adds: per chat, per message
 
     # -- lifetime -------------------------------------------------------------------------
     def load(self) -> "LocalLLM":
@@ -77,6 +80,8 @@ class LocalLLM:
             ) from exc
         self.context_length = int(genai_config["model"]["context_length"])
         self._chat_template = _read_chat_template(self.model_dir)
+        self._added_tokens = len(self._tokenizer.encode(""))
+        self.template_overhead = self._measure_template()
         return self
 
     def close(self) -> None:
@@ -91,7 +96,15 @@ class LocalLLM:
 
     # -- text -----------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
-        return len(self._loaded_tokenizer().encode(text))
+        """The text's own tokens, without the special tokens the tokenizer adds to any text:
+        the chat template's part is `template_tokens`."""
+        return len(self._loaded_tokenizer().encode(text)) - self._added_tokens
+
+    def template_tokens(self, messages: int) -> int:
+        """What the chat template adds to a chat of that many messages (a system message
+        first), so that a prompt's tokens are its contents' count_tokens plus this."""
+        per_chat, per_message = self.template_overhead
+        return per_chat + per_message * messages
 
     def render(self, messages: Sequence[Message]) -> str:
         """The prompt text for a chat, by the model's own chat template."""
@@ -101,24 +114,31 @@ class LocalLLM:
             kwargs["template_str"] = self._chat_template
         return tokenizer.apply_chat_template(json.dumps(list(messages)), **kwargs)
 
-    def fit_messages(self, messages: Sequence[Message], max_new_tokens: int) -> list[int]:
-        """Token ids of the prompt. Drops the oldest turns (never the system message nor the
-        last one) until prompt plus answer fit the context; refuses when even that fails."""
-        messages = list(messages)
+    def prompt_ids(self, messages: Sequence[Message], max_new_tokens: int) -> list[int]:
+        """Token ids of the prompt, as given: the caller fits it to its budget. Refuses a
+        prompt that leaves the answer no room in the context (never shortens it)."""
         if not messages:
             raise GenerationError("Nothing to answer: the conversation is empty.")
         budget = self.context_length - max(1, min(max_new_tokens, self.context_length // 2))
-        while True:
-            ids = self._loaded_tokenizer().encode(self.render(messages))
-            if len(ids) <= budget:
-                return list(ids)
-            droppable = [i for i, m in enumerate(messages[:-1]) if m.get("role") != "system"]
-            if not droppable:
-                raise GenerationError(
-                    f"The message is too long for the model: {len(ids)} tokens, and the model "
-                    f"reads at most {budget} besides its answer. Shorten the question."
-                )
-            del messages[droppable[0]]
+        ids = list(self._loaded_tokenizer().encode(self.render(messages)))
+        if len(ids) > budget:
+            raise GenerationError(
+                f"The message is too long for the model: {len(ids)} tokens, and the model "
+                f"reads at most {budget} besides its answer. Shorten the question."
+            )
+        return ids
+
+    def _measure_template(self) -> tuple[int, int]:
+        """(per chat, per message), from two probe chats of two and four messages."""
+        two = [{"role": "system", "content": _PROBE}, {"role": "user", "content": _PROBE}]
+        four = [*two, {"role": "assistant", "content": _PROBE}, {"role": "user", "content": _PROBE}]
+        short, long = self._added_by_template(two), self._added_by_template(four)
+        per_message = max(0, -(-(long - short) // 2))  # rounded up: never too few
+        return short - 2 * per_message, per_message
+
+    def _added_by_template(self, messages: list[Message]) -> int:
+        ids = self._loaded_tokenizer().encode(self.render(messages))
+        return len(ids) - sum(self.count_tokens(m["content"]) for m in messages)
 
     # -- generation -----------------------------------------------------------------------
     def stream(
@@ -144,7 +164,7 @@ class LocalLLM:
         if params.max_new_tokens < 1:
             raise GenerationError("max_new_tokens must be at least 1.")
         start = time.perf_counter()
-        prompt = self.fit_messages(messages, params.max_new_tokens)
+        prompt = self.prompt_ids(messages, params.max_new_tokens)
         new_limit = min(params.max_new_tokens, self.context_length - len(prompt))
         generator = og.Generator(self._model, self._search_params(params, len(prompt) + new_limit))
         decoder = self._tokenizer.create_stream()

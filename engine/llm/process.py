@@ -9,17 +9,22 @@ Protocol: one JSON object per message, sent with Connection.send_bytes (never pi
   caller -> child
     {"op": "load", "model_dir": str, "provider": str}
     {"op": "generate", "id": int, "messages": [...], "params": GenerationParams as dict}
-    {"op": "count_tokens", "id": int, "text": str}
+    {"op": "count_tokens", "id": int, "text": str}   only for a folder without tokenizer.json
     {"op": "cancel", "id": int}        stops that generation before its next token
     {"op": "close"}                    the child exits (also stops a generation in progress)
   child -> caller
-    {"type": "loaded", "provider": str, "context_length": int, "pid": int}
+    {"type": "loaded", "provider": str, "context_length": int, "pid": int,
+     "template_overhead": [per chat, per message]}    what the chat template adds, in tokens
     {"type": "piece", "id": int, "text": str}
     {"type": "done", "id": int, "stats": GenerationStats as dict}
     {"type": "count", "id": int, "tokens": int}
     {"type": "error", "id": int | None, "error": EngineError subclass name, "message": str}
 
 One request runs at a time; the caller reads a request's replies to its "done" or "error".
+
+Tokens are counted in the caller with the folder's tokenizer.json (engine.llm.tokens), which
+gives the model's own counts, so building a prompt costs no trip through the pipe. The caller
+fits the prompt to the context; the child refuses one that does not fit, and never cuts it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from engine import errors
 from engine.child_process import ChildDied, JsonChild, quiet_child
 from engine.errors import EngineError, EngineProcessError, GenerationError
 from engine.llm.local import CancelFlag, GenerationStream, Message
+from engine.llm.tokens import TokenCounter
 from engine.types import GenerationParams, GenerationResult, GenerationStats
 
 _POLL_S = 0.02  # how often a waiting caller looks at its cancel flag
@@ -55,6 +61,8 @@ class LLMClient:
         self.requested_provider = provider
         self.provider: str | None = None
         self.context_length = 0
+        self.template_overhead = (0, 0)  # what the chat template adds: per chat, per message
+        self.token_counter: TokenCounter | None = None  # None: the child counts
         self._child: _Child | None = None
         self._loaded = False
         self._ids = itertools.count(1)
@@ -74,6 +82,8 @@ class LLMClient:
         if self._loaded and self._child is not None and self._child.alive():
             return self
         self._restart()
+        if self.token_counter is None:
+            self.token_counter = TokenCounter.from_folder(self.model_dir)
         self._loaded = True
         return self
 
@@ -92,6 +102,20 @@ class LLMClient:
 
     # -- requests -------------------------------------------------------------------------
     def count_tokens(self, text: str) -> int:
+        """Counted here, with the model folder's tokenizer; by the child only for a folder
+        that has none in tokenizers' format."""
+        if not self._loaded:
+            raise GenerationError("The model is not loaded; call load() first.")
+        if self.token_counter is not None:
+            return self.token_counter.count(text)
+        return self._count_in_child(text)
+
+    def template_tokens(self, messages: int) -> int:
+        """What the chat template adds to a chat of that many messages (LocalLLM's)."""
+        per_chat, per_message = self.template_overhead
+        return per_chat + per_message * messages
+
+    def _count_in_child(self, text: str) -> int:
         request = self._begin(None)
         try:
             reply = self._call(request, {"op": "count_tokens", "id": request.id, "text": text})
@@ -203,6 +227,7 @@ class LLMClient:
             raise
         self.provider = reply["provider"]
         self.context_length = int(reply["context_length"])
+        self.template_overhead = tuple(int(n) for n in reply["template_overhead"])
         self._child = child
 
     def _abandon(self, child: "_Child", request: "_Request") -> None:
@@ -358,8 +383,8 @@ def _serve_load(conn: Connection, request: dict, llm):
     except Exception as exc:
         _send(conn, _error_reply(None, exc))
         return None
-    _send(conn, {"type": "loaded", "provider": llm.provider,
-                 "context_length": llm.context_length, "pid": os.getpid()})
+    _send(conn, {"type": "loaded", "provider": llm.provider, "context_length": llm.context_length,
+                 "pid": os.getpid(), "template_overhead": list(llm.template_overhead)})
     return llm
 
 

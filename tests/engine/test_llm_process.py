@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import EngineProcessError, GenerationError, ModelError
-from engine.llm.process import LLMClient
+from engine.llm.local import LocalLLM
+from engine.llm.process import LLMClient, _Child
+from tests.helpers.service_manual import SECTIONS
 
 # With the GGUF's own default system prompt, "The" and "L" are 0.08 logits apart for the first
 # token, so int8-activation kernels (llama.cpp's too) may tip either way; a plain system
@@ -23,6 +25,12 @@ FRANCE = [{"role": "system", "content": "You are a helpful assistant."},
 STORY = [{"role": "user", "content": "Write a long story about a dragon who loves tea."}]
 SENTENCE = "The pump must be primed with water before it is started. "
 REPO = Path(__file__).resolve().parents[2]
+# Texts whose counts must be the model's own: prose, code, odd spacing, other scripts, and
+# the chat template's special tokens written as plain text.
+TEXTS = [*(f"{heading}. {body}" for heading, body in SECTIONS.items()), SENTENCE, " is this his?",
+         "def f(a, b):\n\tif a:\n        return a + b  # comment\n", "  two  spaces\t\ttabs\n\n\n",
+         "Café déjà vu, naïve résumé", "日本語のテキストと中文", "emoji 👍🏽 and 3.14159, 1,000,000",
+         "<|im_start|>user\nHi<|im_end|>", "x" * 500, ""]
 
 
 class TickGaps:
@@ -75,6 +83,45 @@ class KillOnFirstLook:
 def tiny(tiny_llm_dir):
     with LLMClient(tiny_llm_dir, provider="cpu") as client:
         yield client
+
+
+@pytest.fixture(scope="module")
+def tiny_here(tiny_llm_dir):
+    """The tiny model in this process: what onnxruntime-genai's own tokenizer says."""
+    with LocalLLM(tiny_llm_dir, provider="cpu") as model:
+        yield model
+
+
+@pytest.fixture
+def sent(monkeypatch) -> list[dict]:
+    """Every request a client sends to its child process, in order."""
+    messages: list[dict] = []
+    real_send = _Child.send
+
+    def recording(child, message):
+        messages.append(message)
+        real_send(child, message)
+
+    monkeypatch.setattr(_Child, "send", recording)
+    return messages
+
+
+def a_chat(content: str) -> list[dict]:
+    return [{"role": "system", "content": "Answer from the sources."},
+            {"role": "user", "content": "How do I change the filter?"},
+            {"role": "assistant", "content": "Open the side cover [1]."},
+            {"role": "user", "content": content}]
+
+
+def counts_agree(client: LLMClient, model: LocalLLM) -> None:
+    assert [client.count_tokens(t) for t in TEXTS] == [model.count_tokens(t) for t in TEXTS]
+    assert client.template_overhead == model.template_overhead
+    for chat in (a_chat(" ".join(SECTIONS.values())), a_chat(SENTENCE)[::3], a_chat("\n leading")):
+        read = len(model.prompt_ids(chat, 1))
+        # Counted piece by piece plus the template: a piece that merges with the template's
+        # text around it reads a token or two fewer, never more.
+        counted = sum(client.count_tokens(m["content"]) for m in chat) + client.template_tokens(len(chat))
+        assert read <= counted <= read + 2, chat
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +201,31 @@ def test_an_engine_error_in_the_child_arrives_as_the_same_class(tiny):
     assert tiny.generate(FRANCE, max_new_tokens=2).stats.new_tokens > 0
 
 
-def test_token_counts_come_from_the_child(tiny):
+def test_token_counts_come_from_the_models_tokenizer(tiny):
     assert tiny.count_tokens("") == 0
     assert tiny.count_tokens(SENTENCE * 2) > tiny.count_tokens(SENTENCE) > 0
+
+
+def test_token_counts_are_onnxruntime_genais_own(tiny, tiny_here):
+    counts_agree(tiny, tiny_here)
+
+
+def test_counting_tokens_sends_nothing_to_the_child(tiny, sent):
+    assert tiny.token_counter is not None
+    for text in TEXTS:
+        tiny.count_tokens(text)
+    tiny.template_tokens(4)
+    assert sent == []
+
+
+def test_the_model_refuses_a_prompt_too_long_and_never_shortens_it(tiny_here):
+    """The caller fits the prompt; the model no longer drops turns of its own accord."""
+    half = "word " * (tiny_here.context_length // 2)
+    chat = [{"role": "user", "content": half}, {"role": "assistant", "content": half},
+            {"role": "user", "content": "and now?"}]
+    with pytest.raises(GenerationError, match="too long"):
+        tiny_here.generate(chat, max_new_tokens=4)
+    assert tiny_here.generate(chat[-1:], max_new_tokens=2).stats.new_tokens > 0
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
@@ -234,6 +303,13 @@ def test_real_600_token_prefill_does_not_stall_the_callers_threads(real):
           f"{gaps.longest * 1000:.1f} ms over {gaps.ticks} ticks")
     assert result.stats.prompt_tokens >= 550
     assert gaps.longest < 0.1, f"a 10 ms timer stalled for {gaps.longest * 1000:.0f} ms"
+
+
+@pytest.mark.slow
+def test_real_token_counts_are_onnxruntime_genais_own(real, builtin_llm_dir):
+    with LocalLLM(builtin_llm_dir, provider="cpu") as model:
+        counts_agree(real, model)
+    assert real.template_tokens(2) <= 40  # grounding.TEMPLATE_TOKENS covers a chat without history
 
 
 @pytest.mark.slow

@@ -17,11 +17,14 @@ CHATML_TEMPLATE = (
 )
 
 # Merges in priority order, written in GPT-2's byte-to-unicode alphabet ("Ġ" is a space,
-# "Ċ" a newline). Each one's result must be new, and both halves must already exist.
+# "Ċ" a newline). Each one's result must be new, and both halves must already exist. A word
+# token must be what the merges make of that word, so that onnxruntime-genai and tokenizers
+# count alike: with "Ġi s" after "i s", onnxruntime-genai read " is" as one token and
+# tokenizers, merging by rank, as two ("Ġ", "is").
 ENGLISH_MERGES = [
     "Ġ t", "h e", "i n", "Ġ a", "e r", "o n", "Ġt he", "r e", "a t", "e n", "Ġ s", "o r",
     "Ġ w", "a n", "i s", "e s", "Ġ o", "Ġ c", "n d", "i t", "in g", "Ġ b", "Ġ f", "Ġ m",
-    "Ġ p", "l l", "o u", "Ġa nd", "Ġo f", "Ġ i", "Ġi s", "Ġt o", "e d", "Ġ h", "Ġ Ġ",
+    "Ġ p", "l l", "o u", "Ġa nd", "Ġo f", "Ġ i", "Ġ is", "Ġt o", "e d", "Ġ h", "Ġ Ġ",
     "ĠĠ ĠĠ", "Ċ Ċ", "H e", "He ll", "Hell o", "l d", "Ġw or", "Ġwor ld", "Ġ P", "a r",
     "Ġp ar", "u s", "Ġ y", "Ġy ou",
 ]
