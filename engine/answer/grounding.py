@@ -105,26 +105,54 @@ class Prompt:
 
 def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[dict],
                  count_tokens: Callable[[str], int], budget_tokens: int,
-                 history_tokens: int = 256, marker: str | None = None) -> Prompt:
+                 history_tokens: int = 256, marker: str | None = None,
+                 template_tokens: Callable[[int], int] | None = None) -> Prompt:
     """Messages for the model: the system rules, the recent turns that fit, then one user
     message with the numbered sources, fenced by a random marker, and the question. The
     question is never cut; sources are cut from the lowest ranked up, then the last one kept
-    is shortened at a sentence or word boundary."""
+    is shortened at a sentence or word boundary.
+
+    This is the one place a prompt is fitted (the model only refuses one that does not fit).
+    Each piece is counted once: the system rules, the fenced question, each turn and each
+    source looked at, the shortened source, and the user message as assembled (for the exact
+    total). `template_tokens(n)` is what the model's chat template adds to n messages; at
+    least TEMPLATE_TOKENS is reserved for it."""
+    count = _CountOnce(count_tokens)
+    template = _template_reserve(template_tokens)
     marker = marker or secrets.token_hex(4)
     question_text = f"Question: {question.strip()}"
     head, tail = _fence(marker)
     # The fence and question with their separators, as they will be joined around the sources.
-    fixed = count_tokens(SYSTEM_PROMPT) + count_tokens(f"{head}\n\n{tail}\n\n{question_text}") + TEMPLATE_TOKENS
-    turns = _recent_turns(history, count_tokens, min(history_tokens, max(0, budget_tokens - fixed) // 3))
-    room = budget_tokens - fixed - sum(count_tokens(t["content"]) for t in turns)
-    kept = _fit_passages(passages, marker, count_tokens, room)
+    fixed = count(SYSTEM_PROMPT) + count(f"{head}\n\n{tail}\n\n{question_text}")
+    turns = _recent_turns(history, count, min(history_tokens, max(0, budget_tokens - fixed - template(2)) // 3))
+    room = budget_tokens - fixed - template(2 + len(turns)) - sum(count(t["content"]) for t in turns)
+    kept = _fit_passages(passages, marker, count, room)
     user = question_text
     if kept:
         sources = "\n\n".join(_source_block(i, p, marker) for i, p in enumerate(kept, 1))
         user = f"{head}\n{sources}\n{tail}\n\n{question_text}"
     messages = [{"role": "system", "content": SYSTEM_PROMPT}, *turns, {"role": "user", "content": user}]
-    used = sum(count_tokens(m["content"]) for m in messages) + TEMPLATE_TOKENS
+    used = sum(count(m["content"]) for m in messages) + template(len(messages))
     return Prompt(messages, kept, used, marker)
+
+
+class _CountOnce:
+    """count_tokens with a memory: a text that comes up again is not counted again."""
+
+    def __init__(self, count_tokens: Callable[[str], int]):
+        self._count = count_tokens
+        self._known: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        if text not in self._known:
+            self._known[text] = self._count(text)
+        return self._known[text]
+
+
+def _template_reserve(template_tokens: Callable[[int], int] | None) -> Callable[[int], int]:
+    if template_tokens is None:
+        return lambda messages: TEMPLATE_TOKENS
+    return lambda messages: max(TEMPLATE_TOKENS, template_tokens(messages))
 
 
 def _fence(marker: str) -> tuple[str, str]:
@@ -163,27 +191,43 @@ def _recent_turns(history: Sequence[dict], count_tokens, budget: int) -> list[di
 def _fit_passages(passages: Sequence[Passage], marker: str, count_tokens, room: int) -> list[Passage]:
     kept: list[Passage] = []
     for number, passage in enumerate(passages, 1):
-        cost = count_tokens(_source_block(number, passage, marker)) + 2
+        block = _source_block(number, passage, marker)
+        cost = count_tokens(block) + 2
         if cost <= room:
             kept.append(passage)
             room -= cost
             continue
         if room > 48:  # enough for a useful piece of it
-            kept.append(_shortened(passage, number, marker, count_tokens, room))
+            kept.append(_shortened(passage, number, marker, count_tokens, room, cost / len(block)))
         break
     return kept
 
 
-def _shortened(passage: Passage, number: int, marker: str, count_tokens, room: int) -> Passage:
+def _shortened(passage: Passage, number: int, marker: str, count_tokens, room: int,
+               tokens_per_char: float) -> Passage:
+    """The passage cut until its block fits the room. Only a cut that may fit, at the
+    density of the last block counted, is counted: most often just one."""
     from dataclasses import replace
 
     text = passage.text
-    while text and count_tokens(_source_block(number, replace(passage, text=text), marker)) + 2 > room:
-        cut = int(len(text) * 0.8)
-        boundary = max(text.rfind(". ", 0, cut), text.rfind("\n", 0, cut))
-        text = text[:boundary + 1] if boundary > len(text) // 2 else text[:text.rfind(" ", 0, cut) + 1 or cut]
-        text = text.rstrip()
+    while text:
+        text = _cut(text)
+        block = _source_block(number, replace(passage, text=text), marker)
+        if len(block) * tokens_per_char + 2 > room:
+            continue  # too long still at that density: cut again without counting
+        cost = count_tokens(block)
+        if cost + 2 <= room:
+            break
+        tokens_per_char = cost / len(block)
     return replace(passage, text=text + " ...")
+
+
+def _cut(text: str) -> str:
+    """About four fifths of the text, ending at a sentence or line end, or else a word end."""
+    cut = int(len(text) * 0.8)
+    boundary = max(text.rfind(". ", 0, cut), text.rfind("\n", 0, cut))
+    text = text[:boundary + 1] if boundary > len(text) // 2 else text[:text.rfind(" ", 0, cut) + 1 or cut]
+    return text.rstrip()
 
 
 # -- citations -----------------------------------------------------------------------------

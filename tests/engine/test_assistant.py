@@ -157,6 +157,43 @@ def test_the_model_runs_in_a_child_process_just_the_same(store, tiny_embedder, t
     assert "generate" in stats.stages and stats.prompt_tokens > 0 and stats.new_tokens > 0
 
 
+class TokenizerSpy:
+    """Wraps a tokenizers.Tokenizer and remembers every text it encodes."""
+
+    def __init__(self, tokenizer):
+        self._tokenizer = tokenizer
+        self.texts: list[str] = []
+
+    def encode(self, text, *args, **kwargs):
+        self.texts.append(text)
+        return self._tokenizer.encode(text, *args, **kwargs)
+
+
+def test_a_question_counts_each_prompt_piece_once_and_never_across_the_pipe(
+        store, tiny_embedder, tiny_llm_dir, recorded_prompts, monkeypatch):
+    from engine.llm.process import _Child
+
+    history = [{"role": "user", "content": "How do I replace the filter?"},
+               {"role": "assistant", "content": "Use part F-77 [1]."}]
+    sent: list[dict] = []
+    real_send = _Child.send
+    monkeypatch.setattr(_Child, "send", lambda child, message: (sent.append(message), real_send(child, message)))
+    with LLMClient(tiny_llm_dir, provider="cpu") as client:
+        spy = TokenizerSpy(client.token_counter.tokenizer)
+        monkeypatch.setattr(client.token_counter, "tokenizer", spy)
+        roomy = replace(ANSWER, prompt_budget_tokens=1500)  # no source is shortened (grounding tests that)
+        events = list(make(store, tiny_embedder, client, roomy).ask("and the oil filter?", history))
+    assert events[-1].kind == "done"
+    (prompt,) = recorded_prompts
+    passages = events[0].passages
+    assert prompt.passages == list(passages) and prompt.messages[1:3] == history
+    assert len(spy.texts) == len(set(spy.texts)), "a text was counted twice"
+    # the system rules, the fenced question, each turn, each source, the user message as sent
+    assert len(spy.texts) <= 2 + len(history) + len(passages) + 1
+    assert prompt.messages[-1]["content"] in spy.texts
+    assert [m["op"] for m in sent if m["op"] != "cancel"] == ["load", "generate"]  # no count_tokens
+
+
 # -- the relevance gate ----------------------------------------------------------------------
 
 def test_a_question_below_the_gate_is_refused_with_the_nearest_passages(store, tiny_embedder, llm):
@@ -469,6 +506,9 @@ class ScriptedLLM:
 
     def count_tokens(self, text: str) -> int:
         return len(text)
+
+    def template_tokens(self, messages: int) -> int:
+        return 0  # the prompt reserves grounding.TEMPLATE_TOKENS all the same
 
     def stream(self, messages, *, max_new_tokens, temperature, cancel=None) -> GenerationStream:
         marker = re.search(r"<<([0-9a-f]+)>>", messages[-1]["content"])

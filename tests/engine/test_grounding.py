@@ -343,6 +343,47 @@ def turn(role: str, size: int, tag: str) -> dict:
     return {"role": role, "content": " ".join([tag] * size)}
 
 
+class CountingSpy:
+    """A token counter that remembers every text it was asked to count."""
+
+    def __init__(self, count_tokens):
+        self._count = count_tokens
+        self.texts: list[str] = []
+
+    def __call__(self, text: str) -> int:
+        self.texts.append(text)
+        return self._count(text)
+
+
+def test_each_piece_of_the_prompt_is_counted_once():
+    history = [turn("user", 10, "u1"), turn("assistant", 10, "a1")]
+    shortened_seen = False
+    for budget in range(FIXED, 700, 3):
+        spy = CountingSpy(words)
+        prompt = build_prompt(QUESTION, PASSAGES, history, spy, budget)
+        assert len(spy.texts) == len(set(spy.texts)), "a text was counted twice"
+        # the system rules, the fenced question, each turn, each source, the user message
+        pieces = 2 + len(history) + len(PASSAGES) + 1
+        shortened = bool(prompt.passages) and prompt.passages[-1] not in PASSAGES
+        shortened_seen |= shortened
+        # a shortened source is counted as cut, once, or twice when its first cut is denser
+        assert len(spy.texts) <= pieces + (2 if shortened else 0)
+    assert shortened_seen
+
+
+def test_the_models_chat_template_is_reserved_when_it_needs_more_than_the_default():
+    history = [turn("user", 10, "u1"), turn("assistant", 10, "a1")]
+    default = build_prompt(QUESTION, PASSAGES, history, words, 300, marker="feedbeef")
+    small = build_prompt(QUESTION, PASSAGES, history, words, 300, marker="feedbeef",
+                         template_tokens=lambda messages: 2 * messages)
+    assert small == default  # never less than TEMPLATE_TOKENS
+    big = build_prompt(QUESTION, PASSAGES, history, words, 300, marker="feedbeef",
+                       template_tokens=lambda messages: 20 * messages)
+    assert big.tokens == sum(words(m["content"]) for m in big.messages) + 20 * len(big.messages) <= 300
+    assert len(big.messages) == len(default.messages)
+    assert sum(len(p.text) for p in big.passages) < sum(len(p.text) for p in default.passages)
+
+
 def test_history_keeps_the_newest_turns_that_fit_in_order():
     history = [
         {"role": "system", "content": "an older system prompt"},
@@ -461,6 +502,16 @@ def test_no_budget_is_overrun_in_the_models_own_tokens(llm):
             if prompt.tokens > budget:
                 over.append((marker, budget, prompt.tokens))
     assert over == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget", [640, 250, 160])
+def test_the_prompt_counted_in_pieces_covers_what_the_model_reads(llm, budget):
+    prompt = build_prompt(QUESTION, MANUAL, HISTORY, llm.count_tokens, budget, marker="feedbeef",
+                          template_tokens=llm.template_tokens)
+    read = len(llm.prompt_ids(prompt.messages, max_new_tokens=1))
+    assert read <= prompt.tokens <= budget
+    assert prompt.tokens - read <= TEMPLATE_TOKENS  # what the default reserve spares, at most
 
 
 @pytest.fixture(scope="module")
