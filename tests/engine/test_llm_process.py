@@ -15,6 +15,7 @@ import pytest
 from engine.errors import EngineProcessError, GenerationError, ModelError
 from engine.llm.local import LocalLLM
 from engine.llm.process import LLMClient, _Child
+from engine.llm.tokens import TokenCounter
 from tests.helpers.service_manual import SECTIONS
 
 # With the GGUF's own default system prompt, "The" and "L" are 0.08 logits apart for the first
@@ -216,6 +217,20 @@ def test_counting_tokens_sends_nothing_to_the_child(tiny, sent):
         tiny.count_tokens(text)
     tiny.template_tokens(4)
     assert sent == []
+
+
+def test_a_folder_without_tokenizer_json_is_counted_by_the_child(tiny, sent, monkeypatch):
+    expected = tiny.count_tokens(SENTENCE)
+    monkeypatch.setattr(tiny, "token_counter", None)  # as for a SentencePiece tokenizer.model only
+    assert tiny.count_tokens(SENTENCE) == expected
+    assert [m["op"] for m in sent] == ["count_tokens"]
+
+
+def test_a_token_counter_needs_a_readable_tokenizer_json(tmp_path):
+    assert TokenCounter.from_folder(tmp_path) is None
+    (tmp_path / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ModelError, match="tokenizer"):
+        TokenCounter.from_folder(tmp_path)
 
 
 def test_the_model_refuses_a_prompt_too_long_and_never_shortens_it(tiny_here):
