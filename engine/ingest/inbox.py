@@ -19,7 +19,7 @@ import logging
 import os
 from pathlib import Path
 
-from engine.ingest.discover import SUPPORTED
+from engine.ingest.discover import SUPPORTED, normal_path
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +77,7 @@ class InboxState:
     """What the polls have seen, and which files were handed on (one poll at a time)."""
 
     def __init__(self, folder: str | os.PathLike):
-        # absolute, as the indexer and the store spell a document's path (engine/store/indexer.py)
-        self.folder = str(Path(os.path.abspath(Path(folder).expanduser())))
+        self.folder = normal_path(Path(folder).expanduser())
         self.available: bool | None = None  # None until the first poll
         self._last: dict[str, Signature] = {}  # what the previous poll saw
         self._handed: dict[str, Signature] = {}  # what was handed on, as it was then
