@@ -2,12 +2,19 @@
 
     store = ConversationStore(paths.conversations)
     chat = store.create("Pump questions")
-    chat.messages.append({"role": "user", "content": "How do I prime the pump?"})
+    chat.messages.append(user_message("How do I prime the pump?"))
     store.save(chat)
 
-A message is {"role": "user" | "assistant", "content": str}, and an assistant message may also
-hold "citations" (Citation.to_dict() records) and "answerable". A damaged file is set aside
-(renamed *.damaged) with a log line, never crashes the listing, and never overwrites others.
+What a saved message is, said here only:
+    user_message(question)            {"role": "user", "content": question}
+    SavedAnswer(...).to_message()     {"role": "assistant", "content": answer, "citations":
+                                      [Citation.to_dict()...], "answerable", "well_supported",
+                                      "stopped", "meta"}, or {"role": "error", "content": message}
+    SavedAnswer.from_message(message) the answer back (citations as Citation, spans kept)
+    history(messages)                 the turns that go to the prompt as history
+
+A damaged file is set aside (renamed *.damaged) with a log line, never crashes the listing, and
+never overwrites others.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine.answer.assistant import Citation
 from engine.atomic_file import write_atomic
 from engine.errors import EngineError
 
@@ -37,14 +45,57 @@ class Conversation:
     updated_at: float
     messages: list[dict] = field(default_factory=list)
 
-    def history(self) -> list[dict]:
-        """The turns as the assistant takes them: role and content only."""
-        return [{"role": m["role"], "content": m["content"]} for m in self.messages
-                if m.get("role") in ("user", "assistant")]
-
     def to_json(self) -> dict:
         return {"version": FORMAT_VERSION, "id": self.id, "title": self.title,
                 "created_at": self.created_at, "updated_at": self.updated_at, "messages": self.messages}
+
+
+def user_message(question: str) -> dict:
+    return {"role": "user", "content": question}
+
+
+@dataclass(frozen=True)
+class SavedAnswer:
+    """An answer as a conversation keeps it; with `error`, an answer that failed."""
+
+    text: str = ""
+    citations: tuple[Citation, ...] = ()
+    answerable: bool = True  # False: the gate refused, the citations are the nearest passages
+    well_supported: bool = True
+    stopped: bool = False
+    meta: str = ""  # the line under the answer (tokens, speed), as it was shown
+    error: str = ""
+
+    def to_message(self) -> dict:
+        if self.error:
+            return {"role": "error", "content": self.error}
+        return {"role": "assistant", "content": self.text,
+                "citations": [c.to_dict() for c in self.citations],
+                "answerable": self.answerable, "well_supported": self.well_supported,
+                "stopped": self.stopped, "meta": self.meta}
+
+    @classmethod
+    def from_message(cls, message: dict) -> "SavedAnswer":
+        """An "assistant" or "error" message back; older messages lack some fields."""
+        if message.get("role") == "error":
+            return cls(error=str(message.get("content") or ""))
+        answerable = message.get("answerable", True)
+        return cls(str(message.get("content") or ""),
+                   tuple(Citation.from_dict(c) for c in message.get("citations") or []),
+                   answerable, message.get("well_supported", True) or not answerable,
+                   bool(message.get("stopped")), str(message.get("meta") or ""))
+
+
+def history(messages: list[dict]) -> list[dict]:
+    """The turns the assistant takes as history: answered ones; not refusals, errors or stops."""
+    turns = []
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            turns.append({"role": "user", "content": message["content"]})
+        elif role == "assistant" and message.get("answerable", True) and not message.get("stopped"):
+            turns.append({"role": "assistant", "content": message["content"]})
+    return turns
 
 
 class ConversationStore:

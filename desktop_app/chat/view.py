@@ -49,6 +49,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.answer.assistant import Citation
+from engine.conversations import SavedAnswer, history, user_message
 from engine.types import Passage
 
 log = logging.getLogger(__name__)
@@ -66,11 +67,6 @@ EMPTY_HINT = ("<h3>Ask a question about your manuals</h3>"
               "<p>Drop PDF manuals (or a folder of them) anywhere on this window, or use "
               "<b>Add documents…</b> (Ctrl+O). Answers cite the page they come from; click a "
               "citation to open it.</p>")
-
-
-# -- citations kept in conversations -----------------------------------------------------------
-def citation_from_dict(data: dict) -> Citation:
-    return Citation.from_dict(data)
 
 
 def page_label(passage: Passage) -> str:
@@ -432,34 +428,34 @@ class AnswerBubble(QFrame):
     def set_last(self, last: bool) -> None:
         self.regenerate_button.setVisible(last and self.state.finished)
 
-    # -- restoring --------------------------------------------------------------------------
+    # -- saved ------------------------------------------------------------------------------
     @classmethod
-    def from_message(cls, message: dict, parent=None) -> "AnswerBubble":
+    def showing(cls, saved: SavedAnswer, parent=None) -> "AnswerBubble":
+        """A finished bubble showing an answer of a saved conversation."""
         bubble = cls(parent)
-        s = bubble.state
-        if message.get("role") == "error":
-            bubble.fail(str(message.get("content") or ""))
+        if saved.error:
+            bubble.fail(saved.error)
             return bubble
-        s.text = str(message.get("content") or "")
-        s.citations = tuple(citation_from_dict(c) for c in message.get("citations") or [])
-        s.answerable = message.get("answerable", True)
-        s.well_supported = message.get("well_supported", True) or not s.answerable
-        s.stopped = bool(message.get("stopped"))
+        s = bubble.state
+        s.text = saved.text
+        s.citations = saved.citations
+        s.answerable = saved.answerable
+        s.well_supported = saved.well_supported
+        s.stopped = saved.stopped
         s.finished = True
-        s.meta = str(message.get("meta") or "")
+        s.meta = saved.meta
         bubble.set_status("Stopped" if s.stopped else s.meta)
         bubble._update_notice()
         bubble.render()
         return bubble
 
-    def to_message(self) -> dict:
+    def saved(self) -> SavedAnswer:
+        """The answer as the conversation keeps it."""
         s = self.state
         if s.error:
-            return {"role": "error", "content": s.error}
-        return {"role": "assistant", "content": s.text,
-                "citations": [c.to_dict() for c in s.citations],
-                "answerable": bool(s.answerable) if s.answerable is not None else True,
-                "well_supported": s.well_supported, "stopped": s.stopped, "meta": s.meta}
+            return SavedAnswer(error=s.error)
+        return SavedAnswer(s.text, s.citations, bool(s.answerable) if s.answerable is not None else True,
+                           s.well_supported, s.stopped, s.meta)
 
     # -- drawing ----------------------------------------------------------------------------
     def render(self) -> None:
@@ -722,7 +718,7 @@ class ChatView(QWidget):
             if message is not None:
                 out.append(message)
             elif isinstance(bubble, AnswerBubble) and bubble.state.finished:
-                out.append(bubble.to_message())
+                out.append(bubble.saved().to_message())
         return out
 
     def set_messages(self, messages: list[dict]) -> None:
@@ -734,7 +730,7 @@ class ChatView(QWidget):
             if role == "user":
                 self._add_row(dict(message), UserBubble(str(message.get("content") or "")))
             elif role in ("assistant", "error"):
-                bubble = AnswerBubble.from_message(message)
+                bubble = AnswerBubble.showing(SavedAnswer.from_message(message))
                 self._connect_bubble(bubble)
                 self._add_row(dict(message), bubble)
         self._mark_last()
@@ -768,9 +764,9 @@ class ChatView(QWidget):
         question = question.strip()
         if not question or self._busy or not self._ready or self._controller is None:
             return False
-        history = history_of(self.messages())
-        self._add_row({"role": "user", "content": question}, UserBubble(question))
-        self._start(question, history)
+        turns = history(self.messages())
+        self._add_row(user_message(question), UserBubble(question))
+        self._start(question, turns)
         return True
 
     def regenerate(self) -> bool:
@@ -785,8 +781,8 @@ class ChatView(QWidget):
             self._remove(widget)
         del self._rows[last_user + 1:]
         question = self._rows[last_user][0]["content"]
-        history = history_of([m for m, _w in self._rows[:last_user] if m is not None])
-        self._start(question, history)
+        turns = history([m for m, _w in self._rows[:last_user] if m is not None])
+        self._start(question, turns)
         return True
 
     def stop(self) -> bool:
@@ -830,7 +826,7 @@ class ChatView(QWidget):
         else:
             self._buffer.clear()
 
-    def _start(self, question: str, history: list[dict]) -> None:
+    def _start(self, question: str, turns: list[dict]) -> None:
         bubble = AnswerBubble()
         self._connect_bubble(bubble)
         self._add_row(None, bubble)
@@ -840,7 +836,7 @@ class ChatView(QWidget):
         self._follow = True
         self.flush_timer.start()
         self._mark_last()
-        self._controller.ask(question, history)
+        self._controller.ask(question, turns)
 
     def _on_passages(self, event) -> None:
         if self._current is not None:
@@ -881,7 +877,7 @@ class ChatView(QWidget):
     def _store_turn(self, bubble: AnswerBubble) -> None:
         for i, (message, widget) in enumerate(self._rows):
             if widget is bubble:
-                self._rows[i] = (bubble.to_message(), widget)
+                self._rows[i] = (bubble.saved().to_message(), widget)
         self._mark_last()
         self.conversationChanged.emit()
 
@@ -957,14 +953,3 @@ class ChatView(QWidget):
         bar = self.scroll.verticalScrollBar()
         bar.setValue(bar.maximum())
 
-
-def history_of(messages: list[dict]) -> list[dict]:
-    """The turns the assistant takes as history: answered ones; not refusals, errors or stops."""
-    turns = []
-    for message in messages:
-        role = message.get("role")
-        if role == "user":
-            turns.append({"role": "user", "content": message["content"]})
-        elif role == "assistant" and message.get("answerable", True) and not message.get("stopped"):
-            turns.append({"role": "assistant", "content": message["content"]})
-    return turns

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.conversations import ConversationStore
+from engine.conversations import ConversationStore, history
 from engine.errors import EngineError
 
 
@@ -22,8 +22,8 @@ def test_a_conversation_round_trips_and_lists_newest_first(tmp_path):
     assert [c.id for c in again.list()] == [second.id, first.id]
     loaded = again.get(first.id)
     assert loaded.messages == first.messages
-    assert loaded.history() == [{"role": "user", "content": "How do I prime it?"},
-                                {"role": "assistant", "content": "Fill it [1]."}]
+    assert history(loaded.messages) == [{"role": "user", "content": "How do I prime it?"},
+                                        {"role": "assistant", "content": "Fill it [1]."}]
 
 
 def test_rename_and_delete(tmp_path):

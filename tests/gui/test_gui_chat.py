@@ -16,17 +16,12 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication
 
-from desktop_app.chat.view import (
-    NOT_FOUND_TITLE,
-    AnswerBubble,
-    ChatView,
-    citation_from_dict,
-    history_of,
-)
+from desktop_app.chat.view import NOT_FOUND_TITLE, AnswerBubble, ChatView
 from desktop_app.controllers.assistant import NO_MANUALS, AssistantController
 from engine.answer.assistant import AnswerStats, AssistantSettings, Citation, TextEvent
 from engine.answer.grounding import Relevance
 from engine.config import Settings
+from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
 from engine.types import Passage, Span
@@ -258,7 +253,7 @@ def test_not_answerable_says_so_and_shows_the_nearest_passages(qtbot, indexed, t
         assert "Nearest passages" in bubble.browser.toPlainText()
         assert bubble.evidence.isVisible() and "pump" in bubble.evidence.toPlainText().lower()
         assert view.messages()[-1]["answerable"] is False
-        assert history_of(view.messages()) == [{"role": "user", "content": "What is the boiling point of mercury?"}]
+        assert history(view.messages()) == [{"role": "user", "content": "What is the boiling point of mercury?"}]
     finally:
         controller.shutdown()
 
@@ -371,11 +366,12 @@ def test_poorly_supported_answer_shows_a_caution(qtbot):
 
 def test_citation_from_a_saved_conversation_opens_like_a_live_one(qtbot):
     citation = make_citation(number=2, page=5)
-    restored = citation_from_dict(citation.to_dict())
+    restored = Citation.from_dict(citation.to_dict())
     assert (restored.number, restored.passage.path, restored.passage.page, restored.passage.text) == \
         (2, "/manuals/pump.pdf", 5, citation.passage.text)
-    bubble = AnswerBubble.from_message({"role": "assistant", "content": "Prime it [2].",
-                                        "citations": [citation.to_dict()], "answerable": True})
+    bubble = AnswerBubble.showing(SavedAnswer.from_message(
+        {"role": "assistant", "content": "Prime it [2].", "citations": [citation.to_dict()],
+         "answerable": True}))
     qtbot.addWidget(bubble)
     clicked = []
     bubble.citationClicked.connect(clicked.append)
