@@ -27,6 +27,12 @@ from engine.types import Passage, Span
 from tests.helpers.tiny_collection import fill, open_store
 
 DEV_SET = Path(__file__).resolve().parents[1] / "qa" / "r_manuals_dev.jsonl"
+# The wider set: gnuplot, KiCad, LilyPond and DocBook XSL manuals (tests/fetch_manuals.sh). Each line
+# also carries a "family", which load_qa ignores, so that unanswerable questions have one too.
+MIXED_SET = Path(__file__).resolve().parents[1] / "qa" / "dev_mixed.jsonl"
+MIXED_DOCS = {"gnuplot": {"gnuplot.pdf"}, "kicad": {"kicad-eeschema.html", "kicad-pcbnew.html"},
+              "lilypond": {"lilypond-learning.pdf", "lilypond-usage.pdf"},
+              "docbook-xsl": {"docbook-xsl-reference.pdf"}}
 
 
 def write_lines(folder: Path, *lines: str | dict) -> Path:
@@ -64,6 +70,34 @@ def test_the_projects_own_dev_set_loads():
     unanswerable = [item for item in items if not item.answerable]
     assert len(unanswerable) == 14 and all(item.doc is None for item in unanswerable)
     assert all(item.doc and item.pages for item in items if item.answerable)
+
+
+def test_the_mixed_dev_set_covers_four_more_families_with_a_quarter_unanswerable():
+    items = load_qa(MIXED_SET)
+    raw = [json.loads(line) for line in MIXED_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert len(items) >= 100 and len({item.id for item in items}) == len(items)
+    assert {r["family"] for r in raw} == set(MIXED_DOCS)
+    for family, docs in MIXED_DOCS.items():
+        mine = [item for item, r in zip(items, raw) if r["family"] == family]
+        assert {item.doc for item in mine if item.answerable} <= docs, family
+        assert sum(item.answerable for item in mine) >= 15 and sum(not item.answerable for item in mine) >= 8
+    assert all(item.doc is None and not item.keywords for item in items if not item.answerable)
+    together = items + load_qa(DEV_SET)
+    assert len(together) >= 160 and sum(not item.answerable for item in together) >= len(together) / 4
+
+
+@pytest.mark.slow
+def test_every_keyword_of_the_mixed_set_is_on_its_pages(manuals_dir):
+    import os
+
+    from tests.qa.check_qa import check
+
+    missing = sorted(d for docs in MIXED_DOCS.values() for d in docs if not (manuals_dir / d).is_file())
+    if missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"{missing} missing from tests/.manuals: run tests/fetch_manuals.sh")
+        pytest.skip(f"{missing} are not here; run tests/fetch_manuals.sh")
+    assert check(MIXED_SET, manuals_dir) == []
 
 
 @pytest.mark.parametrize("bad, message", [
