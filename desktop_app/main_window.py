@@ -263,8 +263,7 @@ class MainWindow(QMainWindow):
 
     # -- citations ------------------------------------------------------------------------
     def open_citation(self, citation) -> None:
-        passage = citation.passage
-        self.source.show_source(passage.path, passage.page, passage.text)
+        self.source.show_citation(citation)  # path, page, spans and text
         sizes = self.side.sizes()
         if sizes[1] < 200:
             self.side.setSizes([max(120, sum(sizes) // 3), sum(sizes) * 2 // 3])

@@ -1,7 +1,8 @@
 """The source view: the cited page of a manual, with the cited passage highlighted.
 
     view = SourceView()
-    view.show_source(passage.path, passage.page, passage.text)
+    view.show_citation(citation)   # or show_passage(passage): its path, page, spans and text
+    view.sourceShown               # (path, page, found) once the page is shown, or why not
     view.current_page()        # 1-based, as the citation and a PDF viewer count
     view.highlight_found()     # True when the passage was found on the page and is highlighted
 
@@ -9,8 +10,13 @@ PDFs are rendered by QtPdf (QPdfDocument + QPdfView, one page at a time). The pa
 in PDFium's text of that page, which differs from what our parser (pypdf) extracted in spaces,
 line breaks, hyphens and ligatures: both are compared as their letters and digits only
 (`locate_passage`), and the matched characters' boxes (QPdfDocument.getSelectionAtIndex) are
-painted over the page as a marker would. Other formats (and PDFs that QtPdf cannot open) are
-shown as text in a read-only QTextBrowser that never follows links, with the passage selected.
+painted over the page as a marker would (the passage's spans count characters of pypdf's
+text, not PDFium's). Other formats (and PDFs that QtPdf cannot open) are shown as text in a
+read-only QTextBrowser that never follows links, with the passage selected: their pages are read
+by a SourceReader (a parse pool child, within its time and memory limits, off the GUI thread;
+"Opening…" meanwhile), the same text the index holds, so the spans mark the passage exactly
+(found by its text when they are empty, as in conversations saved before spans were kept).
+The view itself never parses a document.
 """
 
 from __future__ import annotations
@@ -49,7 +55,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.ingest.locate import locate_passage
+from desktop_app.controllers.sources import SourceReader
+from engine.ingest.locate import locate_passage, same_letters
+from engine.types import Page, Span
 
 log = logging.getLogger(__name__)
 
@@ -183,26 +191,31 @@ class _TextDocument:
     starts16: tuple[int, ...]  # the same, as QTextDocument positions (UTF-16 code units)
     labels: tuple[str, ...]
     numbers: tuple[int, ...]
+    exact: tuple[bool, ...]  # the page's text is as the index holds it (no line ends changed)
 
 
-def _text_of(path: Path) -> _TextDocument:
-    """The document's pages as one text, as our parser reads them (raises DocumentError)."""
-    from engine.ingest import parse_file
-
-    parsed = parse_file(path)
-    parts, starts, starts16, labels, numbers = [], [], [], [], []
+def _text_document(pages: tuple[Page, ...]) -> _TextDocument:
+    """The document's pages as one text, as our parser reads them."""
+    parts, starts, starts16, labels, numbers, exact = [], [], [], [], [], []
     at = at16 = 0
-    for page in parsed.pages:
+    for page in pages:
         text = page.text.replace("\r\n", "\n").replace("\r", "\n")
         starts.append(at)
         starts16.append(at16)
         labels.append(page.label)
         numbers.append(page.number)
+        exact.append(len(text) == len(page.text))
         parts.append(text)
         at += len(text) + 2
         at16 += _utf16_offset(text, len(text)) + 2
     return _TextDocument("\n\n".join(parts), tuple(starts), tuple(starts16), tuple(labels),
-                         tuple(numbers))
+                         tuple(numbers), tuple(exact))
+
+
+def _file_key(file: Path) -> tuple:
+    """What tells a file's versions apart: its real path, change time and size."""
+    stat = file.stat()
+    return str(file.resolve()), stat.st_mtime_ns, stat.st_size
 
 
 def _utf16_offset(text: str, index: int) -> int:
@@ -247,16 +260,22 @@ class _TitleLabel(QLabel):
 class SourceView(QWidget):
     """The cited page of a source, with the cited passage highlighted."""
 
-    # path, page (1-based), passage found: after every show_source, also when the file is gone
+    # path, page (1-based), passage found: once a citation's page is shown, or why it cannot be
+    # (the file is gone or unreadable); for text formats after their pages have been read
     sourceShown = Signal(str, int, bool)
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, parent: QWidget | None = None, reader: SourceReader | None = None):
         super().__init__(parent)
         self.setObjectName("sourceView")
+        self.reader = reader if reader is not None else SourceReader(self)
+        self.reader.pagesRead.connect(self._on_pages_read)
+        self.reader.readFailed.connect(self._on_read_failed)
         self._path = ""
         self._passage = ""
+        self._spans: tuple[Span, ...] = ()
+        self._reading: tuple[int, int, tuple] | None = None  # ticket, page, file key
         self._page = 0  # 1-based; 0 when nothing is shown
-        self._mode = "empty"  # empty | pdf | text | missing | error
+        self._mode = "empty"  # empty | opening | pdf | text | missing | error
         self._found = False
         self._highlighted = ""
         self._pdf_key: tuple | None = None
@@ -330,13 +349,22 @@ class SourceView(QWidget):
         self._update_controls()
 
     # -- API ---------------------------------------------------------------------------------
-    def show_source(self, path: str, page: int, passage_text: str) -> None:
-        """Open `path` at `page` (1-based) with `passage_text` highlighted on it."""
-        self._path = str(path)
-        self._passage = passage_text or ""
+    def show_citation(self, citation) -> None:
+        """Open the cited passage (an engine Citation) at its page, highlighted."""
+        self.show_passage(citation.passage)
+
+    def show_passage(self, passage) -> None:
+        """Open the passage's document (an engine Passage: path, spans, text) at its page with
+        the passage highlighted. A PDF is shown at once; another format once its pages have
+        been read off the GUI thread. A newer call supersedes one still opening."""
+        self._stop_reading()
+        self._path = str(passage.path)
+        self._passage = passage.text or ""
+        self._spans = tuple(passage.spans)
         self._found = False
         self._highlighted = ""
-        file = Path(path)
+        page = passage.page if passage.spans else 1
+        file = Path(self._path)
         self._title_name = file.name
         if not file.is_file():
             self._show_message("missing", page,
@@ -344,10 +372,9 @@ class SourceView(QWidget):
                                f"source.\n\n(It was at {file})")
         elif file.suffix.lower() == ".pdf" and self._open_pdf(file):
             self._show_pdf_page(page)
-        else:
-            self._show_text(file, page)
-        self._update_controls()
-        self.sourceShown.emit(self._path, self._page, self._found)
+        elif self._open_text(file, page):
+            return  # sourceShown follows when the pages arrive
+        self._shown()
 
     def current_page(self) -> int:
         """The page shown, 1-based (0 when nothing is)."""
@@ -369,7 +396,8 @@ class SourceView(QWidget):
         return self._highlighted
 
     def mode(self) -> str:
-        """What is shown: "empty", "pdf", "text", "missing" (file gone) or "error"."""
+        """What is shown: "empty", "opening" (a text format's pages are being read), "pdf",
+        "text", "missing" (file gone) or "error"."""
         return self._mode
 
     def source_path(self) -> str:
@@ -382,7 +410,9 @@ class SourceView(QWidget):
         return self.title.full_text
 
     def clear(self) -> None:
+        self._stop_reading()
         self._path, self._passage, self._page, self._found, self._highlighted = "", "", 0, False, ""
+        self._spans = ()
         self._mode = "empty"
         self.pdf_view.highlight_boxes = []
         self.title.set_full_text("No source open")
@@ -415,8 +445,7 @@ class SourceView(QWidget):
 
     # -- PDF ---------------------------------------------------------------------------------
     def _open_pdf(self, file: Path) -> bool:
-        stat = file.stat()
-        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
+        key = _file_key(file)
         if key == self._pdf_key and self.document.status() == QPdfDocument.Status.Ready:
             return True
         self._pdf_key = None
@@ -469,22 +498,49 @@ class SourceView(QWidget):
             self._set_title()
             self._update_controls()
 
-    # -- text --------------------------------------------------------------------------------
-    def _show_text(self, file: Path, page: int) -> None:
-        from engine.errors import EngineError
-
+    # -- text ----------------------------------------------------------------------------------
+    def _open_text(self, file: Path, page: int) -> bool:
+        """Show the text at once if it is the one already read; else ask the reader for its
+        pages and say "Opening…" meanwhile. True while the pages are on their way."""
         try:
-            document = self._load_text(file)
-        except EngineError as error:
-            self._show_message("error", page, str(error))
-            return
+            key = _file_key(file)
         except OSError as error:
             self._show_message("error", page, f"“{file.name}” could not be read: {error}")
+            return False
+        if key == self._text_key and self._text_doc is not None:
+            self._show_text_page(self._text_doc, page)
+            return False
+        self._reading = (self.reader.read(file), page, key)
+        self._show_message("opening", page, f"Opening “{file.name}”…")
+        self._update_controls()
+        return True
+
+    def _stop_reading(self) -> None:
+        if self._reading is not None:
+            self._reading = None
+            self.reader.cancel()
+
+    def _on_pages_read(self, ticket: int, parsed) -> None:
+        if self._reading is None or self._reading[0] != ticket:
+            return  # superseded
+        _, page, key = self._reading
+        self._reading = None
+        self._text_doc = None
+        document = _text_document(parsed.pages)
+        self.text_view.setPlainText(document.text)
+        self._text_doc, self._text_key = document, key
+        self._show_text_page(document, page)
+        self._shown()
+
+    def _on_read_failed(self, ticket: int, message: str) -> None:
+        if self._reading is None or self._reading[0] != ticket:
             return
-        except Exception as error:  # a parser's bug on an odd file: logged, shown, not fatal
-            log.exception("Showing %s failed", file)
-            self._show_message("error", page, f"“{file.name}” could not be shown ({error}).")
-            return
+        _, page, _ = self._reading
+        self._reading = None
+        self._show_message("error", page, message)
+        self._shown()
+
+    def _show_text_page(self, document: _TextDocument, page: int) -> None:
         self._mode = "text"
         self._show_widget(self.text_view)
         count = len(document.starts)
@@ -492,6 +548,8 @@ class SourceView(QWidget):
         self._page = document.numbers[index] if count else 1
         where = None
         if self._passage.strip() and count:
+            where = self._span_range(document)
+        if where is None and self._passage.strip() and count:
             start = document.starts[index]
             # the page and the next one: a passage may run on across the break
             end = document.starts[index + 2] if index + 2 < count else len(document.text)
@@ -502,15 +560,27 @@ class SourceView(QWidget):
         self._set_note()
         self._set_title()
 
-    def _load_text(self, file: Path) -> _TextDocument:
-        stat = file.stat()
-        key = (str(file.resolve()), stat.st_mtime_ns, stat.st_size)
-        if key != self._text_key or self._text_doc is None:
-            self._text_doc = None
-            document = _text_of(file)
-            self.text_view.setPlainText(document.text)
-            self._text_doc, self._text_key = document, key
-        return self._text_doc
+    def _span_range(self, document: _TextDocument) -> tuple[int, int] | None:
+        """The passage's characters in the document, from its stored spans, when they still
+        fit the file (None for empty spans, as saved before spans were kept)."""
+        starts, ends = [], []
+        for span in self._spans:
+            if span.end <= span.start or span.page not in document.numbers:
+                continue
+            index = document.numbers.index(span.page)
+            if not document.exact[index]:
+                return None  # line ends changed: the offsets no longer count the same
+            page_end = (document.starts[index + 1] - 2 if index + 1 < len(document.starts)
+                        else len(document.text))
+            begin = document.starts[index]
+            if begin + span.end > page_end:
+                return None
+            starts.append(begin + span.start)
+            ends.append(begin + span.end)
+        if not starts:
+            return None
+        where = min(starts), max(ends)
+        return where if same_letters(document.text[where[0]:where[1]], self._passage) else None
 
     @staticmethod
     def _page_index(document: _TextDocument, page: int) -> int:
@@ -636,6 +706,10 @@ class SourceView(QWidget):
         """Show the page, the text or the message; focusing the view focuses it (Ctrl+4)."""
         self.stack.setCurrentWidget(widget)
         self.setFocusProxy(widget)
+
+    def _shown(self) -> None:
+        self._update_controls()
+        self.sourceShown.emit(self._path, self._page, self._found)
 
     def _show_message(self, mode: str, page: int, message: str) -> None:
         self._mode = mode

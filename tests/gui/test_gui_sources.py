@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 import pytest
-from PySide6.QtCore import QMarginsF, QPointF, QRectF, Qt
+from PySide6.QtCore import QElapsedTimer, QMarginsF, QPointF, QRectF, Qt, QTimer
 from PySide6.QtGui import QFont, QPageLayout, QPageSize, QPainter, QPdfWriter
 
+from desktop_app.controllers.sources import SourceReader
 from desktop_app.sources.view import SourceView
+from engine.answer.assistant import Citation
 from engine.ingest import parse_file
+
+READ_MS = 20_000  # a text format's pages come from a parse pool child (its start included)
 
 PAGE_LINES = {
     1: ["Coolant pump maintenance: clean the intake filter every two hundred hours.",
@@ -49,9 +56,8 @@ def manual(qapp, tmp_path):
     return write_manual(tmp_path / "service manual.pdf")
 
 
-@pytest.fixture
-def view(qtbot):
-    widget = SourceView()
+def shown_view(qtbot, reader=None) -> SourceView:
+    widget = SourceView(reader=reader)
     qtbot.addWidget(widget)
     widget.resize(800, 700)
     widget.show()
@@ -59,9 +65,16 @@ def view(qtbot):
     return widget
 
 
+@pytest.fixture
+def view(qtbot):
+    return shown_view(qtbot)
+
+
 def show(qtbot, view, path, page, passage):
-    with qtbot.waitSignal(view.sourceShown) as shown:
-        view.show_source(str(path), page, passage)
+    """Open a citation saved with its page and text only (its spans are empty: found by text)."""
+    citation = Citation.from_dict({"path": str(path), "page": page, "text": passage})
+    with qtbot.waitSignal(view.sourceShown, timeout=READ_MS) as shown:
+        view.show_citation(citation)
     return shown.args
 
 
@@ -251,6 +264,138 @@ def test_an_html_source_is_shown_as_its_text(qtbot, view, tmp_path):
     show(qtbot, view, path, 1, "Connect the sensor cable to port 3.")
     assert view.highlight_found()
     assert "passwd" not in view.text_view.toPlainText()
+
+
+# -- citations keep their spans; text formats are read off the GUI thread --------------------
+def cite(path, page, text, spans=None) -> Citation:
+    saved = {"path": str(path), "page": page, "text": text}
+    if spans is not None:
+        saved["spans"] = spans
+    return Citation.from_dict(saved)
+
+
+def open_cited(qtbot, view, citation):
+    with qtbot.waitSignal(view.sourceShown, timeout=READ_MS) as shown:
+        view.show_citation(citation)
+    return shown.args
+
+
+def test_stored_spans_mark_the_cited_one_of_two_equal_sentences(qtbot, view, tmp_path):
+    path = tmp_path / "torque.txt"
+    sentence = "Torque the wheel nuts to 120 Nm."
+    path.write_text(f"Front axle. {sentence}\nRear axle. {sentence}\n", encoding="utf-8")
+    text = parse_file(path).pages[0].text
+    second = text.rindex(sentence)
+    citation = cite(path, 1, sentence, [[1, second, second + len(sentence)]])
+    assert open_cited(qtbot, view, citation) == [str(path), 1, True]
+    cursor = view.text_view.textCursor()
+    assert selected(view) == sentence
+    assert cursor.selectionStart() == second  # the cited one; a search by text finds the first
+
+
+def test_spans_that_no_longer_fit_the_file_fall_back_to_the_text(qtbot, view, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("Added later. Bleed the brake circuit until no bubbles appear.\n",
+                    encoding="utf-8")
+    passage = "Bleed the brake circuit until no bubbles appear."
+    assert open_cited(qtbot, view, cite(path, 1, passage, [[1, 0, len(passage)]]))[2]
+    assert selected(view) == passage
+
+
+def test_a_pdf_citation_with_spans_opens_at_its_page(qtbot, view, manual):
+    text = parse_file(manual).pages[1].text  # as the index holds it (pypdf's, not PDFium's)
+    line = text.splitlines()[1]
+    start, end = text.index(line), text.index(line) + len(line)
+    citation = cite(manual, 2, text[start:end], [[2, start, end]])
+    assert open_cited(qtbot, view, citation) == [str(manual), 2, True]
+    assert letters(view.highlighted_text()) == letters(PAGE_LINES[2][1])
+
+
+class Ticks:
+    """A 10 ms QTimer on the GUI thread: `longest_ms` is the longest gap between its ticks,
+    how long the event loop was kept from running."""
+
+    def __init__(self):
+        self.longest_ms = 0
+        self._clock = QElapsedTimer()
+        self._timer = QTimer()
+        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self._timer.setInterval(10)
+        self._timer.timeout.connect(lambda: setattr(
+            self, "longest_ms", max(self.longest_ms, self._clock.restart())))
+
+    def start(self) -> None:
+        self._clock.start()
+        self._timer.start()
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+
+def slow_html(folder, tags: int = 150_000):
+    """A line of text in empty markup: html.parser takes about a second per 150,000 tags (3 MB)
+    here, and its text is tiny, so showing it costs the window nothing."""
+    path = folder / "setup.html"
+    path.write_text("<html><body><h1>Setup</h1><p>Connect the sensor cable to port 3.</p>"
+                    + "<span class='x'></span>" * tags + "</body></html>", encoding="utf-8")
+    return path
+
+
+def open_without_stalling(qtbot, view, citation):
+    """Open the citation; (sourceShown's args, the longest stall, show_citation's own time)."""
+    ticks = Ticks()
+    ticks.start()
+    started = time.perf_counter()
+    with qtbot.waitSignal(view.sourceShown, timeout=READ_MS) as shown:
+        view.show_citation(citation)
+        returned_ms = (time.perf_counter() - started) * 1000
+        assert view.mode() == "opening"
+        assert view.message_text() == f"Opening “{Path(citation.passage.path).name}”…"
+    ticks.stop()
+    return shown.args, ticks.longest_ms, returned_ms
+
+
+def test_a_slowly_parsed_file_opens_without_stalling_the_window(qtbot, view, tmp_path):
+    path = slow_html(tmp_path)
+    citation = cite(path, 1, "Connect the sensor cable to port 3.")
+    args, stall_ms, returned_ms = open_without_stalling(qtbot, view, citation)
+    assert returned_ms < 100
+    assert stall_ms < 100, stall_ms  # the parse runs in a pool child, waited on by a thread
+    assert args == [str(path), 1, True]
+    assert view.mode() == "text"
+    assert selected(view) == "Connect the sensor cable to port 3."
+
+
+def test_a_file_past_the_time_limit_shows_why_without_stalling_the_window(qtbot, tmp_path):
+    view = shown_view(qtbot, SourceReader(time_limit_s=0.5))
+    path = slow_html(tmp_path, tags=1_500_000)  # seconds of parsing even on a fast machine
+    args, stall_ms, returned_ms = open_without_stalling(qtbot, view, cite(path, 1, "Connect"))
+    assert returned_ms < 100 and stall_ms < 100, (returned_ms, stall_ms)
+    assert args == [str(path), 1, False]
+    assert view.mode() == "error"
+    assert view.message_text().startswith("Reading 'setup.html' took too long and was stopped")
+    assert view.title_text() == "setup.html — page 1"
+
+
+def test_a_newer_citation_supersedes_one_still_opening(qtbot, view, tmp_path):
+    slow = slow_html(tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Grease the rails weekly.\n", encoding="utf-8")
+    view.show_citation(cite(slow, 1, "Connect the sensor cable to port 3."))
+    assert view.mode() == "opening"
+    assert open_cited(qtbot, view, cite(notes, 1, "Grease the rails")) == [str(notes), 1, True]
+    qtbot.waitUntil(lambda: not view.reader.busy(), timeout=READ_MS)  # the slow read was dropped
+    assert view.source_path() == str(notes) and view.mode() == "text"
+    assert view.highlighted_text() == "Grease the rails"
+
+
+def test_a_pdf_citation_supersedes_a_text_one_still_opening(qtbot, view, manual, tmp_path):
+    slow = slow_html(tmp_path)
+    with qtbot.assertNotEmitted(view.reader.pagesRead):
+        view.show_citation(cite(slow, 1, "Connect"))
+        assert open_cited(qtbot, view, cite(manual, 3, PAGE_LINES[3][0]))[1:] == [3, True]
+        qtbot.waitUntil(lambda: not view.reader.busy(), timeout=READ_MS)
+    assert view.mode() == "pdf" and view.current_page() == 3
 
 
 # -- real manuals ----------------------------------------------------------------------------
