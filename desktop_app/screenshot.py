@@ -84,6 +84,8 @@ def main(argv=None) -> int:
     answer = window.chat.last_answer()
     if answer.state.citations:
         window.open_citation(answer.state.citations[0])
+        # a text source's pages are read off the GUI thread: wait for them
+        wait_until(app, lambda: window.source.mode() != "opening", 60, "the source")
     window.chat.input.setFocus()
     settled = time.monotonic() + 2.0  # the PDF page renders asynchronously
     wait_until(app, lambda: time.monotonic() > settled, 10, "the source view")
