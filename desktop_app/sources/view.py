@@ -525,7 +525,6 @@ class SourceView(QWidget):
             return  # superseded
         _, page, key = self._reading
         self._reading = None
-        self._text_doc = None
         document = _text_document(parsed.pages)
         self.text_view.setPlainText(document.text)
         self._text_doc, self._text_key = document, key
@@ -548,14 +547,7 @@ class SourceView(QWidget):
         self._page = document.numbers[index] if count else 1
         where = None
         if self._passage.strip() and count:
-            where = self._span_range(document)
-        if where is None and self._passage.strip() and count:
-            start = document.starts[index]
-            # the page and the next one: a passage may run on across the break
-            end = document.starts[index + 2] if index + 2 < count else len(document.text)
-            where = locate_passage(document.text, self._passage, start, end)
-            if where is None:
-                where = locate_passage(document.text, self._passage)
+            where = self._span_range(document) or self._located(document, index)
         self._highlight_text(document, where, index)
         self._set_note()
         self._set_title()
@@ -581,6 +573,15 @@ class SourceView(QWidget):
             return None
         where = min(starts), max(ends)
         return where if same_letters(document.text[where[0]:where[1]], self._passage) else None
+
+    def _located(self, document: _TextDocument, index: int) -> tuple[int, int] | None:
+        """The passage found by its text: on its page and the next (it may run on across the
+        break), else anywhere."""
+        start = document.starts[index]
+        count = len(document.starts)
+        end = document.starts[index + 2] if index + 2 < count else len(document.text)
+        where = locate_passage(document.text, self._passage, start, end)
+        return where if where is not None else locate_passage(document.text, self._passage)
 
     @staticmethod
     def _page_index(document: _TextDocument, page: int) -> int:
