@@ -29,7 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_app.chat.view import ChatView, tokens_per_s
+from desktop_app.chat.bubbles import tokens_per_s
+from desktop_app.chat.view import ChatView
 from desktop_app.controllers.assistant import AssistantController
 from desktop_app.controllers.indexing import IndexController
 from desktop_app.controllers.prepare import PrepareJob

@@ -1,1 +1,2 @@
-"""The chat: answer rendering, the message bubbles and the view that shows a conversation."""
+"""The chat: render (answers as inert rich text), bubbles (the messages and the input box) and
+view (ChatView, the conversation on screen)."""

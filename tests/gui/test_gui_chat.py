@@ -16,7 +16,8 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication
 
-from desktop_app.chat.view import NOT_FOUND_TITLE, AnswerBubble, ChatView
+from desktop_app.chat.bubbles import NOT_FOUND_TITLE, AnswerBubble
+from desktop_app.chat.view import ChatView
 from desktop_app.controllers.assistant import NO_MANUALS, AssistantController
 from engine.answer.assistant import AnswerStats, AssistantSettings, Citation, TextEvent
 from engine.answer.grounding import Relevance

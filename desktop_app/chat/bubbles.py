@@ -1,0 +1,352 @@
+"""The chat's messages: the question, the answer as it streams in (with its notice, sources and
+evidence), and the input box.
+
+    bubble = AnswerBubble()
+    bubble.append("Fill the casing ")          # as pieces arrive
+    bubble.set_citations(citations); bubble.finish(answer, stats)
+    AnswerBubble.showing(SavedAnswer.from_message(message))   # an answer of a saved conversation
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass
+
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QFont, QGuiApplication, QKeyEvent
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+)
+
+from desktop_app.chat.render import (
+    SafeBrowser,
+    append_sources,
+    evidence_html,
+    html_document,
+    render_answer,
+)
+from engine.answer.assistant import Citation
+from engine.conversations import SavedAnswer
+
+log = logging.getLogger(__name__)
+
+NOT_FOUND_TITLE = "Not found in your manuals"
+CAUTION = ("Parts of this answer are not in the cited passages; check the sources before "
+           "relying on it.")
+
+# -- messages ---------------------------------------------------------------------------------
+class UserBubble(QFrame):
+    def __init__(self, text: str, parent=None):
+        super().__init__(parent)
+        self.setObjectName("userBubble")
+        self.text = text
+        label = QLabel(text)
+        label.setObjectName("userText")
+        label.setTextFormat(Qt.TextFormat.PlainText)
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setAccessibleName("Your question")
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 10)
+        layout.addWidget(label)
+        self.label = label
+
+
+@dataclass
+class AnswerState:
+    text: str = ""
+    citations: tuple[Citation, ...] = ()
+    answerable: bool | None = None  # None until the passages are known
+    well_supported: bool = True
+    stopped: bool = False
+    error: str = ""
+    finished: bool = False
+    meta: str = ""
+
+
+class AnswerBubble(QFrame):
+    """One answer: its notice (not found / caution / stopped / error), the rendered text, its
+    numbered sources (cite: links) and, folded, the evidence passages."""
+
+    citationClicked = Signal(object)  # Citation
+    regenerateRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("answerBubble")
+        self.state = AnswerState()
+        self.notice = QLabel()
+        self.notice.setObjectName("notice")
+        self.notice.setWordWrap(True)
+        self.notice.setTextFormat(Qt.TextFormat.RichText)
+        self.notice.hide()
+        self.browser = SafeBrowser()
+        self.browser.setAccessibleName("Answer")
+        self.browser.citeClicked.connect(self._on_cite)
+        self.evidence = SafeBrowser()
+        self.evidence.setObjectName("evidence")
+        self.evidence.setAccessibleName("Evidence passages")
+        self.evidence.citeClicked.connect(self._on_cite)
+        self.evidence.hide()
+        self.status = QLabel()
+        self.status.setObjectName("answerMeta")
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.evidence_button = QToolButton()
+        self.evidence_button.setText("Show evidence")
+        self.evidence_button.setCheckable(True)
+        self.evidence_button.setAccessibleName("Show the evidence passages")
+        self.evidence_button.toggled.connect(self._show_evidence)
+        self.evidence_button.hide()
+        self.copy_button = QToolButton()
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolTip("Copy this answer (Ctrl+Shift+C for the last one)")
+        self.copy_button.setAccessibleName("Copy answer")
+        self.copy_button.clicked.connect(self.copy)
+        self.regenerate_button = QToolButton()
+        self.regenerate_button.setText("Regenerate")
+        self.regenerate_button.setToolTip("Ask the last question again (Ctrl+R)")
+        self.regenerate_button.setAccessibleName("Regenerate answer")
+        self.regenerate_button.clicked.connect(self._regenerate)
+        self.regenerate_button.hide()
+        for button in (self.evidence_button, self.copy_button, self.regenerate_button):
+            button.setAutoRaise(True)
+            button.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+        footer = QHBoxLayout()
+        footer.setContentsMargins(0, 0, 0, 0)
+        footer.addWidget(self.status, 1)
+        footer.addWidget(self.evidence_button)
+        footer.addWidget(self.copy_button)
+        footer.addWidget(self.regenerate_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 10, 14, 6)
+        layout.setSpacing(4)
+        layout.addWidget(self.notice)
+        layout.addWidget(self.browser)
+        layout.addWidget(self.evidence)
+        layout.addLayout(footer)
+        self.set_status("Searching your manuals…")
+        self.render()
+
+    # -- building up ------------------------------------------------------------------------
+    def append(self, text: str) -> None:
+        if text:
+            self.state.text += text
+            self.render()
+
+    def set_passages(self, answerable: bool) -> None:
+        self.state.answerable = answerable
+        if answerable:
+            self.set_status("Writing…")
+        self._update_notice()
+
+    def set_citations(self, citations) -> None:
+        self.state.citations = tuple(citations)
+
+    def finish(self, answer: str, stats) -> None:
+        s = self.state
+        s.text = answer
+        s.answerable = stats.answerable
+        s.well_supported = stats.well_supported or not stats.answerable
+        s.finished = True
+        s.meta = answer_meta(stats)
+        self.set_status(s.meta)
+        self._update_notice()
+        self.render()
+
+    def mark_stopped(self) -> None:
+        self.state.stopped = True
+        self.state.finished = True
+        self.set_status("Stopped")
+        self._update_notice()
+        self.render()
+
+    def fail(self, message: str) -> None:
+        self.state.error = message
+        self.state.finished = True
+        self.set_status("")
+        self._update_notice()
+        self.render()
+
+    def copy(self) -> None:
+        """Puts the answer's text (Markdown, as the model wrote it) on the clipboard."""
+        QGuiApplication.clipboard().setText(self.state.text)
+
+    def _regenerate(self) -> None:
+        self.regenerateRequested.emit()
+
+    def set_status(self, text: str) -> None:
+        self.status.setText(text)
+
+    def set_last(self, last: bool) -> None:
+        self.regenerate_button.setVisible(last and self.state.finished)
+
+    # -- saved ------------------------------------------------------------------------------
+    @classmethod
+    def showing(cls, saved: SavedAnswer, parent=None) -> "AnswerBubble":
+        """A finished bubble showing an answer of a saved conversation."""
+        bubble = cls(parent)
+        if saved.error:
+            bubble.fail(saved.error)
+            return bubble
+        s = bubble.state
+        s.text = saved.text
+        s.citations = saved.citations
+        s.answerable = saved.answerable
+        s.well_supported = saved.well_supported
+        s.stopped = saved.stopped
+        s.finished = True
+        s.meta = saved.meta
+        bubble.set_status("Stopped" if s.stopped else s.meta)
+        bubble._update_notice()
+        bubble.render()
+        return bubble
+
+    def saved(self) -> SavedAnswer:
+        """The answer as the conversation keeps it."""
+        s = self.state
+        if s.error:
+            return SavedAnswer(error=s.error)
+        return SavedAnswer(s.text, s.citations, bool(s.answerable) if s.answerable is not None else True,
+                           s.well_supported, s.stopped, s.meta)
+
+    # -- drawing ----------------------------------------------------------------------------
+    def render(self) -> None:
+        s = self.state
+        cited = {c.number: c for c in s.citations} if s.finished else None
+        text = s.text
+        if s.answerable is False and s.finished:
+            text = ""  # the notice says it; the nearest passages follow
+        doc = render_answer(text, self.browser.font(), self.palette(), cited)
+        if s.finished and s.citations:
+            if s.answerable is False:
+                heading = "Nearest passages"
+            elif any(c.cited for c in s.citations):
+                heading = "Sources"
+            else:  # the model cited no number: these are what it was given
+                heading = "Passages the answer was written from"
+            append_sources(doc, list(s.citations), heading, self.palette())
+            self.evidence.show_document(html_document(evidence_html(list(s.citations)),
+                                                       self._small_font(), self.palette()))
+            self.evidence_button.show()
+            if s.answerable is False and not self.evidence_button.isChecked():
+                self.evidence_button.setChecked(True)
+        if not text and not (s.finished and s.citations):
+            self.browser.setVisible(not s.finished)
+        else:
+            self.browser.setVisible(True)
+        self.browser.show_document(doc)
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.PaletteChange) and hasattr(self, "state"):
+            self.render()  # the documents carry the font and the link and code colours
+
+    def focus_answer(self) -> None:
+        """Keyboard focus on the answer: Tab then moves through its citations, Enter opens one."""
+        self.browser.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def _small_font(self) -> QFont:
+        font = QFont(self.font())
+        font.setPointSizeF(max(7.0, font.pointSizeF() * 0.9))
+        return font
+
+    def _update_notice(self) -> None:
+        s = self.state
+        if s.error:
+            self._notice("error", "<b>The answer failed.</b> " + html.escape(s.error))
+        elif s.answerable is False:
+            self._notice("notFound", f"<b>{NOT_FOUND_TITLE}.</b> Nothing in the indexed manuals "
+                         "answers this; the nearest passages are below, in case they help.")
+        elif s.stopped:
+            self._notice("stopped", "<b>Stopped.</b> The answer is incomplete.")
+        elif s.finished and not s.well_supported:
+            self._notice("caution", "<b>Check the sources.</b> " + html.escape(CAUTION))
+        else:
+            self.notice.hide()
+
+    def _notice(self, kind: str, rich_text: str) -> None:
+        self.notice.setProperty("kind", kind)
+        self.notice.setText(rich_text)
+        self.notice.setAccessibleName(self.notice.text())
+        self.notice.style().unpolish(self.notice)
+        self.notice.style().polish(self.notice)
+        self.notice.show()
+
+    def _show_evidence(self, shown: bool) -> None:
+        self.evidence.setVisible(shown)
+        self.evidence_button.setText("Hide evidence" if shown else "Show evidence")
+
+    def _on_cite(self, number: int) -> None:
+        for citation in self.state.citations:
+            if citation.number == number:
+                self.citationClicked.emit(citation)
+                return
+        log.info("no citation [%d] in this answer", number)
+
+
+def answer_meta(stats) -> str:
+    if not stats.answerable:
+        return ""
+    parts = []
+    speed = tokens_per_s(stats)
+    if stats.new_tokens and speed:
+        parts.append(f"{stats.new_tokens} tokens · {speed:.1f} tokens/s")
+    if stats.time_to_first_token_s is not None:
+        parts.append(f"first token {stats.time_to_first_token_s:.1f} s")
+    return " · ".join(parts)
+
+
+def tokens_per_s(stats) -> float | None:
+    """The model's writing speed after its first token (the prompt's reading is not in it)."""
+    return stats.tokens_per_s or None
+
+
+# -- the input box ----------------------------------------------------------------------------
+class MessageInput(QPlainTextEdit):
+    """Enter sends, Shift+Enter starts a new line; grows with its text up to a few lines."""
+
+    submitted = Signal()
+    MAX_LINES = 6
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("messageInput")
+        self.setPlaceholderText("Ask a question about your manuals…")
+        self.setToolTip("Enter sends the question; Shift+Enter starts a new line")
+        self.setAccessibleName("Question")
+        self.setAccessibleDescription("Type a question; Enter sends it, Shift+Enter starts a new line")
+        self.setTabChangesFocus(True)
+        self.setAcceptDrops(False)  # a dropped file is for indexing (the window takes it)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self._fit()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        enter = event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        if enter and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            self.submitted.emit()
+            return
+        if enter:  # Shift+Enter: a new paragraph, not a line separator
+            self.textCursor().insertText("\n")
+            return
+        super().keyPressEvent(event)
+
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == event.Type.FontChange:
+            self._fit()
+
+    def _fit(self, *_args) -> None:
+        line = self.fontMetrics().lineSpacing()
+        lines = max(1, min(self.MAX_LINES, int(self.document().size().height())))
+        margins = self.contentsMargins()
+        height = lines * line + 2 * int(self.document().documentMargin()) + margins.top() + margins.bottom() + 6
+        self.setFixedHeight(height)
