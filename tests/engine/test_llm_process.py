@@ -327,10 +327,17 @@ def test_real_token_counts_are_onnxruntime_genais_own(real, builtin_llm_dir):
     assert real.template_tokens(2) <= 40  # grounding.TEMPLATE_TOKENS covers a chat without history
 
 
+# "What is the capital of France?" is a near tie for SmolLM2-135M's first token on some CPUs
+# (here an AMD EPYC greedily wrote "La femme de France..."); this wording is not, with or
+# without a system message.
+FRANCE_PLAIN = [{"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": "Name the capital of France."}]
+
+
 @pytest.mark.slow
 def test_real_model_knows_the_capital_of_france(real):
-    first = real.generate(FRANCE, max_new_tokens=24, temperature=0)
-    second = real.generate(FRANCE, max_new_tokens=24, temperature=0)
+    first = real.generate(FRANCE_PLAIN, max_new_tokens=24, temperature=0)
+    second = real.generate(FRANCE_PLAIN, max_new_tokens=24, temperature=0)
     assert first.text == second.text
     assert "Paris" in first.text
 
