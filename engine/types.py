@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import PurePath
 from typing import Literal
 
 FinishReason = Literal["stop", "length", "cancelled"]
@@ -82,6 +83,49 @@ class DocumentOutcome:
     reason: str = ""  # why it failed, or the warnings, in words a person can act on
     pages: int = 0
     chunks: int = 0
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A document of a collection, as IndexStore.list_documents() and find_document() give it.
+    The GUI shows a file not stored yet with the same record: id None, status "queued" or
+    "indexing", and pages_done while its pages are embedded."""
+
+    path: str
+    status: str  # a DocumentStatus; in the GUI also "queued" or "indexing"
+    id: int | None = None  # None until stored
+    title: str = ""
+    error: str = ""  # why it failed, or its warnings
+    page_count: int = 0
+    chunk_count: int = 0
+    sha256: str = ""
+    size: int = 0
+    mtime: float = 0.0
+    added_at: float = 0.0
+    pages_done: int | None = None  # while indexing: the pages embedded so far (not stored)
+
+    @property
+    def name(self) -> str:
+        return PurePath(self.path).name
+
+    def to_dict(self) -> dict:
+        """The stored columns, as `docs list --json` writes them."""
+        return {key: getattr(self, key) for key in _STORED_COLUMNS}
+
+    # Read like the dict rows it replaces (doc["path"], doc.get("status")), for code written
+    # against those, such as engine.kiosk.audit.collection_version.
+    def __getitem__(self, key: str):
+        if key not in _KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default=None):
+        return getattr(self, key) if key in _KEYS else default
+
+
+_STORED_COLUMNS = ("id", "path", "sha256", "size", "mtime", "status", "error", "page_count", "title",
+                   "added_at", "chunk_count")
+_KEYS = (*_STORED_COLUMNS, "pages_done", "name")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
@@ -37,7 +37,7 @@ from engine.ingest.discover import Found, find_documents, normal_path
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import READY_STATUSES, IndexStore
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
-from engine.types import IndexProgress
+from engine.types import IndexProgress, StoredDocument
 
 log = logging.getLogger(__name__)
 
@@ -141,8 +141,8 @@ class _IndexWorker(QObject):
     progress = Signal(object)  # IndexProgress
     runStarted = Signal(int, list)  # the last ticket taken, the files in the order they go
     runFinished = Signal(int)  # the last ticket taken
-    snapshot = Signal(list, int, int)  # store.list_documents(), documents ready, chunks
-    stored = Signal(str, object)  # a document just stored: its row (between two snapshots)
+    snapshot = Signal(list, int, int)  # store.list_documents() (StoredDocument), documents ready, chunks
+    stored = Signal(str, object)  # a document just stored: its StoredDocument (between two snapshots)
     removed = Signal(str)  # a path is no longer in the store (or never was)
     failed = Signal(str)
 
@@ -295,10 +295,9 @@ class _IndexWorker(QObject):
 class IndexController(QObject):
     """Indexing for the GUI: every method is called on the GUI thread and returns at once.
 
-    documentsChanged(list): one dict per document, sorted by file name: id (None until stored),
-        path, name, title, status ("queued", "indexing", "ready", "ready_with_warnings",
-        "failed"), reason, pages, pages_done (while indexing: pages embedded so far, None
-        until the document is parsed), chunks.
+    documentsChanged(list): one engine.types.StoredDocument per document, sorted by file name;
+        one not stored yet has id None and status "queued" or "indexing", with pages_done
+        (while indexing: pages embedded so far, None until the document is parsed).
     progressed(IndexProgress), busyChanged(bool), statsChanged(documents ready, chunks),
     failed(str): a message for the user.
 
@@ -319,8 +318,9 @@ class IndexController(QObject):
                  *, index_settings: IndexSettings | None = None):
         super().__init__(parent)
         self._inbox = _Inbox()
-        self._stored: dict[str, dict] = {}  # path -> a row of store.list_documents()
-        self._live: dict[str, dict] = {}  # path -> status, ticket and what is known so far
+        self._stored: dict[str, StoredDocument] = {}  # path -> as store.list_documents() has it
+        # path -> ticket, and what is known so far (StoredDocument fields: status, error, ...)
+        self._live: dict[str, dict] = {}
         self._hidden: set[str] = set()  # removed, until the worker says it is gone
         self._tickets = itertools.count(1)
         self._generation = 0  # scans answered for an older generation were cancelled
@@ -397,7 +397,7 @@ class IndexController(QObject):
 
     def remove(self, document_id: int) -> None:
         """Remove a stored document (by its id) from the index; the file itself stays."""
-        path = next((p for p, row in self._stored.items() if row["id"] == document_id), None)
+        path = next((p for p, document in self._stored.items() if document.id == document_id), None)
         if path is not None:
             self.remove_path(path)
 
@@ -418,7 +418,7 @@ class IndexController(QObject):
 
     def reindex(self, document_id: int) -> None:
         """Index a stored document again from its file (its stored copy is removed first)."""
-        path = next((p for p, row in self._stored.items() if row["id"] == document_id), None)
+        path = next((p for p, document in self._stored.items() if document.id == document_id), None)
         if path is None or self._closed:
             return
         self._queue(path, force=True)
@@ -449,17 +449,14 @@ class IndexController(QObject):
             self._busy = False
             self.busyChanged.emit(False)
 
-    def documents(self) -> list[dict]:
+    def documents(self) -> list[StoredDocument]:
         """What documentsChanged sends: stored documents with their live states merged in."""
-        merged: dict[str, dict] = {}
-        for path, row in self._stored.items():
-            if path not in self._hidden:
-                merged[path] = _stored_document(row)
+        merged = {path: document for path, document in self._stored.items() if path not in self._hidden}
         for path, entry in self._live.items():
             if path not in self._hidden:
-                base = merged.get(path) or _new_document(path)
-                merged[path] = {**base, **{k: v for k, v in entry.items() if k != "ticket"}}
-        return sorted(merged.values(), key=lambda d: (d["name"].casefold(), d["path"]))
+                base = merged.get(path) or StoredDocument(path, "queued")
+                merged[path] = replace(base, **{k: v for k, v in entry.items() if k != "ticket"})
+        return sorted(merged.values(), key=lambda d: (d.name.casefold(), d.path))
 
     # -- what the workers report (GUI thread) ----------------------------------------------
 
@@ -496,8 +493,8 @@ class IndexController(QObject):
         if entry is not None and entry["ticket"] > self._run_ticket:
             pass  # asked again since this run began: it stays queued for the next run
         elif event.outcome is None:
-            self._live[path] = {"status": "indexing", "ticket": self._run_ticket, "reason": "",
-                                "pages": event.document_pages,
+            self._live[path] = {"status": "indexing", "ticket": self._run_ticket, "error": "",
+                                "page_count": event.document_pages,
                                 "pages_done": event.document_pages_done if event.document_pages else None}
             self._indexing = path
         else:
@@ -505,8 +502,9 @@ class IndexController(QObject):
             if path in self._stored:
                 self._live.pop(path, None)  # the stored row is right (it came just before)
             else:  # not stored (it cannot be read back): show what the engine said
-                self._live[path] = {"status": outcome.status, "ticket": self._run_ticket, "reason": outcome.reason,
-                                    "pages": outcome.pages, "chunks": outcome.chunks, "pages_done": None}
+                self._live[path] = {"status": outcome.status, "ticket": self._run_ticket, "error": outcome.reason,
+                                    "page_count": outcome.pages, "chunk_count": outcome.chunks,
+                                    "pages_done": None}
             self._mark_next_indexing()
         self._schedule_emit()
         self.progressed.emit(event)
@@ -522,16 +520,16 @@ class IndexController(QObject):
     def _on_snapshot(self, documents: list, ready: int, chunks: int) -> None:
         if self._closed:
             return
-        self._stored = {row["path"]: row for row in documents}
+        self._stored = {document.path: document for document in documents}
         for path in [p for p, e in self._live.items() if e["status"] in FINAL_STATUSES]:
             del self._live[path]  # the snapshot has it now
         self._stats = (ready, chunks)
         self._schedule_emit()
         self.statsChanged.emit(ready, chunks)
 
-    def _on_stored(self, path: str, row: dict | None) -> None:
-        if row is not None and not self._closed:
-            self._stored[path] = row
+    def _on_stored(self, path: str, document: StoredDocument | None) -> None:
+        if document is not None and not self._closed:
+            self._stored[path] = document
 
     def _on_removed(self, path: str) -> None:
         self._hidden.discard(path)
@@ -549,7 +547,7 @@ class IndexController(QObject):
     def _queue(self, path: str, force: bool) -> None:
         ticket = next(self._tickets)
         self._hidden.discard(path)
-        self._live[path] = {"status": "queued", "ticket": ticket, "reason": "", "pages_done": None}
+        self._live[path] = {"status": "queued", "ticket": ticket, "error": "", "pages_done": None}
         self._inbox.put(_Request("add", path, force, ticket))
 
     def _mark_next_indexing(self) -> None:
@@ -581,13 +579,3 @@ class IndexController(QObject):
             self._busy = busy
             self.busyChanged.emit(busy)
 
-
-def _stored_document(row: dict) -> dict:
-    return {"id": row["id"], "path": row["path"], "name": Path(row["path"]).name, "title": row["title"],
-            "status": row["status"], "reason": row["error"], "pages": row["page_count"], "pages_done": None,
-            "chunks": row["chunk_count"]}
-
-
-def _new_document(path: str) -> dict:
-    return {"id": None, "path": path, "name": Path(path).name, "title": "", "status": "queued", "reason": "",
-            "pages": 0, "pages_done": None, "chunks": 0}

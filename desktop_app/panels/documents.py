@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.indexing import IndexController
-from engine.types import IndexProgress
+from engine.types import IndexProgress, StoredDocument
 
 FILE_FILTERS = ";;".join([
     "Documents (*.pdf *.txt *.md *.markdown *.html *.htm *.docx)",
@@ -49,29 +49,29 @@ def plural(count: int, word: str) -> str:
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
 
 
-def state_text(document: dict) -> str:
+def state_text(document: StoredDocument) -> str:
     """The state column: "queued", "indexing 12/85 pages", "ready · 85 pages", "failed: why"."""
-    status, pages = document["status"], document.get("pages") or 0
+    status, pages = document.status, document.page_count or 0
     if status == "queued":
         return "queued"
     if status == "indexing":
-        done = document.get("pages_done")
+        done = document.pages_done
         return f"indexing {done}/{pages} pages" if done is not None and pages else "indexing…"
     if status == "ready":
         return f"ready · {plural(pages, 'page')}"
     if status == "ready_with_warnings":
         return f"ready with warnings · {plural(pages, 'page')}"
     if status == "failed":
-        return f"failed: {document.get('reason') or 'unknown reason'}"
+        return f"failed: {document.error or 'unknown reason'}"
     return status
 
 
-def tooltip_text(document: dict) -> str:
-    lines = [document["path"], state_text(document) if document["status"] != "failed" else "failed"]
-    if document.get("reason") and document["status"] in ("failed", "ready_with_warnings"):
-        lines.append(document["reason"])
-    if document["status"] in ("ready", "ready_with_warnings"):
-        lines.append(plural(document.get("chunks") or 0, "passage") + " indexed")
+def tooltip_text(document: StoredDocument) -> str:
+    lines = [document.path, state_text(document) if document.status != "failed" else "failed"]
+    if document.error and document.status in ("failed", "ready_with_warnings"):
+        lines.append(document.error)
+    if document.status in ("ready", "ready_with_warnings"):
+        lines.append(plural(document.chunk_count or 0, "passage") + " indexed")
     return "\n".join(lines)
 
 
@@ -102,8 +102,8 @@ class DocumentsPanel(QWidget):
     def __init__(self, controller: IndexController, parent: QWidget | None = None):
         super().__init__(parent)
         self._controller = controller
-        self._documents: list[dict] = []
-        self._shown: list[dict] = []  # what the rows show, in their order
+        self._documents: list[StoredDocument] = []
+        self._shown: list[StoredDocument] = []  # what the rows show, in their order
         self._stats = controller.stats
         self._last_folder = str(Path.home())
         self.setAcceptDrops(True)
@@ -210,25 +210,25 @@ class DocumentsPanel(QWidget):
             self._last_folder = folder
             self._controller.add_paths([folder])
 
-    def selected_documents(self) -> list[dict]:
-        by_path = {d["path"]: d for d in self._documents}
+    def selected_documents(self) -> list[StoredDocument]:
+        by_path = {d.path: d for d in self._documents}
         paths = [item.data(0, PATH_ROLE) for item in self.list.selectedItems()]
         return [by_path[p] for p in paths if p in by_path]
 
     def remove_selected(self) -> None:
         for document in self.selected_documents():
-            self._controller.remove_path(document["path"])
+            self._controller.remove_path(document.path)
 
     def reindex_selected(self) -> None:
         for document in self.selected_documents():
-            if document["id"] is not None and document["status"] not in ("queued", "indexing"):
-                self._controller.reindex(document["id"])
+            if document.id is not None and document.status not in ("queued", "indexing"):
+                self._controller.reindex(document.id)
 
     # -- what the controller reports -------------------------------------------------------
 
     def _show_documents(self, documents: list) -> None:
         self._documents = documents
-        paths = [d["path"] for d in documents]
+        paths = [d.path for d in documents]
         items = [self.list.topLevelItem(i) for i in range(self.list.topLevelItemCount())]
         if [item.data(0, PATH_ROLE) for item in items] == paths:
             for item, document, before in zip(items, documents, self._shown):
@@ -241,7 +241,7 @@ class DocumentsPanel(QWidget):
         if not self._controller.busy:
             self.progress_label.setText(self._summary())
 
-    def _rebuild(self, documents: list[dict]) -> None:
+    def _rebuild(self, documents: list[StoredDocument]) -> None:
         current = self.list.currentItem()
         current_path = current.data(0, PATH_ROLE) if current else None
         current_row = self.list.indexOfTopLevelItem(current) if current else -1
@@ -293,7 +293,7 @@ class DocumentsPanel(QWidget):
         if not self._documents:
             return _EMPTY_HINT
         ready, chunks = self._stats
-        failed = sum(1 for d in self._documents if d["status"] == "failed")
+        failed = sum(1 for d in self._documents if d.status == "failed")
         parts = [f"{plural(ready, 'document')} ready", f"{plural(chunks, 'passage')} indexed"]
         if failed:
             parts.append(f"{failed} failed")
@@ -302,7 +302,7 @@ class DocumentsPanel(QWidget):
     def _update_buttons(self) -> None:
         selected = self.selected_documents()
         self.remove_button.setEnabled(bool(selected))
-        self.reindex_button.setEnabled(any(d["id"] is not None and d["status"] not in ("queued", "indexing")
+        self.reindex_button.setEnabled(any(d.id is not None and d.status not in ("queued", "indexing")
                                            for d in selected))
 
     # -- keyboard, fonts, drops ------------------------------------------------------------
@@ -333,15 +333,15 @@ class DocumentsPanel(QWidget):
             self._controller.add_paths(paths)
 
 
-def _fill(item: QTreeWidgetItem, document: dict) -> None:
-    item.setData(0, PATH_ROLE, document["path"])
-    item.setData(0, ID_ROLE, document["id"])
-    item.setText(0, document["name"])
+def _fill(item: QTreeWidgetItem, document: StoredDocument) -> None:
+    item.setData(0, PATH_ROLE, document.path)
+    item.setData(0, ID_ROLE, document.id)
+    item.setText(0, document.name)
     item.setText(1, state_text(document))
     tip = tooltip_text(document)
     item.setToolTip(0, tip)
     item.setToolTip(1, tip)
-    item.setIcon(0, _icon(document["status"]))
+    item.setIcon(0, _icon(document.status))
 
 
 _STATUS_ICONS = {"failed": QStyle.StandardPixmap.SP_MessageBoxCritical,

@@ -136,12 +136,12 @@ def _docs_list(args, paths) -> int:
         documents = store.list_documents()
     if args.json:
         for doc in documents:
-            print(json.dumps(doc, default=str))
+            print(json.dumps(doc.to_dict(), default=str))
         return 0
     for doc in documents:
-        reason = f"  ({doc['error']})" if doc.get("error") else ""
-        print(f"{doc['id']:>5}  {doc['status']:<20} {doc.get('page_count') or 0:>5} pages "
-              f"{doc.get('chunk_count') or 0:>6} chunks  {doc['path']}{reason}")
+        reason = f"  ({doc.error})" if doc.error else ""
+        print(f"{doc.id:>5}  {doc.status:<20} {doc.page_count or 0:>5} pages "
+              f"{doc.chunk_count or 0:>6} chunks  {doc.path}{reason}")
     if not documents:
         print("The collection is empty.", file=sys.stderr)
     return 0

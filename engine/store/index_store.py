@@ -42,7 +42,7 @@ import numpy as np
 from engine.atomic_file import fsync_folder
 from engine.paths import DB_NAME
 from engine.errors import EngineError
-from engine.types import Chunk
+from engine.types import Chunk, StoredDocument
 
 log = logging.getLogger(__name__)
 
@@ -204,19 +204,19 @@ class IndexStore:
 
     # -- documents ---------------------------------------------------------------------------
 
-    def find_document(self, path: str | Path) -> dict | None:
+    def find_document(self, path: str | Path) -> StoredDocument | None:
         row = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.path = ?",
                                (str(path),)).fetchone()
-        return dict(row) if row else None
+        return StoredDocument(**row) if row else None
 
     def is_unchanged(self, path: str | Path, sha256: str) -> bool:
         """True when this path is stored with this content (whatever its status was)."""
         known = self.find_document(path)
-        return known is not None and known["sha256"] == sha256
+        return known is not None and known.sha256 == sha256
 
-    def list_documents(self) -> list[dict]:
+    def list_documents(self) -> list[StoredDocument]:
         rows = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d ORDER BY d.path")
-        return [dict(row) for row in rows]
+        return [StoredDocument(**row) for row in rows]
 
     def add_document(self, path: str | Path, sha256: str, size: int, mtime: float, title: str,
                      page_count: int, chunks: list[Chunk], embeddings: np.ndarray,

@@ -91,11 +91,11 @@ class Indexer:
         """None when the stored copy is this file: same size and mtime, or else same SHA-256."""
         stat = path.stat()
         known = self.store.find_document(str(path))
-        if known and known["size"] == stat.st_size and known["mtime"] == stat.st_mtime \
-                and known["status"] != "failed":
+        if known and known.size == stat.st_size and known.mtime == stat.st_mtime \
+                and known.status != "failed":
             return None
         fingerprint = {"sha256": sha256_file(path), "size": stat.st_size, "mtime": stat.st_mtime}
-        if known and known["sha256"] == fingerprint["sha256"] and known["status"] != "failed":
+        if known and known.sha256 == fingerprint["sha256"] and known.status != "failed":
             return None
         return fingerprint
 

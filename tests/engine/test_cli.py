@@ -194,3 +194,27 @@ def _ctrl_c_cancels_cleanly(common: list[str], home: Path) -> None:
     assert process.returncode == 130, err
     assert "Traceback" not in err
     assert "finish: cancelled" in err
+
+
+# -- docs ---------------------------------------------------------------------------------
+def test_docs_list_table_and_json(tmp_path, capsys):
+    from engine.paths import AppPaths
+    from engine.store.index_store import IndexStore
+    from engine.types import Chunk
+
+    data = tmp_path / "data"
+    folder = AppPaths(data).ensure().collection("default")
+    with IndexStore.open(folder, embedder_id="test-embedder", dimension=4) as store:
+        store.add_document("/docs/pump.pdf", "abc", 100, 1.5, "Pump", 2,
+                           [Chunk(page=1, start=0, end=4, text="pump")], [[1.0, 0.0, 0.0, 0.0]])
+        store.record_failure("/docs/locked.pdf", "def", 10, 2.0, error="it is encrypted")
+    assert main(["docs", "list", "--json", "--data-dir", str(data)]) == 0
+    rows = json_lines(capsys.readouterr().out)
+    assert [list(row) for row in rows] == [["id", "path", "sha256", "size", "mtime", "status", "error",
+                                            "page_count", "title", "added_at", "chunk_count"]] * 2
+    assert [(r["path"], r["status"], r["error"], r["page_count"], r["chunk_count"]) for r in rows] == [
+        ("/docs/locked.pdf", "failed", "it is encrypted", 0, 0), ("/docs/pump.pdf", "ready", "", 2, 1)]
+    assert main(["docs", "list", "--data-dir", str(data)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert "failed" in table[0] and "/docs/locked.pdf  (it is encrypted)" in table[0]
+    assert "ready" in table[1] and "2 pages" in table[1] and "1 chunks  /docs/pump.pdf" in table[1]

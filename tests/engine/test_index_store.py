@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import sqlite3
@@ -15,7 +16,7 @@ import pytest
 from engine.errors import EngineError
 from engine.paths import DB_NAME, AppPaths
 from engine.store.index_store import IndexStore, fts_query
-from engine.types import Chunk
+from engine.types import Chunk, StoredDocument
 
 EMBEDDER = "test-embedder"
 DIM = 16
@@ -69,14 +70,29 @@ MANUAL = [
 def test_add_find_and_list(store):
     add(store, "/docs/a.pdf", MANUAL, seed=1)
     found = store.find_document("/docs/a.pdf")
-    assert found["status"] == "ready" and found["chunk_count"] == len(MANUAL)
-    assert found["title"] == "Title of /docs/a.pdf" and found["page_count"] == len(MANUAL)
-    assert found["size"] == 100 and found["mtime"] == 1.5
+    assert found.status == "ready" and found.chunk_count == len(MANUAL)
+    assert found.title == "Title of /docs/a.pdf" and found.page_count == len(MANUAL)
+    assert found.size == 100 and found.mtime == 1.5
     assert store.find_document("/docs/none.pdf") is None
-    assert [d["path"] for d in store.list_documents()] == ["/docs/a.pdf"]
+    assert [d.path for d in store.list_documents()] == ["/docs/a.pdf"]
     first = store.chunk(store.search_keyword("E-1234", 1)[0][0])
     assert first["path"] == "/docs/a.pdf" and first["page"] == 2
     assert first["heading_path"] == ("Manual", "Part 1") and first["text"] == MANUAL[1]
+
+
+def test_documents_come_back_as_frozen_records_of_the_stored_columns(store):
+    add(store, "/docs/a.pdf", MANUAL, seed=1, sha="abc")
+    [listed] = store.list_documents()
+    assert isinstance(listed, StoredDocument) and listed == store.find_document("/docs/a.pdf")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        listed.status = "failed"
+    assert list(listed.to_dict()) == ["id", "path", "sha256", "size", "mtime", "status", "error",
+                                      "page_count", "title", "added_at", "chunk_count"]
+    assert listed.to_dict()["sha256"] == "abc" and listed.name == "a.pdf" and listed.pages_done is None
+    assert listed["path"] == "/docs/a.pdf" and listed.get("status") == "ready"  # as the dict rows read
+    assert listed["name"] == "a.pdf" and listed.get("reason", "no") == "no"
+    with pytest.raises(KeyError):
+        listed["reason"]
 
 
 def test_replacing_a_document_replaces_its_chunks_everywhere(store):
@@ -84,7 +100,7 @@ def test_replacing_a_document_replaces_its_chunks_everywhere(store):
     old_ids = [i for i, _ in store.search_keyword("pump", 10)]
     new = add(store, "/docs/a.pdf", ["A new pump manual with error E-9999."], seed=2, sha="v2")
     assert len(store.list_documents()) == 1
-    assert store.find_document("/docs/a.pdf")["chunk_count"] == 1
+    assert store.find_document("/docs/a.pdf").chunk_count == 1
     assert store.search_keyword("E-1234", 10) == []
     assert store.search_keyword("R_LIBS_USER", 10) == []
     new_ids = [i for i, _ in store.search_keyword("E-9999", 10)]
@@ -99,7 +115,7 @@ def test_remove_by_path_and_by_id(store):
     add(store, "/docs/b.pdf", MANUAL[2:], seed=2)
     assert store.remove_document("/docs/a.pdf") is True
     assert store.remove_document("/docs/a.pdf") is False
-    b_id = store.find_document("/docs/b.pdf")["id"]
+    b_id = store.find_document("/docs/b.pdf").id
     assert store.remove_document(b_id) is True
     assert store.list_documents() == []
     assert store.search_keyword("filter", 5) == []
@@ -118,25 +134,25 @@ def test_failed_documents_are_listed_with_their_reason_until_replaced(store):
     store.record_failure("/docs/locked.pdf", sha256="s1", size=10, mtime=2.0, status="failed",
                          error="The file is encrypted; enter its password or remove it")
     listed = store.list_documents()
-    assert [(d["path"], d["status"], d["chunk_count"]) for d in listed] == [
+    assert [(d.path, d.status, d.chunk_count) for d in listed] == [
         ("/docs/locked.pdf", "failed", 0)]
-    assert "encrypted" in listed[0]["error"]
+    assert "encrypted" in listed[0].error
     add(store, "/docs/locked.pdf", MANUAL[:1], seed=1, sha="s2")
     again = store.find_document("/docs/locked.pdf")
-    assert again["status"] == "ready" and again["error"] == "" and again["chunk_count"] == 1
+    assert again.status == "ready" and again.error == "" and again.chunk_count == 1
 
 
 def test_a_failure_replaces_an_earlier_ready_copy(store):
     add(store, "/docs/a.pdf", MANUAL, seed=1)
     store.record_failure("/docs/a.pdf", sha256="s9", size=10, mtime=2.0, error="not a valid PDF")
-    assert store.find_document("/docs/a.pdf")["chunk_count"] == 0
+    assert store.find_document("/docs/a.pdf").chunk_count == 0
     assert store.search_keyword("pump", 5) == [] and store.stats()["vectors"] == 0
 
 
 def test_warnings_are_kept_with_a_ready_document(store):
     store.add_document("/docs/w.pdf", "s", 1, 1.0, "W", 3, chunks("text"), vectors(1, 1),
                        status="ready_with_warnings", error="page 2 skipped: no text")
-    assert store.find_document("/docs/w.pdf")["error"] == "page 2 skipped: no text"
+    assert store.find_document("/docs/w.pdf").error == "page 2 skipped: no text"
 
 
 def test_a_failed_add_leaves_the_previous_copy_untouched(store):
@@ -146,8 +162,8 @@ def test_a_failed_add_leaves_the_previous_copy_untouched(store):
         store.add_document("/docs/a.pdf", "v2", 1, 1.0, "T", 3, broken, vectors(3, 9))
     with pytest.raises(ValueError):
         store.add_document("/docs/a.pdf", "v2", 1, 1.0, "T", 1, chunks("x"), vectors(2, 9))
-    assert store.find_document("/docs/a.pdf")["sha256"] == "v1"
-    assert store.find_document("/docs/a.pdf")["chunk_count"] == len(MANUAL)
+    assert store.find_document("/docs/a.pdf").sha256 == "v1"
+    assert store.find_document("/docs/a.pdf").chunk_count == len(MANUAL)
     assert len(store.vector_ids()) == len(MANUAL)
     assert store.quick_check() == "ok"
 
@@ -254,7 +270,7 @@ def test_another_embedder_is_refused_for_writing_and_dense_search(folder):
         with pytest.raises(EngineError, match="re-embed"):
             IndexStore.open(folder, embedder_id=embedder_id, dimension=dimension)
     with IndexStore.open(folder, embedder_id="other-embedder", dimension=DIM, read_only=True) as reader:
-        assert [d["path"] for d in reader.list_documents()] == ["/docs/a.pdf"]
+        assert [d.path for d in reader.list_documents()] == ["/docs/a.pdf"]
         assert reader.search_keyword("E-1234", 3)
         with pytest.raises(EngineError, match="re-embed"):
             reader.search_dense(vectors(1, 1)[0], 3)
@@ -464,5 +480,5 @@ def test_a_damaged_database_gives_an_actionable_error(folder):
 def test_a_document_without_chunks(store):
     store.add_document("/docs/empty.pdf", "s", 1, 1.0, "E", 1, [], [], status="ready_with_warnings",
                        error="no text was found to index")
-    assert store.find_document("/docs/empty.pdf")["chunk_count"] == 0
+    assert store.find_document("/docs/empty.pdf").chunk_count == 0
     assert store.stats()["vectors"] == 0

@@ -18,6 +18,7 @@ from engine.encoders.embedder import Embedder
 from engine.errors import EngineError
 from engine.paths import AppPaths
 from engine.store.indexer import Indexer, IndexSettings, open_collection
+from engine.types import StoredDocument
 from tests.helpers.tiny_embedder import write_tiny_embedder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,8 +53,8 @@ def test_folder_is_indexed_and_failures_do_not_stop_the_rest(tmp_path, tiny_embe
         assert outcomes["notes.txt"].status == "ready"
         assert outcomes["broken.pdf"].status == "failed" and "broken.pdf" in outcomes["broken.pdf"].reason
         assert outcomes["empty.docx"].status == "failed"
-        listed = {Path(d["path"]).name: d for d in store.list_documents()}
-        assert listed["broken.pdf"]["status"] == "failed" and listed["broken.pdf"]["error"]
+        listed = {Path(d.path).name: d for d in store.list_documents()}
+        assert listed["broken.pdf"].status == "failed" and listed["broken.pdf"].error
         hits = store.search_keyword("E-1234", 5)
         assert hits and "E-1234" in store.chunk(hits[0][0])["text"]
         assert events[-1].documents_done == events[-1].documents_total == 4
@@ -87,7 +88,7 @@ def test_cancel_leaves_a_consistent_collection_that_resumes(tmp_path, tiny_embed
                     cancel.set()  # stop after the first stored document
         assert [o.status for o in finished] == ["failed", "failed", "ready"]  # files go in name order
         assert store.quick_check() == "ok"
-        assert {d["path"] for d in store.list_documents()} == {o.path for o in finished}
+        assert {d.path for d in store.list_documents()} == {o.path for o in finished}
         resumed = _outcomes(_run(store, tiny_embedder, [docs]))
         assert resumed["notes.txt"].reason == "unchanged"
         assert resumed["broken.pdf"].status == "failed"  # failures are tried again
@@ -186,10 +187,10 @@ def test_killing_the_indexing_process_never_breaks_the_collection(tmp_path, manu
     finished = subprocess.run(_index_command(data, docs), cwd=REPO, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
     stored = _check_consistent(data)
-    assert {Path(d["path"]).name for d in stored} == {"R-data.pdf", "R-FAQ.pdf", "R-admin.pdf"}
+    assert {Path(d.path).name for d in stored} == {"R-data.pdf", "R-FAQ.pdf", "R-admin.pdf"}
 
 
-def _check_consistent(data_dir: Path) -> list[dict]:
+def _check_consistent(data_dir: Path) -> list[StoredDocument]:
     from engine.store.indexer import default_embedder
 
     paths = AppPaths(data_dir)
@@ -199,9 +200,9 @@ def _check_consistent(data_dir: Path) -> list[dict]:
     with open_collection(paths, "default", embedder) as store:
         assert store.quick_check() == "ok"
         documents = store.list_documents()
-        ready_chunks = sum(d["chunk_count"] for d in documents if d["status"] != "failed")
+        ready_chunks = sum(d.chunk_count for d in documents if d.status != "failed")
         assert store.stats()["vectors"] == ready_chunks
-        assert all(d["chunk_count"] > 0 for d in documents if d["status"] == "ready")
+        assert all(d.chunk_count > 0 for d in documents if d.status == "ready")
         return documents
 
 

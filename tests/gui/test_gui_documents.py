@@ -21,7 +21,7 @@ from desktop_app.controllers.indexing import IndexController
 from desktop_app.panels.documents import DocumentsPanel, duration_text, progress_text, state_text
 from engine.paths import AppPaths
 from engine.store.indexer import IndexSettings, default_embedder, open_collection
-from engine.types import IndexProgress
+from engine.types import IndexProgress, StoredDocument
 from tests.helpers.pdf_factory import write_pdf
 
 SETTINGS = IndexSettings(parse_time_limit_s=30, parse_memory_limit_mb=1024)
@@ -106,19 +106,19 @@ class Gate:
         self._open.set()
 
 
-def by_name(documents: list[dict]) -> dict[str, dict]:
-    return {d["name"]: d for d in documents}
+def by_name(documents: list[StoredDocument]) -> dict[str, StoredDocument]:
+    return {d.name: d for d in documents}
 
 
-def statuses(documents: list[dict]) -> dict[str, str]:
-    return {d["name"]: d["status"] for d in documents}
+def statuses(documents: list[StoredDocument]) -> dict[str, str]:
+    return {d.name: d.status for d in documents}
 
 
-def all_final(documents: list[dict]) -> bool:
-    return all(d["status"] not in ("queued", "indexing") for d in documents)
+def all_final(documents: list[StoredDocument]) -> bool:
+    return all(d.status not in ("queued", "indexing") for d in documents)
 
 
-def index(qtbot, controller, paths, expected: dict[str, str]) -> dict[str, dict]:
+def index(qtbot, controller, paths, expected: dict[str, str]) -> dict[str, StoredDocument]:
     """Add `paths` and wait until the documents show the expected statuses and the run is over."""
     with qtbot.waitSignal(controller.busyChanged, timeout=RUN_S, check_params_cb=lambda busy: not busy):
         controller.add_paths([str(p) for p in paths])
@@ -135,15 +135,15 @@ def test_added_files_are_indexed_and_reported_ready_with_page_counts(qtbot, cont
                           check_params_cb=lambda documents: statuses(documents) == expected) as blocker:
         controller.add_paths([str(docs / "oil.txt"), str(docs / "pump.md"), str(docs / "manual.pdf")])
     documents = by_name(blocker.args[0])
-    assert documents["manual.pdf"]["pages"] == 2 and documents["manual.pdf"]["chunks"] >= 1
-    assert documents["oil.txt"]["pages"] >= 1 and documents["pump.md"]["chunks"] >= 1
-    assert all(isinstance(d["id"], int) for d in documents.values())
-    assert documents["manual.pdf"]["path"] == str(docs / "manual.pdf")
+    assert documents["manual.pdf"].page_count == 2 and documents["manual.pdf"].chunk_count >= 1
+    assert documents["oil.txt"].page_count >= 1 and documents["pump.md"].chunk_count >= 1
+    assert all(isinstance(d.id, int) for d in documents.values())
+    assert documents["manual.pdf"].path == str(docs / "manual.pdf")
     qtbot.waitUntil(lambda: not controller.busy, timeout=RUN_S)
-    assert stats[-1] == (3, sum(d["chunks"] for d in documents.values()))
+    assert stats[-1] == (3, sum(d.chunk_count for d in documents.values()))
 
     again = index(qtbot, controller, [docs], expected)  # unchanged files are not indexed again
-    assert {n: d["id"] for n, d in again.items()} == {n: d["id"] for n, d in documents.items()}
+    assert {n: d.id for n, d in again.items()} == {n: d.id for n, d in documents.items()}
     assert controller.stats == stats[-1]
 
 
@@ -153,9 +153,9 @@ def test_a_folder_is_searched_and_failures_keep_their_reason_while_the_rest_inde
         path.rename(docs / path.name)
     documents = index(qtbot, controller, [docs], {"oil.txt": "ready", "pump.md": "ready", "manual.pdf": "ready",
                                                   "empty.pdf": "failed", "corrupt.pdf": "failed"})
-    assert "empty.pdf" in documents["empty.pdf"]["reason"] and "empty" in documents["empty.pdf"]["reason"]
-    assert "corrupt.pdf" in documents["corrupt.pdf"]["reason"]
-    assert documents["corrupt.pdf"]["id"] is not None and documents["corrupt.pdf"]["chunks"] == 0
+    assert "empty.pdf" in documents["empty.pdf"].error and "empty" in documents["empty.pdf"].error
+    assert "corrupt.pdf" in documents["corrupt.pdf"].error
+    assert documents["corrupt.pdf"].id is not None and documents["corrupt.pdf"].chunk_count == 0
     assert controller.stats[0] == 3
 
 
@@ -216,25 +216,25 @@ def test_cancel_stops_the_run_drops_the_queue_and_leaves_a_consistent_state(qtbo
 
 def test_remove_and_reindex_change_the_store_and_the_stats(qtbot, controller, docs):
     documents = index(qtbot, controller, [docs], {"manual.pdf": "ready", "oil.txt": "ready", "pump.md": "ready"})
-    chunks = sum(d["chunks"] for d in documents.values())
+    chunks = sum(d.chunk_count for d in documents.values())
     with qtbot.waitSignals([controller.documentsChanged, controller.statsChanged], timeout=RUN_S,
                            check_params_cbs=[lambda d: "oil.txt" not in by_name(d),
-                                             lambda ready, n: (ready, n) == (2, chunks - documents["oil.txt"]["chunks"])]):
-        controller.remove(documents["oil.txt"]["id"])
+                                             lambda ready, n: (ready, n) == (2, chunks - documents["oil.txt"].chunk_count)]):
+        controller.remove(documents["oil.txt"].id)
 
-    old_id = documents["manual.pdf"]["id"]
+    old_id = documents["manual.pdf"].id
     seen = []
-    controller.documentsChanged.connect(lambda d: seen.append(by_name(d)["manual.pdf"]["status"]))
+    controller.documentsChanged.connect(lambda d: seen.append(by_name(d)["manual.pdf"].status))
     with qtbot.waitSignal(controller.documentsChanged, timeout=RUN_S,
-                          check_params_cb=lambda d: by_name(d)["manual.pdf"]["status"] == "ready"):
+                          check_params_cb=lambda d: by_name(d)["manual.pdf"].status == "ready"):
         controller.reindex(old_id)
     qtbot.waitUntil(lambda: not controller.busy, timeout=RUN_S)
     again = by_name(controller.documents())
     assert {"queued", "indexing"} & set(seen) and seen[-1] == "ready"
-    assert again["manual.pdf"]["id"] != old_id and again["manual.pdf"]["pages"] == 2
+    assert again["manual.pdf"].id != old_id and again["manual.pdf"].page_count == 2
     assert set(again) == {"manual.pdf", "pump.md"} and controller.stats[0] == 2
     with open_collection(controller._worker._paths, "default", read_only=True) as store:
-        assert {Path(d["path"]).name for d in store.list_documents()} == {"manual.pdf", "pump.md"}
+        assert {Path(d.path).name for d in store.list_documents()} == {"manual.pdf", "pump.md"}
 
 
 def test_reindexing_a_document_whose_file_is_gone_says_so(qtbot, controller, docs):
@@ -242,7 +242,7 @@ def test_reindexing_a_document_whose_file_is_gone_says_so(qtbot, controller, doc
     (docs / "pump.md").unlink()
     with qtbot.waitSignal(controller.failed, timeout=RUN_S,
                           check_params_cb=lambda message: "pump.md" in message and "not found" in message):
-        controller.reindex(documents["pump.md"]["id"])
+        controller.reindex(documents["pump.md"].id)
     qtbot.waitUntil(lambda: not controller.busy and controller.documents() == [], timeout=RUN_S)
 
 
@@ -275,7 +275,7 @@ def test_the_worker_runs_on_its_own_thread_and_shutdown_stops_it(qtbot, data_pat
         controller.shutdown()
     assert not controller._thread.isRunning() and not controller._scan_thread.isRunning()
     with open_collection(data_paths, "default", default_embedder(data_paths)) as store:  # the lock is free
-        assert [Path(d["path"]).name for d in store.list_documents()] == ["pump.md"]
+        assert [Path(d.path).name for d in store.list_documents()] == ["pump.md"]
     controller.shutdown()  # twice is harmless
 
 
@@ -380,11 +380,11 @@ def test_the_panel_works_from_the_keyboard(qtbot, panel, controller, docs, monke
     qtbot.waitUntil(lambda: set(rows(panel)) == {"manual.pdf", "pump.md"}, timeout=RUN_S)
     assert [i.text(0) for i in panel.list.selectedItems()] == ["pump.md"]  # the next row, ready for Delete
 
-    old_id = by_name(controller.documents())["pump.md"]["id"]
+    old_id = by_name(controller.documents())["pump.md"].id
     with qtbot.waitSignal(controller.busyChanged, timeout=RUN_S, check_params_cb=lambda busy: not busy):
         qtbot.keyClick(panel.reindex_button, Qt.Key.Key_Space)
     qtbot.waitUntil(lambda: rows(panel).get("pump.md", "").startswith("ready"), timeout=RUN_S)
-    assert by_name(controller.documents())["pump.md"]["id"] != old_id
+    assert by_name(controller.documents())["pump.md"].id != old_id
 
 
 def test_files_dropped_on_the_panel_are_added(qtbot, panel, controller, docs):
@@ -414,13 +414,16 @@ def test_the_list_scales_with_the_font(qtbot, panel):
 
 
 def test_state_and_progress_texts():
-    assert state_text({"status": "queued", "pages": 0}) == "queued"
-    assert state_text({"status": "indexing", "pages": 85, "pages_done": 12}) == "indexing 12/85 pages"
-    assert state_text({"status": "indexing", "pages": 0, "pages_done": None}) == "indexing…"
-    assert state_text({"status": "ready", "pages": 85}) == "ready · 85 pages"
-    assert state_text({"status": "ready", "pages": 1}) == "ready · 1 page"
-    assert state_text({"status": "ready_with_warnings", "pages": 3, "reason": "x"}) == "ready with warnings · 3 pages"
-    assert state_text({"status": "failed", "pages": 0, "reason": "'a.pdf' is empty"}) == "failed: 'a.pdf' is empty"
+    def row(status, **fields):
+        return StoredDocument("/x/a.pdf", status, **fields)
+
+    assert state_text(row("queued", page_count=0)) == "queued"
+    assert state_text(row("indexing", page_count=85, pages_done=12)) == "indexing 12/85 pages"
+    assert state_text(row("indexing", page_count=0, pages_done=None)) == "indexing…"
+    assert state_text(row("ready", page_count=85)) == "ready · 85 pages"
+    assert state_text(row("ready", page_count=1)) == "ready · 1 page"
+    assert state_text(row("ready_with_warnings", page_count=3, error="x")) == "ready with warnings · 3 pages"
+    assert state_text(row("failed", page_count=0, error="'a.pdf' is empty")) == "failed: 'a.pdf' is empty"
     event = IndexProgress(3, 10, 52, "/x/a.pdf", 10.0, None, 300, 1500)
     assert progress_text(event) == "3/10 documents · 5.2 pages/s · ETA 40 s"
     assert progress_text(IndexProgress(0, 4, 0, "/x/a.pdf", 0.5)) == "0/4 documents"

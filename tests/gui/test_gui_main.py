@@ -77,8 +77,8 @@ def drop(window: MainWindow, files: list[Path]) -> None:
 
 def status_of(window: MainWindow, path: Path) -> str | None:
     for document in window.index.documents():
-        if Path(document["path"]) == path.resolve():
-            return document["status"]
+        if Path(document.path) == path.resolve():
+            return document.status
     return None
 
 
