@@ -44,12 +44,14 @@ if __name__ == "__main__" and str(ROOT) not in sys.path:  # run as a script: ben
 from PySide6.QtCore import QCoreApplication, QEvent, QEventLoop, QObject, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+from engine.answer.assistant import ErrorEvent  # noqa: E402
+
 CACHE = ROOT / "bench" / ".cache" / "soak"
 DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Kiosk soak (issue 7)"
 NEW_EVERY = 5  # "New question" after this many questions, as operators do
 IDLE_EVERY = 50  # the idle reset instead, this often
-FD_TOLERANCE = 2  # a file the audit thread or a log rotation has open at the moment of a sample
+FD_TOLERANCE = 2  # a file the audit log or a log rotation has open at the moment of a sample
 THREAD_TOLERANCE = 1
 BLANK = "blank"  # the model wrote tokens that decode to no text (the tiny random model, now and then)
 MODEL_NAMES = {"tiny": "tiny random LLM", "builtin": "built-in SmolLM2-135M"}
@@ -236,7 +238,7 @@ class Operator(QObject):
         self.child_pid = self._child_pid()
         controller = self.window.assistant
         self.window.chat.answerFinished.connect(self._on_done)
-        controller.error.connect(self._on_error)
+        controller.event.connect(self._on_event)
         controller.modelReady.connect(self._on_model)
         controller.engineRestarting.connect(self._on_restarting)
 
@@ -248,9 +250,10 @@ class Operator(QObject):
         self.done = event
         self.loop.quit()
 
-    def _on_error(self, message: str) -> None:
-        self.error = message or "(an empty error)"
-        self.loop.quit()
+    def _on_event(self, event) -> None:
+        if isinstance(event, ErrorEvent):
+            self.error = event.message or "(an empty error)"
+            self.loop.quit()
 
     def _on_model(self, status) -> None:
         if status.pid:

@@ -254,6 +254,7 @@ class MainWindow(QMainWindow):
 
     def _show_conversation(self, conversation) -> None:
         self.chat.set_messages(conversation.messages)
+        self.assistant.session = conversation.id  # its next questions belong to it
         self.setWindowTitle(f"{conversation.title} — {TITLE}")
 
     def save_conversation(self) -> None:

@@ -16,6 +16,8 @@ import time
 
 from PySide6.QtCore import QObject, QTimer
 
+from engine.answer.assistant import CitationsEvent, ErrorEvent, TextEvent
+
 log = logging.getLogger(__name__)
 
 DEFAULT_QUESTION = "What is this manual about?"
@@ -37,9 +39,7 @@ class SelfCheck(QObject):
         assistant = window.assistant
         assistant.modelReady.connect(self._on_ready)
         assistant.modelFailed.connect(lambda message: self._fail(f"the model failed: {message}"))
-        assistant.text.connect(self._on_text)
-        assistant.citations.connect(self._on_citations)
-        assistant.error.connect(lambda message: self._fail(f"the answer failed: {message}"))
+        assistant.event.connect(self._on_event)
         window.chat.answerFinished.connect(self._on_done)
         QTimer.singleShot(int(timeout_s * 1000), lambda: self._fail(f"no answer within {timeout_s:.0f} s"))
 
@@ -54,11 +54,13 @@ class SelfCheck(QObject):
         if not self.window.chat.ask(self.question):
             self._fail("the chat did not take the question")
 
-    def _on_text(self, _text: str) -> None:
-        self._chunks += 1
-
-    def _on_citations(self, citations) -> None:
-        self._citations = len(citations)
+    def _on_event(self, event) -> None:
+        if isinstance(event, TextEvent):
+            self._chunks += 1
+        elif isinstance(event, CitationsEvent):
+            self._citations = len(event.citations)
+        elif isinstance(event, ErrorEvent):
+            self._fail(f"the answer failed: {event.message}")
 
     def _on_done(self, event) -> None:
         self.report["answer"] = {"text": event.answer, "streamed_chunks": self._chunks,
@@ -88,7 +90,7 @@ class SelfCheck(QObject):
         log.info("self-check: %s", line)
         if sys.stdout is not None:  # none in a Windows GUI program
             print(line, flush=True)
-        # after the signal that brought the answer has reached every receiver (the audit log)
+        # after the signal that brought the answer has reached every receiver
         QTimer.singleShot(0, self.close)
 
 

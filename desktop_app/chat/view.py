@@ -25,6 +25,13 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.chat.bubbles import AnswerBubble, MessageInput, UserBubble
+from engine.answer.assistant import (
+    CitationsEvent,
+    DoneEvent,
+    ErrorEvent,
+    PassagesEvent,
+    TextEvent,
+)
 from engine.conversations import SavedAnswer, history, user_message
 
 log = logging.getLogger(__name__)
@@ -128,11 +135,7 @@ class ChatView(QWidget):
     def attach(self, controller) -> None:
         """Answers come from `controller` (a workers.AssistantController)."""
         self._controller = controller
-        controller.passages.connect(self._on_passages)
-        controller.text.connect(self._on_text)
-        controller.citations.connect(self._on_citations)
-        controller.done.connect(self._on_done)
-        controller.error.connect(self._on_error)
+        controller.event.connect(self.on_event)
 
     def set_ready(self, ready: bool, reason: str = "") -> None:
         """Whether questions can be sent now (False while the model is being prepared)."""
@@ -273,7 +276,20 @@ class ChatView(QWidget):
         self._mark_last()
         self._controller.ask(question, turns)
 
-    def _on_passages(self, event) -> None:
+    def on_event(self, event) -> None:
+        """An event of the answer being written (engine.answer.assistant's types)."""
+        if isinstance(event, PassagesEvent):
+            self._on_passages(event)
+        elif isinstance(event, TextEvent):
+            self._on_text(event.text)
+        elif isinstance(event, CitationsEvent):
+            self._on_citations(event.citations)
+        elif isinstance(event, DoneEvent):
+            self._on_done(event)
+        elif isinstance(event, ErrorEvent):
+            self._on_error(event.message)
+
+    def _on_passages(self, event: PassagesEvent) -> None:
         if self._current is not None:
             self._current.set_passages(event.answerable)
 

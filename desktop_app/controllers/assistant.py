@@ -2,13 +2,14 @@
 preparation of the built-in model is in controllers/prepare.py).
 
     controller = AssistantController(paths, settings=settings)   # starts its thread
-    controller.text.connect(view.append_text)
+    controller.event.connect(view.on_event)    # PassagesEvent, TextEvent, ..., DoneEvent | ErrorEvent
     request = controller.ask("How do I prime the pump?", history)
     controller.stop()                                              # from the GUI thread, at once
 
 The AssistantWorker lives on its own thread and keeps the model open there (the LLM itself runs
-in a child process, kept warm between questions). Requests go in as queued signals; events come
-back as signals. Cancel is a threading.Event set directly by stop(), never a queued slot: a busy
+in a child process, kept warm between questions). Requests go in as queued signals; the events
+of Assistant.ask come back one by one on one signal, as the engine typed them (as superqt's
+GeneratorWorker.yielded does), and the views dispatch on their type. Cancel is a threading.Event set directly by stop(), never a queued slot: a busy
 worker runs no slots. Every request has an id, and an event of a request that is no longer the
 live one is dropped under a lock, so nothing of a stopped answer is emitted after stop() returns.
 
@@ -32,11 +33,8 @@ from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 from engine.answer.assistant import (
     Assistant,
     AssistantSettings,
-    CitationsEvent,
     DoneEvent,
     ErrorEvent,
-    PassagesEvent,
-    TextEvent,
     imported_reranker,
 )
 from engine.config import Settings
@@ -72,6 +70,7 @@ class ModelStatus:
     name: str
     provider: str
     pid: int | None
+    folder: Path | None = None  # the model's folder (its manifest names the version)
 
 
 class RequestGate:
@@ -118,11 +117,7 @@ class AssistantWorker(QObject):
 
     opened = Signal(object)  # ModelStatus
     openFailed = Signal(str)
-    passages = Signal(int, object)  # request id, PassagesEvent
-    text = Signal(int, str)
-    citations = Signal(int, object)  # request id, tuple[Citation, ...]
-    done = Signal(int, object)  # request id, DoneEvent (the final answer and its AnswerStats)
-    error = Signal(int, str)
+    event = Signal(int, object)  # request id, an event of Assistant.ask (ErrorEvent: ours too)
     finished = Signal(int)  # the request ended, however it ended (live or not)
     restarting = Signal(str)  # the model's process died; what the window shows meanwhile
 
@@ -134,6 +129,7 @@ class AssistantWorker(QObject):
         self._config: AssistantConfig | None = None
         self._llm = None  # engine.llm.process.LLMClient, loaded
         self._llm_key: tuple | None = None
+        self._model_folder: Path | None = None  # the last model opened, also while it restarts
         self._embedder = None
         self._store = None
         self._reranker = None
@@ -143,6 +139,7 @@ class AssistantWorker(QObject):
         self._restart_at: float | None = None  # monotonic time of the next attempt, while restarting
         self._restarts = 0  # attempts since the model was last up for STABLE_S
         self._up_since = 0.0
+        self.audit = None  # an engine.kiosk.audit.AuditSink when the audit log is on
 
     # -- slots (run on the worker thread) -------------------------------------------------
     @Slot(object)
@@ -162,32 +159,53 @@ class AssistantWorker(QObject):
             return
         self.opened.emit(self._status())
 
-    @Slot(int, str, object, object)
-    def run(self, request_id: int, question: str, history: list, cancel: threading.Event) -> None:
+    @Slot(int, str, object, object, object)
+    def run(self, request_id: int, question: str, history: list, cancel: threading.Event,
+            session: str | None = None) -> None:
+        audit = self.audit  # read once: the whole answer is recorded, or none of it
+        if audit is not None:
+            audit.begin(question, collection=self.collection, session=session)
+        complete = False
         try:
-            if not self._gate.is_live(request_id):
-                return  # stopped before it started
-            if self._restart_at is not None:
-                self._gate.emit(request_id, self.error, RESTARTING)
-                return
-            try:
-                assistant = self._ready_assistant()
-            except EngineError as exc:
-                self._gate.emit(request_id, self.error, str(exc))
-                return
-            events = assistant.ask(question, history, cancel)
-            try:
-                for event in events:
-                    if not self._relay(request_id, event):
-                        break  # stopped: the rest is not wanted
-            finally:
-                events.close()  # an unfinished stream cancels the model's work and drains it
+            complete = self._answer(request_id, question, history, cancel, audit)
         except Exception as exc:
-            self._gate.emit(request_id, self.error, f"The answer failed unexpectedly ({exc}).")
+            complete = self._send(request_id, ErrorEvent(f"The answer failed unexpectedly ({exc}).",
+                                                         type(exc).__name__), audit)
             raise  # a bug: sys.excepthook logs it and shows it
         finally:
-            self.finished.emit(request_id)
-            self._check_llm()  # it may have died during the answer: restart it now, not later
+            try:
+                if audit is not None:  # here, on this thread: closing the window waits for it
+                    audit.end(model_folder=self._model_folder,
+                              collection_version=self._collection_version(), stopped=not complete)
+            finally:
+                self.finished.emit(request_id)
+                self._check_llm()  # it may have died during the answer: restart it now, not later
+
+    def _answer(self, request_id: int, question: str, history: list, cancel, audit) -> bool:
+        """Relays the answer's events; False when it was stopped before its last one went out."""
+        if not self._gate.is_live(request_id):
+            return False  # stopped before it started
+        if self._restart_at is not None:
+            return self._send(request_id, ErrorEvent(RESTARTING, "EngineError"), audit)
+        try:
+            assistant = self._ready_assistant()
+        except EngineError as exc:
+            return self._send(request_id, ErrorEvent(str(exc), type(exc).__name__), audit)
+        events = assistant.ask(question, history, cancel)
+        try:
+            for event in events:
+                if not self._send(request_id, event, audit):
+                    return False  # stopped: the rest is not wanted
+        finally:
+            events.close()  # an unfinished stream cancels the model's work and drains it
+        return True
+
+    def _send(self, request_id: int, event, audit) -> bool:
+        """Relays `event`; the audit log records what went out while the request was live."""
+        live = self._relay(request_id, event)
+        if live and audit is not None:
+            audit.feed(event)
+        return live
 
     @Slot()
     def close(self) -> None:
@@ -222,6 +240,7 @@ class AssistantWorker(QObject):
             self._llm, self._llm_key = None, None
         llm = LLMClient(folder, config.provider).load()
         self._llm, self._llm_key = llm, key
+        self._model_folder = folder
         self._up_since = time.monotonic()
         log.info("model %s loaded on %s (process %s)", folder.name, llm.provider, llm.pid)
         return llm
@@ -273,7 +292,7 @@ class AssistantWorker(QObject):
 
     def _status(self) -> ModelStatus:
         folder, provider = self._llm_key
-        return ModelStatus(folder.name, self._llm.provider or provider, self._llm.pid)
+        return ModelStatus(folder.name, self._llm.provider or provider, self._llm.pid, folder)
 
     def _ready_assistant(self) -> Assistant:
         if self._config is None:
@@ -309,21 +328,24 @@ class AssistantWorker(QObject):
             self._embedder = default_embedder(self.paths)
         return self._embedder
 
+    def _collection_version(self) -> str:
+        """The open collection's version for the audit log ("" while none is open)."""
+        from engine.kiosk.audit import collection_version
+
+        if self._store is None:
+            return ""
+        try:
+            return collection_version(self._store.list_documents(), self._store.embedder_id)
+        except EngineError as exc:
+            log.info("audit: no collection version (%s)", exc)
+            return ""
+
     def _collection_exists(self) -> bool:
         return self.paths.collection_db(self.collection).is_file()
 
     def _relay(self, request_id: int, event) -> bool:
-        if isinstance(event, TextEvent):
-            return self._gate.emit(request_id, self.text, event.text)
-        if isinstance(event, PassagesEvent):
-            return self._gate.emit(request_id, self.passages, event)
-        if isinstance(event, CitationsEvent):
-            return self._gate.emit(request_id, self.citations, event.citations)
-        if isinstance(event, DoneEvent):
-            return self._gate.emit(request_id, self.done, event)
-        if isinstance(event, ErrorEvent):
-            return self._gate.emit(request_id, self.error, event.message)
-        return True
+        """Emits `event` while its request is live; False once it is not (stopped)."""
+        return self._gate.emit(request_id, self.event, event)
 
 
 def restart_delay(attempts: int) -> float:
@@ -335,11 +357,7 @@ class AssistantController(QObject):
     """The GUI thread's handle on the assistant: owns the worker's thread; its signals carry
     the events of the live request only, on the GUI thread."""
 
-    passages = Signal(object)  # PassagesEvent
-    text = Signal(str)
-    citations = Signal(object)  # tuple[Citation, ...]
-    done = Signal(object)  # DoneEvent: .answer (the final text) and .stats (AnswerStats)
-    error = Signal(str)
+    event = Signal(object)  # the live request's events; the last is a DoneEvent or an ErrorEvent
     busyChanged = Signal(bool)  # True while a live request is being answered
     modelReady = Signal(object)  # ModelStatus
     modelFailed = Signal(str)
@@ -347,7 +365,7 @@ class AssistantController(QObject):
     requestEnded = Signal(int)  # the worker is done with a request, stopped ones included
 
     _configure = Signal(object)
-    _run = Signal(int, str, object, object)
+    _run = Signal(int, str, object, object, object)
 
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, provider: str = "auto",
                  settings: Settings | None = None, llm_folder: Path | None = None,
@@ -365,17 +383,14 @@ class AssistantController(QObject):
         self._configure.connect(self._worker.configure)
         self._run.connect(self._worker.run)
         w = self._worker
-        w.passages.connect(self._on_passages)
-        w.text.connect(self._on_text)
-        w.citations.connect(self._on_citations)
-        w.done.connect(self._on_done)
-        w.error.connect(self._on_error)
+        w.event.connect(self._on_event)
         w.opened.connect(self.modelReady)
         w.openFailed.connect(self.modelFailed)
         w.restarting.connect(self.engineRestarting)
         w.finished.connect(self.requestEnded)
         self._thread.start()
         self._started = False
+        self.session: str | None = None  # the conversation questions belong to (the audit log names it)
         if start:
             self.start()
 
@@ -409,8 +424,13 @@ class AssistantController(QObject):
         request_id = self._gate.begin()
         self._cancel = threading.Event()
         self.busyChanged.emit(True)
-        self._run.emit(request_id, question, list(history or []), self._cancel)
+        self._run.emit(request_id, question, list(history or []), self._cancel, self.session)
         return request_id
+
+    def set_audit(self, sink) -> None:
+        """Records every question from now on with `sink` (an engine.kiosk.audit.AuditSink),
+        written on the worker's thread as each answer ends; None switches it off."""
+        self._worker.audit = sink
 
     def stop(self) -> bool:
         """Cancels the answer in progress; no event of it is emitted after this returns."""
@@ -431,25 +451,13 @@ class AssistantController(QObject):
                 log.error("the assistant thread did not end within %d ms", timeout_ms)
 
     # -- relaying the live request's events (GUI thread) ------------------------------------
-    def _on_passages(self, request_id: int, event) -> None:
-        if self._gate.is_live(request_id):
-            self.passages.emit(event)
-
-    def _on_text(self, request_id: int, text: str) -> None:
-        if self._gate.is_live(request_id):
-            self.text.emit(text)
-
-    def _on_citations(self, request_id: int, citations) -> None:
-        if self._gate.is_live(request_id):
-            self.citations.emit(citations)
-
-    def _on_done(self, request_id: int, event) -> None:
-        if self._finish(request_id):
-            self.done.emit(event)
-
-    def _on_error(self, request_id: int, message: str) -> None:
-        if self._finish(request_id):
-            self.error.emit(message)
+    def _on_event(self, request_id: int, event) -> None:
+        if isinstance(event, (DoneEvent, ErrorEvent)):  # the answer's last event
+            live = self._finish(request_id)
+        else:
+            live = self._gate.is_live(request_id)
+        if live:
+            self.event.emit(event)
 
     def _finish(self, request_id: int) -> bool:
         if not self._gate.end(request_id):

@@ -13,17 +13,15 @@ and the admin buttons (settings, exit kiosk mode, close the app) until "Lock" or
 
     recorder = AuditRecorder(window)   # on its own (settings.audit_log), or as kiosk.audit
 
-records one line per finished question (answered, refused, stopped or failed) in
-DATA_DIR/audit (engine.kiosk.audit), written on a thread of its own.
+records one line per question (answered, refused, stopped or failed) in DATA_DIR/audit: it
+gives the assistant's worker an engine.kiosk.audit.AuditSink, fed from the answer's events and
+written on the worker's thread.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import weakref
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
@@ -45,10 +43,8 @@ from PySide6.QtWidgets import (
 
 from desktop_app.controllers.inbox import start_inbox
 from desktop_app.theme import apply_theme
-from engine.answer.assistant import CitationsEvent, ErrorEvent
-from engine.errors import EngineError
 from engine.kiosk.admin_pin import PinGate
-from engine.kiosk.audit import AuditEntry, AuditLog, collection_version, model_version
+from engine.kiosk.audit import AuditLog, AuditSink
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +99,10 @@ def is_blocked_key(event) -> bool:
 
 # -- the audit log ----------------------------------------------------------------------------
 class AuditRecorder(QObject):
-    """Records one AuditEntry per finished question of `window`'s chat: the events of the
-    controller are collected per question, and the entry is written when the chat ends the turn
-    (answered, refused, stopped or failed). Versions are computed and lines written off the GUI
-    thread, one at a time."""
+    """Switches the audit log on for `window`: the assistant's worker feeds an AuditSink
+    (engine.kiosk.audit) the events of every question, and writes its line on the worker's
+    thread as the answer ends (answered, refused, stopped or failed). recorded and failed are
+    emitted from that thread; connected slots run on the GUI thread."""
 
     recorded = Signal(object)  # AuditEntry, once it is on disk
     failed = Signal(str)
@@ -114,139 +110,26 @@ class AuditRecorder(QObject):
     def __init__(self, window, folder: Path | None = None):
         super().__init__(window)
         self.window = window
-        self.log = AuditLog(folder or window.paths.audit_folder)
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="audit")
-        weakref.finalize(self, self._executor.shutdown, wait=False)
-        self._turn: dict | None = None  # {"question", "events", "session"}
-        self._ended: list[dict] = []  # turns over, waiting for their last events to arrive
-        self._model_name = ""
-        self._model_folder: Path | None = None
-        self._collection_changed = True
-        self._versions: dict = {}  # cache, used on the audit thread only
-        controller = window.assistant
-        controller.busyChanged.connect(self._on_busy)
-        controller.passages.connect(self._collect)
-        controller.citations.connect(self._collect_citations)
-        controller.done.connect(self._collect)
-        controller.error.connect(self._collect_error)
-        controller.modelReady.connect(self._on_model)
-        window.chat.conversationChanged.connect(self._on_turn_ended)
-        window.index.statsChanged.connect(self._on_collection_changed)
+        self.sink = AuditSink(AuditLog(folder or window.paths.audit_folder),
+                              on_recorded=lambda entry: self._emit("recorded", entry),
+                              on_failed=lambda message: self._emit("failed", message))
         self.failed.connect(self._show_failure)
-        self._read_model()
+        window.assistant.set_audit(self.sink)
 
-    def close(self, wait: bool = True) -> None:
-        """Writes what is pending (with `wait`) and ends the audit thread."""
-        self._submit_ended()  # a turn that ended just before the app was closed
-        self._executor.shutdown(wait=wait)
+    def close(self) -> None:
+        """Waits for the line being written; nothing is recorded after this."""
+        self.sink.close()
 
     def wait(self) -> None:
-        """Returns once every line recorded so far is written (for tests and shutdown)."""
-        self._executor.submit(lambda: None).result()
-
-    # -- collecting (GUI thread) -------------------------------------------------------------
-    def _on_busy(self, busy: bool) -> None:
-        if not busy:
-            return
-        questions = [m["content"] for m in self.window.chat.messages() if m.get("role") == "user"]
-        current = self.window.conversations.current()
-        self._turn = {"question": questions[-1] if questions else "", "events": [],
-                      "session": current.id if current is not None else None}
-
-    def _collect(self, event) -> None:
-        if self._turn is not None:
-            self._turn["events"].append(event)
-
-    def _collect_citations(self, citations) -> None:
-        self._collect(CitationsEvent(tuple(citations)))
-
-    def _collect_error(self, message: str) -> None:
-        self._collect(ErrorEvent(message, ""))
-
-    def _on_turn_ended(self) -> None:
-        turn = self._turn
-        if turn is None or turn.get("ended"):
-            return
-        turn["ended"] = True
-        bubble = self.window.chat.last_answer()
-        turn["stopped"] = bubble is not None and bubble.state.stopped
-        # the chat ends the turn from the same done/error signal that still has to reach us
-        self._ended.append(turn)
-        QTimer.singleShot(0, self, self._submit_ended)
-
-    def _submit_ended(self) -> None:
-        while self._ended:
-            self._submit(self._ended.pop(0))
-
-    def _submit(self, turn: dict) -> None:
-        entry = AuditEntry.from_events(turn["question"], turn["events"], model=self._model_name,
-                                       collection=self.window.assistant.worker.collection,
-                                       session=turn["session"])
-        if turn["stopped"]:
-            entry = replace(entry, finish_reason="cancelled")
-        changed, self._collection_changed = self._collection_changed, False
-        self._executor.submit(self._write, entry, self._model_folder, self._collection_folder(), changed)
-
-    def _on_model(self, status) -> None:
-        self._model_name = status.name
-        self._read_model()
-
-    def _read_model(self) -> None:
-        key = self.window.assistant.worker._llm_key  # (folder, provider), set before modelReady
-        if key is not None:
-            self._model_folder = Path(key[0])
-            self._model_name = self._model_name or self._model_folder.name
-
-    def _on_collection_changed(self, *_args) -> None:
-        self._collection_changed = True
-
-    def _collection_folder(self) -> Path:
-        return self.window.paths.collection(self.window.assistant.worker.collection)
+        """Returns once the answer being recorded, if any, is on disk (for tests and shutdown)."""
+        self.sink.wait()
 
     def _show_failure(self, message: str) -> None:
         self.window.statusBar().showMessage(message, 15000)
 
-    # -- writing (audit thread) --------------------------------------------------------------
-    def _write(self, entry: AuditEntry, model_folder: Path | None, collection: Path, changed: bool) -> None:
+    def _emit(self, name: str, value) -> None:
         try:
-            entry = replace(entry, model_version=self._model_version(model_folder),
-                            collection_version=self._collection_version(collection, changed))
-            self.log.record(entry)
-        except EngineError as exc:
-            log.error("audit: %s", exc)
-            self._emit(self.failed, str(exc))
-            return
-        self._emit(self.recorded, entry)
-
-    def _model_version(self, folder: Path | None) -> str:
-        if folder is None:
-            return ""
-        if ("model", folder) not in self._versions:
-            try:
-                self._versions[("model", folder)] = model_version(folder)
-            except OSError as exc:
-                log.warning("audit: the model folder %s could not be read (%s)", folder, exc)
-                return ""
-        return self._versions[("model", folder)]
-
-    def _collection_version(self, folder: Path, changed: bool) -> str:
-        from engine.store.index_store import IndexStore
-
-        key = ("collection", folder)
-        if changed or key not in self._versions:
-            try:
-                with IndexStore.open(folder, embedder_id=None, dimension=None, create=False,
-                                     read_only=True) as store:
-                    self._versions[key] = collection_version(store.list_documents(), store.embedder_id)
-            except EngineError as exc:  # no collection yet: the entry says so by an empty version
-                log.info("audit: no collection version (%s)", exc)
-                self._versions[key] = ""
-        return self._versions[key]
-
-    @staticmethod
-    def _emit(signal, value) -> None:
-        try:
-            signal.emit(value)
+            getattr(self, name).emit(value)
         except RuntimeError:  # the window (and this object) is gone: the line is written anyway
             pass
 

@@ -6,6 +6,14 @@
                                       collection=name, collection_version=..., session=id))
     read_tail(folder, n) -> list[str]                # the last n lines, oldest first
 
+AuditSink is the same fed one event at a time, as the assistant's worker iterates ask:
+
+    sink = AuditSink(AuditLog(paths.audit_folder), on_recorded=..., on_failed=...)
+    sink.begin(question, collection="default", session=id)
+    for event in assistant.ask(question, history, cancel):
+        sink.feed(event)                              # what the person was shown
+    sink.end(model_folder=folder, collection_version=..., stopped=False)   # writes the line
+
 An AuditEntry (frozen; to_dict() / to_json()) holds: time (ISO 8601 UTC, "Z"), question,
 answerable (the gate's verdict; None if the ask failed first) and refused (its negation, in the
 JSON), passages [{document, page}] in the order the model got them, citations [{number,
@@ -33,15 +41,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.errors import EngineError
 from engine.models.manifest import MANIFEST
+
+log = logging.getLogger(__name__)
 
 FOLDER_NAME = "audit"
 FILE_NAME = "audit.jsonl"
@@ -120,8 +131,6 @@ def utc_time(moment: datetime | None = None) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-
-
 class AuditLog:
     def __init__(self, folder: Path, max_bytes: int = 5_000_000, backups: int = 10):
         self.folder = Path(folder)
@@ -163,6 +172,85 @@ class AuditLog:
         for older, newer in zip(reversed(names[1:]), reversed(names[:-1])):
             if newer.exists():
                 os.replace(newer, older)
+
+
+class AuditSink:
+    """One AuditEntry per answer, from the events it is fed, written by end() on the caller's
+    thread. One answer at a time, as the assistant's worker answers them. A write that fails
+    is logged and passed to on_failed(message); on_recorded(entry) follows each line written.
+    Both are called on the writing thread."""
+
+    def __init__(self, log: AuditLog, on_recorded=None, on_failed=None):
+        self.log = log
+        self._on_recorded = on_recorded
+        self._on_failed = on_failed
+        self._answer: dict | None = None  # {"question", "collection", "session", "events"}
+        self._model_versions: dict[Path, str] = {}
+        self._idle = threading.Condition()
+        self._closed = False
+
+    def begin(self, question: str, *, collection: str = "", session: str | None = None) -> None:
+        with self._idle:
+            if not self._closed:
+                self._answer = {"question": question, "collection": collection, "session": session,
+                                "events": []}
+
+    def feed(self, event) -> None:
+        if self._answer is not None:
+            self._answer["events"].append(event)
+
+    def end(self, *, model_folder: Path | None = None, collection_version: str = "",
+            stopped: bool = False) -> AuditEntry | None:
+        """Writes the answer's line (finish_reason "cancelled" when the person stopped it)."""
+        answer = self._answer
+        if answer is None:
+            return None
+        try:
+            entry = AuditEntry.from_events(
+                answer["question"], answer["events"], model=model_folder.name if model_folder else "",
+                model_version=self._model_version(model_folder), collection=answer["collection"],
+                collection_version=collection_version, session=answer["session"])
+            if stopped:
+                entry = replace(entry, finish_reason="cancelled")
+            return self._write(entry)
+        finally:
+            with self._idle:
+                self._answer = None
+                self._idle.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """True once no answer is being recorded (its line, if any, is on disk)."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._answer is None, timeout)
+
+    def close(self, timeout: float | None = 10.0) -> None:
+        """Waits for the answer being recorded; nothing is recorded after this."""
+        with self._idle:
+            self._closed = True
+        self.wait(timeout)
+
+    def _write(self, entry: AuditEntry) -> AuditEntry | None:
+        try:
+            self.log.record(entry)
+        except EngineError as exc:
+            log.error("audit: %s", exc)
+            if self._on_failed is not None:
+                self._on_failed(str(exc))
+            return None
+        if self._on_recorded is not None:
+            self._on_recorded(entry)
+        return entry
+
+    def _model_version(self, folder: Path | None) -> str:
+        if folder is None:
+            return ""
+        if folder not in self._model_versions:
+            try:
+                self._model_versions[folder] = model_version(folder)
+            except OSError as exc:
+                log.warning("audit: the model folder %s could not be read (%s)", folder, exc)
+                return ""
+        return self._model_versions[folder]
 
 
 def read_tail(folder: Path, count: int) -> list[str]:

@@ -28,6 +28,7 @@ from engine.errors import EngineError
 from engine.kiosk.audit import (
     AuditEntry,
     AuditLog,
+    AuditSink,
     Source,
     collection_version,
     model_version,
@@ -266,3 +267,68 @@ def test_a_real_ask_is_audited_from_its_events(tmp_path, tiny_embedder, tiny_llm
 def only(events, kind: type):
     (found,) = [event for event in events if isinstance(event, kind)]
     return found
+
+
+# -- the sink the assistant's worker feeds -------------------------------------------------
+def answered_events(finish_reason: str = "stop") -> list:
+    passages = (passage("/m/pump.md", 2, 1), passage("/m/oil.md", 1, 2))
+    stats = AnswerStats(True, relevance(True), (), {}, finish_reason=finish_reason)
+    return [PassagesEvent(passages, True, relevance(True)), TextEvent("Prime it [1]."),
+            CitationsEvent((Citation(1, passages[0], "q", True), Citation(2, passages[1], "q", False))),
+            DoneEvent("Prime it [1].", stats)]
+
+
+def test_the_sink_writes_one_line_per_answer_from_the_events_it_was_fed(tmp_path, tiny_llm_dir):
+    recorded = []
+    sink = AuditSink(AuditLog(tmp_path), on_recorded=recorded.append)
+    for question in ("Prime?", "Oil?"):
+        sink.begin(question, collection="default", session="abc")
+        for event in answered_events():
+            sink.feed(event)
+        sink.end(model_folder=tiny_llm_dir, collection_version="c1")
+    first, second = lines_of(tmp_path / "audit.jsonl")
+    assert [first["question"], second["question"]] == ["Prime?", "Oil?"]
+    assert first["passages"] == [{"document": "pump.md", "page": 2}, {"document": "oil.md", "page": 1}]
+    assert first["citations"] == [{"number": 1, "document": "pump.md", "page": 2}]
+    assert first["finish_reason"] == "stop" and first["refused"] is False and first["error"] is None
+    assert (first["model"], first["model_version"]) == (tiny_llm_dir.name, model_version(tiny_llm_dir))
+    assert (first["collection"], first["collection_version"], first["session"]) == ("default", "c1", "abc")
+    assert [e.question for e in recorded] == ["Prime?", "Oil?"] and sink.wait(0)
+
+
+def test_a_stopped_answer_is_cancelled_and_a_failed_one_keeps_its_error(tmp_path):
+    sink = AuditSink(AuditLog(tmp_path))
+    sink.begin("Stopped?")
+    sink.feed(answered_events()[0])
+    sink.end(stopped=True)
+    sink.begin("Failed?")
+    sink.feed(ErrorEvent("The model stopped unexpectedly.", "EngineProcessError"))
+    sink.end()
+    stopped, failed = lines_of(tmp_path / "audit.jsonl")
+    assert stopped["finish_reason"] == "cancelled" and stopped["passages"] and stopped["answerable"]
+    assert failed["error"] == "The model stopped unexpectedly." and failed["answerable"] is None
+    assert failed["model"] == "" and failed["model_version"] == ""
+
+
+def test_a_sink_that_cannot_write_reports_it_and_a_closed_one_records_nothing(tmp_path):
+    blocker = tmp_path / "audit"
+    blocker.write_text("a file where the folder should be")
+    failures = []
+    sink = AuditSink(AuditLog(blocker), on_failed=failures.append)
+    sink.begin("Prime?")
+    assert sink.end() is None and "audit.jsonl" in failures[0]
+    sink = AuditSink(AuditLog(tmp_path / "closed"))
+    sink.close()
+    sink.begin("Prime?")
+    assert sink.end() is None and not (tmp_path / "closed").exists()
+
+
+def test_wait_returns_once_the_line_being_written_is_on_disk(tmp_path):
+    sink = AuditSink(AuditLog(tmp_path))
+    sink.begin("Prime?")
+    assert not sink.wait(0)  # an answer is being recorded
+    writer = threading.Thread(target=sink.end)
+    writer.start()
+    assert sink.wait(10)
+    writer.join()
+    assert len(lines_of(tmp_path / "audit.jsonl")) == 1

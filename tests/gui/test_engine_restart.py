@@ -11,6 +11,7 @@ import pytest
 
 from desktop_app.controllers.assistant import RESTARTING, restart_delay
 from desktop_app.main_window import MainWindow
+from engine.answer.assistant import ErrorEvent
 from engine.config import Settings
 from engine.paths import AppPaths
 from tests.gui.test_gui_chat import (
@@ -23,6 +24,7 @@ from tests.gui.test_gui_chat import (
     index_into,
     start_controller,
 )
+from tests.helpers.events import wait_event
 from tests.helpers.pdf_factory import write_pdf
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
@@ -71,10 +73,10 @@ def test_a_killed_idle_model_process_is_restarted_and_answers_again(qtbot, contr
     assert restarting and "restarting" in restarting[0]
     assert controller.worker._llm.pid == new_pid
     events = answer_of(qtbot, controller)
-    assert events[-1][0] == "done" and events[-1][1].answer
+    assert events[-1].kind == "done" and events[-1].answer
     # and again: a second death is noticed just the same
     kill_model(qtbot, controller)
-    assert answer_of(qtbot, controller)[-1][0] == "done"
+    assert answer_of(qtbot, controller)[-1].kind == "done"
 
 
 def test_a_question_while_the_model_cannot_be_restarted_says_so(qtbot, controller, monkeypatch):
@@ -89,14 +91,14 @@ def test_a_question_while_the_model_cannot_be_restarted_says_so(qtbot, controlle
     os.kill(pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: len(seen) >= 2, timeout=LOAD_MS)
     assert "restarting" in seen[0][1] and "trying again in 1 s" in seen[1][1]
-    with qtbot.waitSignal(controller.error, timeout=ANSWER_MS) as failed:
+    with wait_event(qtbot, controller.event, ErrorEvent, timeout=ANSWER_MS) as failed:
         controller.ask(QUESTION)
-    assert failed.args == [RESTARTING]
+    assert [e.message for e in failed.args] == [RESTARTING]
     monkeypatch.undo()  # the next try works
     with qtbot.waitSignal(controller.modelReady, timeout=LOAD_MS) as ready:
         pass
     assert ready.args[0].pid not in (None, pid)
-    assert answer_of(qtbot, controller)[-1][0] == "done"
+    assert answer_of(qtbot, controller)[-1].kind == "done"
 
 
 def test_the_window_shows_restarting_until_the_model_is_back(qtbot, indexed, tiny_llm_dir):

@@ -19,13 +19,22 @@ from PySide6.QtWidgets import QApplication
 from desktop_app.chat.bubbles import NOT_FOUND_TITLE, AnswerBubble
 from desktop_app.chat.view import ChatView
 from desktop_app.controllers.assistant import NO_MANUALS, AssistantController
-from engine.answer.assistant import AnswerStats, AssistantSettings, Citation, TextEvent
+from engine.answer.assistant import (
+    AnswerStats,
+    AssistantSettings,
+    Citation,
+    DoneEvent,
+    ErrorEvent,
+    PassagesEvent,
+    TextEvent,
+)
 from engine.answer.grounding import Relevance
 from engine.config import Settings
 from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
 from engine.types import Passage, Span
+from tests.helpers.events import is_a, no_event, wait_event
 
 ANSWER = AssistantSettings(relevance_threshold=-10.0, max_new_tokens=40)  # every question passes the gate
 REFUSE = AssistantSettings(relevance_threshold=10.0)  # no question passes it
@@ -87,18 +96,18 @@ def chat(qtbot, controller) -> ChatView:
 
 
 def answer_of(qtbot, controller, question=QUESTION, history=()) -> list:
-    """All events of one answer, in order, as (signal name, value)."""
+    """All events of one answer, in order."""
     events = []
-    slots = {name: (lambda value, name=name: events.append((name, value)))
-             for name in ("passages", "text", "citations", "done", "error")}
-    for name, slot in slots.items():
-        getattr(controller, name).connect(slot)
+
+    def collect(event) -> None:
+        events.append(event)
+
+    controller.event.connect(collect)
     try:
-        with qtbot.waitSignals([controller.done], raising=True, timeout=ANSWER_MS):
+        with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
             controller.ask(question, list(history))
     finally:
-        for name, slot in slots.items():
-            getattr(controller, name).disconnect(slot)
+        controller.event.disconnect(collect)
     return events
 
 
@@ -106,21 +115,20 @@ def answer_of(qtbot, controller, question=QUESTION, history=()) -> list:
 def test_tokens_arrive_in_order(qtbot, controller):
     worker = controller.worker
     produced, received = [], []  # as the worker relays the engine's events; as the GUI gets them
-    for name in ("passages", "text", "citations", "done"):
-        getattr(worker, name).connect(lambda _request, value, name=name: produced.append((name, value)),
-                                      Qt.ConnectionType.DirectConnection)  # on the worker's thread
-        getattr(controller, name).connect(lambda value, name=name: received.append((name, value)))
-    first_piece = lambda text: text == next(v for n, v in produced if n == "text")  # noqa: E731
-    with qtbot.waitSignal(controller.done, timeout=ANSWER_MS):
-        with qtbot.waitSignals([controller.passages, controller.text], order="strict",
-                               check_params_cbs=[None, first_piece], timeout=ANSWER_MS):
+    worker.event.connect(lambda _request, event: produced.append(event),
+                         Qt.ConnectionType.DirectConnection)  # on the worker's thread
+    controller.event.connect(received.append)
+    first_piece = is_a(TextEvent, lambda e: e == next(p for p in produced if p.kind == "text"))
+    with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
+        with qtbot.waitSignals([controller.event, controller.event], order="strict",
+                               check_params_cbs=[is_a(PassagesEvent), first_piece], timeout=ANSWER_MS):
             controller.ask(QUESTION)
-    names = [name for name, _ in received]
+    names = [event.kind for event in received]
     assert names[0] == "passages" and names[-2:] == ["citations", "done"]
     assert set(names[1:-2]) == {"text"} and len(names) > 4
     assert received == produced  # every piece, in the engine's order, none lost or repeated
-    done = received[-1][1]
-    pieces = "".join(v for n, v in received if n == "text")
+    done = received[-1]
+    pieces = "".join(e.text for e in received if e.kind == "text")
     assert done.stats.answerable and 0 < done.stats.new_tokens <= ANSWER.max_new_tokens
     assert done.answer and done.answer.strip() in pieces
 
@@ -148,15 +156,12 @@ class Hold:
 def test_stop_emits_nothing_after_it(qtbot, monkeypatch, controller, chat):
     worker = controller.worker
     hold = Hold(worker, monkeypatch)
-    with qtbot.waitSignal(controller.text, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.event, TextEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
     assert hold.reached.is_set()
     bubble = chat.last_answer()
     with qtbot.waitSignal(controller.requestEnded, timeout=ANSWER_MS), \
-            qtbot.assertNotEmitted(worker.text), qtbot.assertNotEmitted(worker.citations), \
-            qtbot.assertNotEmitted(worker.done), qtbot.assertNotEmitted(worker.error), \
-            qtbot.assertNotEmitted(controller.text), qtbot.assertNotEmitted(controller.done), \
-            qtbot.assertNotEmitted(controller.error):
+            qtbot.assertNotEmitted(worker.event), qtbot.assertNotEmitted(controller.event):
         assert chat.stop()
         shown = bubble.state.text
         hold.release.set()  # the model goes on writing: its next piece is dropped, the stream closed
@@ -166,13 +171,13 @@ def test_stop_emits_nothing_after_it(qtbot, monkeypatch, controller, chat):
     assert not chat.is_busy() and chat.send_button.isVisible() and not chat.stop_button.isVisible()
     assert chat.messages()[-1]["stopped"] is True
     # and the next question is answered in full
-    with qtbot.waitSignal(controller.done, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
     assert chat.last_answer().state.finished and not chat.last_answer().state.stopped
 
 
 def test_stop_before_the_first_piece_drops_the_whole_answer(qtbot, controller):
-    with qtbot.assertNotEmitted(controller.text), qtbot.assertNotEmitted(controller.done), \
+    with no_event(controller.event, TextEvent, DoneEvent), \
             qtbot.waitSignal(controller.requestEnded, timeout=ANSWER_MS):
         controller.ask(QUESTION)
         assert controller.stop() and not controller.is_busy()
@@ -182,17 +187,17 @@ def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat)
     controller = chat._controller
     pid = controller.worker._llm.pid
     hold = Hold(controller.worker, monkeypatch)
-    with qtbot.waitSignal(controller.text, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.event, TextEvent, timeout=ANSWER_MS):
         chat.ask(QUESTION)
-    with qtbot.waitSignal(controller.error, timeout=ANSWER_MS) as failed:
+    with wait_event(qtbot, controller.event, ErrorEvent, timeout=ANSWER_MS) as failed:
         os.kill(pid, signal.SIGKILL)  # the model's process dies in the middle of an answer
         hold.release.set()
-    assert "stopped unexpectedly" in failed.args[0]
+    assert "stopped unexpectedly" in failed.args[0].message
     bubble = chat.last_answer()
     assert bubble.state.error and bubble.notice.isVisible() and "failed" in bubble.notice.text()
     assert chat.messages()[-1]["role"] == "error"
     # the window survives and the next question starts a fresh model process
-    with qtbot.waitSignal(controller.done, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
     assert controller.worker._llm.pid not in (None, pid)
 
@@ -200,10 +205,10 @@ def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat)
 def test_no_collection_yet_says_to_add_documents(qtbot, tmp_path, tiny_llm_dir):
     controller = start_controller(qtbot, AppPaths(tmp_path).ensure(), tiny_llm_dir)
     try:
-        with qtbot.waitSignal(controller.error, timeout=ANSWER_MS) as failed, \
-                qtbot.assertNotEmitted(controller.text):
+        with wait_event(qtbot, controller.event, ErrorEvent, timeout=ANSWER_MS) as failed, \
+                no_event(controller.event, TextEvent):
             controller.ask(QUESTION)
-        assert failed.args == [NO_MANUALS]
+        assert [e.message for e in failed.args] == [NO_MANUALS]
     finally:
         controller.shutdown()
 
@@ -212,9 +217,9 @@ def test_new_settings_reopen_only_what_changed(qtbot, controller):
     pid = controller.worker._llm.pid
     controller.apply_settings(Settings(passages=2, max_new_tokens=16))
     events = answer_of(qtbot, controller)
-    done = events[-1][1]
+    done = events[-1]
     assert done.stats.new_tokens <= 40  # ANSWER overrides the settings' generation length
-    assert len(events[0][1].passages) <= 3 and controller.worker._llm.pid == pid
+    assert len(events[0].passages) <= 3 and controller.worker._llm.pid == pid
 
 
 # -- the view ----------------------------------------------------------------------------------

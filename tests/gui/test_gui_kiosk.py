@@ -11,12 +11,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QProcess, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QProcess, Qt, QThread, QUrl
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QKeySequence, QTextCursor
 from PySide6.QtWidgets import QAbstractButton, QApplication, QFileDialog, QMessageBox, QWidget
 
 from desktop_app.kiosk.lockdown import KEEP_CONVERSATIONS, AuditRecorder, Kiosk, install
 from desktop_app.main_window import MainWindow
+from engine.answer.assistant import PassagesEvent
 from engine.config import Settings
 from engine.conversations import ConversationStore
 from engine.kiosk.admin_pin import set_pin
@@ -371,7 +372,8 @@ def test_the_audit_log_has_one_line_per_question_with_its_pages(qtbot, open_kios
     kiosk = open_kiosk()
     w = kiosk.window
     given = []
-    w.assistant.passages.connect(lambda event: given.append(event.passages))
+    w.assistant.event.connect(lambda event: given.append(event.passages)
+                              if isinstance(event, PassagesEvent) else None)
     with qtbot.waitSignal(kiosk.audit.recorded, timeout=ANSWER_MS):
         event = ask(qtbot, w)
     cites = [{"number": c.number, "document": c.passage.document, "page": c.passage.page}
@@ -424,3 +426,24 @@ def test_the_audit_log_is_an_option_outside_kiosk_mode(qtbot, data, tiny_llm_dir
     assert len(audit_lines(data)) == 1
     window.settings = Settings()
     assert install(window) is None
+
+
+def test_the_audit_line_is_written_on_the_assistant_thread(qtbot, open_kiosk):
+    kiosk = open_kiosk()
+    threads = []
+    kiosk.audit.recorded.connect(lambda _entry: threads.append(QThread.currentThread().objectName()),
+                                 Qt.ConnectionType.DirectConnection)  # runs where it is emitted
+    with qtbot.waitSignal(kiosk.audit.recorded, timeout=ANSWER_MS):
+        ask(qtbot, kiosk.window)
+    assert threads == ["assistant"]
+
+
+def test_closing_the_kiosk_right_after_an_answer_still_writes_its_line(qtbot, open_kiosk, data):
+    kiosk = open_kiosk()
+    w = kiosk.window
+    w.chat.answerFinished.connect(lambda _event: kiosk.close_app())  # as the self-check does
+    ask(qtbot, w)
+    assert not w.isVisible()
+    lines = audit_lines(data)
+    assert [line["question"] for line in lines] == [QUESTION]
+    assert lines[0]["finish_reason"] != "cancelled" and lines[0]["passages"]

@@ -21,9 +21,11 @@ from desktop_app.panels.conversations import title_from
 from desktop_app.panels.settings import SettingsDialog
 from desktop_app.self_check import SelfCheck
 from desktop_app.theme import current_theme
+from engine.answer.assistant import PassagesEvent
 from engine.config import Settings, load_settings
 from engine.paths import AppPaths
 from tests.gui.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS
+from tests.helpers.events import wait_event
 from tests.helpers.pdf_factory import write_pdf
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
@@ -192,7 +194,7 @@ def test_conversations_new_rename_switch_and_delete(qtbot, data, tiny_llm_dir, m
 
 def test_switching_conversations_while_answering_stops_and_saves_the_answer(qtbot, data, tiny_llm_dir):
     window = open_window(qtbot, data, tiny_llm_dir)
-    with qtbot.waitSignal(window.assistant.passages, timeout=ANSWER_MS):
+    with wait_event(qtbot, window.assistant.event, PassagesEvent, timeout=ANSWER_MS):
         window.chat.ask(QUESTION)
     first = window.conversations.current()
     window.new_action.trigger()
