@@ -238,7 +238,7 @@ class Operator(QObject):
         self.child_pid = self._child_pid()
         controller = self.window.assistant
         self.window.chat.answerFinished.connect(self._on_done)
-        controller.event.connect(self._on_event)
+        controller.answerEvent.connect(self._on_event)
         controller.modelReady.connect(self._on_model)
         controller.engineRestarting.connect(self._on_restarting)
 

@@ -39,7 +39,7 @@ class SelfCheck(QObject):
         assistant = window.assistant
         assistant.modelReady.connect(self._on_ready)
         assistant.modelFailed.connect(lambda message: self._fail(f"the model failed: {message}"))
-        assistant.event.connect(self._on_event)
+        assistant.answerEvent.connect(self._on_event)
         window.chat.answerFinished.connect(self._on_done)
         QTimer.singleShot(int(timeout_s * 1000), lambda: self._fail(f"no answer within {timeout_s:.0f} s"))
 

@@ -135,7 +135,7 @@ class ChatView(QWidget):
     def attach(self, controller) -> None:
         """Answers come from `controller` (a workers.AssistantController)."""
         self._controller = controller
-        controller.event.connect(self.on_event)
+        controller.answerEvent.connect(self.on_event)
 
     def set_ready(self, ready: bool, reason: str = "") -> None:
         """Whether questions can be sent now (False while the model is being prepared)."""

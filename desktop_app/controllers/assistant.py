@@ -2,7 +2,7 @@
 preparation of the built-in model is in controllers/prepare.py).
 
     controller = AssistantController(paths, settings=settings)   # starts its thread
-    controller.event.connect(view.on_event)    # PassagesEvent, TextEvent, ..., DoneEvent | ErrorEvent
+    controller.answerEvent.connect(view.on_event)    # PassagesEvent, TextEvent, ..., DoneEvent | ErrorEvent
     request = controller.ask("How do I prime the pump?", history)
     controller.stop()                                              # from the GUI thread, at once
 
@@ -117,7 +117,7 @@ class AssistantWorker(QObject):
 
     opened = Signal(object)  # ModelStatus
     openFailed = Signal(str)
-    event = Signal(int, object)  # request id, an event of Assistant.ask (ErrorEvent: ours too)
+    answerEvent = Signal(int, object)  # request id, an event of Assistant.ask (ErrorEvent: ours too)
     finished = Signal(int)  # the request ended, however it ended (live or not)
     restarting = Signal(str)  # the model's process died; what the window shows meanwhile
 
@@ -345,7 +345,7 @@ class AssistantWorker(QObject):
 
     def _relay(self, request_id: int, event) -> bool:
         """Emits `event` while its request is live; False once it is not (stopped)."""
-        return self._gate.emit(request_id, self.event, event)
+        return self._gate.emit(request_id, self.answerEvent, event)
 
 
 def restart_delay(attempts: int) -> float:
@@ -357,7 +357,7 @@ class AssistantController(QObject):
     """The GUI thread's handle on the assistant: owns the worker's thread; its signals carry
     the events of the live request only, on the GUI thread."""
 
-    event = Signal(object)  # the live request's events; the last is a DoneEvent or an ErrorEvent
+    answerEvent = Signal(object)  # the live request's events; the last is a DoneEvent or an ErrorEvent
     busyChanged = Signal(bool)  # True while a live request is being answered
     modelReady = Signal(object)  # ModelStatus
     modelFailed = Signal(str)
@@ -383,7 +383,7 @@ class AssistantController(QObject):
         self._configure.connect(self._worker.configure)
         self._run.connect(self._worker.run)
         w = self._worker
-        w.event.connect(self._on_event)
+        w.answerEvent.connect(self._on_event)
         w.opened.connect(self.modelReady)
         w.openFailed.connect(self.modelFailed)
         w.restarting.connect(self.engineRestarting)
@@ -457,7 +457,7 @@ class AssistantController(QObject):
         else:
             live = self._gate.is_live(request_id)
         if live:
-            self.event.emit(event)
+            self.answerEvent.emit(event)
 
     def _finish(self, request_id: int) -> bool:
         if not self._gate.end(request_id):

@@ -91,7 +91,7 @@ def test_a_question_while_the_model_cannot_be_restarted_says_so(qtbot, controlle
     os.kill(pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: len(seen) >= 2, timeout=LOAD_MS)
     assert "restarting" in seen[0][1] and "trying again in 1 s" in seen[1][1]
-    with wait_event(qtbot, controller.event, ErrorEvent, timeout=ANSWER_MS) as failed:
+    with wait_event(qtbot, controller.answerEvent, ErrorEvent, timeout=ANSWER_MS) as failed:
         controller.ask(QUESTION)
     assert [e.message for e in failed.args] == [RESTARTING]
     monkeypatch.undo()  # the next try works

@@ -102,12 +102,12 @@ def answer_of(qtbot, controller, question=QUESTION, history=()) -> list:
     def collect(event) -> None:
         events.append(event)
 
-    controller.event.connect(collect)
+    controller.answerEvent.connect(collect)
     try:
-        with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
+        with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
             controller.ask(question, list(history))
     finally:
-        controller.event.disconnect(collect)
+        controller.answerEvent.disconnect(collect)
     return events
 
 
@@ -115,12 +115,12 @@ def answer_of(qtbot, controller, question=QUESTION, history=()) -> list:
 def test_tokens_arrive_in_order(qtbot, controller):
     worker = controller.worker
     produced, received = [], []  # as the worker relays the engine's events; as the GUI gets them
-    worker.event.connect(lambda _request, event: produced.append(event),
+    worker.answerEvent.connect(lambda _request, event: produced.append(event),
                          Qt.ConnectionType.DirectConnection)  # on the worker's thread
-    controller.event.connect(received.append)
+    controller.answerEvent.connect(received.append)
     first_piece = is_a(TextEvent, lambda e: e == next(p for p in produced if p.kind == "text"))
-    with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
-        with qtbot.waitSignals([controller.event, controller.event], order="strict",
+    with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
+        with qtbot.waitSignals([controller.answerEvent, controller.answerEvent], order="strict",
                                check_params_cbs=[is_a(PassagesEvent), first_piece], timeout=ANSWER_MS):
             controller.ask(QUESTION)
     names = [event.kind for event in received]
@@ -156,12 +156,12 @@ class Hold:
 def test_stop_emits_nothing_after_it(qtbot, monkeypatch, controller, chat):
     worker = controller.worker
     hold = Hold(worker, monkeypatch)
-    with wait_event(qtbot, controller.event, TextEvent, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.answerEvent, TextEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
     assert hold.reached.is_set()
     bubble = chat.last_answer()
     with qtbot.waitSignal(controller.requestEnded, timeout=ANSWER_MS), \
-            qtbot.assertNotEmitted(worker.event), qtbot.assertNotEmitted(controller.event):
+            qtbot.assertNotEmitted(worker.answerEvent), qtbot.assertNotEmitted(controller.answerEvent):
         assert chat.stop()
         shown = bubble.state.text
         hold.release.set()  # the model goes on writing: its next piece is dropped, the stream closed
@@ -171,13 +171,13 @@ def test_stop_emits_nothing_after_it(qtbot, monkeypatch, controller, chat):
     assert not chat.is_busy() and chat.send_button.isVisible() and not chat.stop_button.isVisible()
     assert chat.messages()[-1]["stopped"] is True
     # and the next question is answered in full
-    with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
     assert chat.last_answer().state.finished and not chat.last_answer().state.stopped
 
 
 def test_stop_before_the_first_piece_drops_the_whole_answer(qtbot, controller):
-    with no_event(controller.event, TextEvent, DoneEvent), \
+    with no_event(controller.answerEvent, TextEvent, DoneEvent), \
             qtbot.waitSignal(controller.requestEnded, timeout=ANSWER_MS):
         controller.ask(QUESTION)
         assert controller.stop() and not controller.is_busy()
@@ -187,9 +187,9 @@ def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat)
     controller = chat._controller
     pid = controller.worker._llm.pid
     hold = Hold(controller.worker, monkeypatch)
-    with wait_event(qtbot, controller.event, TextEvent, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.answerEvent, TextEvent, timeout=ANSWER_MS):
         chat.ask(QUESTION)
-    with wait_event(qtbot, controller.event, ErrorEvent, timeout=ANSWER_MS) as failed:
+    with wait_event(qtbot, controller.answerEvent, ErrorEvent, timeout=ANSWER_MS) as failed:
         os.kill(pid, signal.SIGKILL)  # the model's process dies in the middle of an answer
         hold.release.set()
     assert "stopped unexpectedly" in failed.args[0].message
@@ -197,7 +197,7 @@ def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat)
     assert bubble.state.error and bubble.notice.isVisible() and "failed" in bubble.notice.text()
     assert chat.messages()[-1]["role"] == "error"
     # the window survives and the next question starts a fresh model process
-    with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS):
+    with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
     assert controller.worker._llm.pid not in (None, pid)
 
@@ -205,8 +205,8 @@ def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat)
 def test_no_collection_yet_says_to_add_documents(qtbot, tmp_path, tiny_llm_dir):
     controller = start_controller(qtbot, AppPaths(tmp_path).ensure(), tiny_llm_dir)
     try:
-        with wait_event(qtbot, controller.event, ErrorEvent, timeout=ANSWER_MS) as failed, \
-                no_event(controller.event, TextEvent):
+        with wait_event(qtbot, controller.answerEvent, ErrorEvent, timeout=ANSWER_MS) as failed, \
+                no_event(controller.answerEvent, TextEvent):
             controller.ask(QUESTION)
         assert [e.message for e in failed.args] == [NO_MANUALS]
     finally:

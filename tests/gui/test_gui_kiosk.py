@@ -372,7 +372,7 @@ def test_the_audit_log_has_one_line_per_question_with_its_pages(qtbot, open_kios
     kiosk = open_kiosk()
     w = kiosk.window
     given = []
-    w.assistant.event.connect(lambda event: given.append(event.passages)
+    w.assistant.answerEvent.connect(lambda event: given.append(event.passages)
                               if isinstance(event, PassagesEvent) else None)
     with qtbot.waitSignal(kiosk.audit.recorded, timeout=ANSWER_MS):
         event = ask(qtbot, w)

@@ -194,7 +194,7 @@ def test_conversations_new_rename_switch_and_delete(qtbot, data, tiny_llm_dir, m
 
 def test_switching_conversations_while_answering_stops_and_saves_the_answer(qtbot, data, tiny_llm_dir):
     window = open_window(qtbot, data, tiny_llm_dir)
-    with wait_event(qtbot, window.assistant.event, PassagesEvent, timeout=ANSWER_MS):
+    with wait_event(qtbot, window.assistant.answerEvent, PassagesEvent, timeout=ANSWER_MS):
         window.chat.ask(QUESTION)
     first = window.conversations.current()
     window.new_action.trigger()

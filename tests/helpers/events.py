@@ -1,7 +1,7 @@
-"""Waiting on the assistant's one event signal (AssistantController.event, AssistantWorker.event)
+"""Waiting on the assistant's one event signal (AssistantController.answerEvent, AssistantWorker.answerEvent)
 for an event of one type:
 
-    with wait_event(qtbot, controller.event, DoneEvent, timeout=ANSWER_MS) as done:
+    with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS) as done:
         controller.ask(question)
     done.args[0].answer
 """
