@@ -112,20 +112,9 @@ class StoredDocument:
         """The stored columns, as `docs list --json` writes them."""
         return {key: getattr(self, key) for key in _STORED_COLUMNS}
 
-    # Read like the dict rows it replaces (doc["path"], doc.get("status")), for code written
-    # against those, such as engine.kiosk.audit.collection_version.
-    def __getitem__(self, key: str):
-        if key not in _KEYS:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default=None):
-        return getattr(self, key) if key in _KEYS else default
-
 
 _STORED_COLUMNS = ("id", "path", "sha256", "size", "mtime", "status", "error", "page_count", "title",
                    "added_at", "chunk_count")
-_KEYS = (*_STORED_COLUMNS, "pages_done", "name")
 
 
 @dataclass(frozen=True)

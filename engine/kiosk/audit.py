@@ -51,6 +51,7 @@ from pathlib import Path
 
 from engine.errors import EngineError
 from engine.models.manifest import MANIFEST
+from engine.types import StoredDocument
 
 log = logging.getLogger(__name__)
 
@@ -282,9 +283,9 @@ def model_version(folder: Path) -> str:
     return _short_hash(json.dumps(files).encode("utf-8"))
 
 
-def collection_version(documents: Sequence[dict], embedder_id: str = "") -> str:
+def collection_version(documents: Sequence[StoredDocument], embedder_id: str = "") -> str:
     """A short hash of the ready documents (path, sha256) and the embedder id."""
-    ready = sorted((str(d["path"]), str(d["sha256"])) for d in documents if d.get("status") in _READY)
+    ready = sorted((d.path, d.sha256) for d in documents if d.status in _READY)
     return _short_hash(json.dumps({"embedder": embedder_id, "documents": ready}).encode("utf-8"))
 
 

@@ -40,8 +40,8 @@ import faiss
 import numpy as np
 
 from engine.atomic_file import fsync_folder
-from engine.paths import DB_NAME
 from engine.errors import EngineError
+from engine.paths import DB_NAME
 from engine.types import Chunk, StoredDocument
 
 log = logging.getLogger(__name__)

@@ -6,6 +6,7 @@ import hashlib
 import json
 import stat
 import threading
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -36,7 +37,7 @@ from engine.kiosk.audit import (
 )
 from engine.llm.local import LocalLLM
 from engine.paths import AppPaths
-from engine.types import Passage, Span
+from engine.types import Passage, Span, StoredDocument
 from tests.helpers.tiny_collection import MANUALS, fill, open_store
 
 QUESTION = "How do I prime the pump?"
@@ -187,17 +188,17 @@ def test_model_version_without_a_manifest_follows_file_names_and_sizes(tmp_path)
 
 
 def test_collection_version_changes_with_added_removed_or_replaced_documents():
-    docs = [{"path": "/m/a.pdf", "sha256": "1", "status": "ready"},
-            {"path": "/m/b.pdf", "sha256": "2", "status": "ready_with_warnings"},
-            {"path": "/m/c.pdf", "sha256": "3", "status": "failed"}]
+    docs = [StoredDocument("/m/a.pdf", "ready", sha256="1"),
+            StoredDocument("/m/b.pdf", "ready_with_warnings", sha256="2"),
+            StoredDocument("/m/c.pdf", "failed", sha256="3")]
     base = collection_version(docs, "emb")
     assert len(base) == 16
     assert collection_version(list(reversed(docs)), "emb") == base  # order does not matter
     assert collection_version(docs[:2], "emb") == base  # a failed document is not used
     assert collection_version(docs[:1], "emb") != base  # removed
-    added = {"path": "/m/d.pdf", "sha256": "4", "status": "ready"}
+    added = StoredDocument("/m/d.pdf", "ready", sha256="4")
     assert collection_version([*docs, added], "emb") != base
-    assert collection_version([{**docs[0], "sha256": "9"}, *docs[1:]], "emb") != base  # replaced
+    assert collection_version([replace(docs[0], sha256="9"), *docs[1:]], "emb") != base  # replaced
     assert collection_version(docs, "other-embedder") != base
 
 

@@ -74,15 +74,15 @@ def stored_chunks(folder: Path) -> tuple[dict[int, np.ndarray], set[int]]:
 
 
 def check_document(doc: dict) -> None:
-    number = int(re.search(r"doc-(\d+)", doc["path"]).group(1))
-    if doc["status"] == "failed":
-        assert doc["chunk_count"] == 0 and "broken on purpose" in doc["error"]
+    number = int(re.search(r"doc-(\d+)", doc.path).group(1))
+    if doc.status == "failed":
+        assert doc.chunk_count == 0 and "broken on purpose" in doc.error
         return
-    version = int(re.search(r" v(\d+) ", doc["title"]).group(1))
+    version = int(re.search(r" v(\d+) ", doc.title).group(1))
     intended = crash_writer.document(number, version)
-    assert doc["sha256"] == intended.sha256
-    in_title = int(re.search(r"chunks=(\d+)", doc["title"]).group(1))
-    assert doc["chunk_count"] == len(intended.chunks) == in_title
+    assert doc.sha256 == intended.sha256
+    in_title = int(re.search(r"chunks=(\d+)", doc.title).group(1))
+    assert doc.chunk_count == len(intended.chunks) == in_title
 
 
 def check_collection(folder: Path, rng: random.Random) -> tuple[int, dict]:
@@ -127,7 +127,7 @@ def test_kill_minus_nine_at_random_moments_never_breaks_the_collection(tmp_path)
     with IndexStore.open(folder, embedder_id=crash_writer.EMBEDDER, dimension=crash_writer.DIM) as store:
         assert store.open_report["faiss"] == "loaded" and store.open_report["added"] == 0
         faiss_file = store.stats()["faiss_file"]
-        got = {d["path"]: (d["status"], 0 if d["status"] == "failed" else int(d["title"].split()[1][1:]))
+        got = {d.path: (d.status, 0 if d.status == "failed" else int(d.title.split()[1][1:]))
                for d in store.list_documents()}
     assert got == crash_writer.final_state(DOCS)
     assert [p.name for p in folder.glob("vectors-*")] == [faiss_file]  # no leftovers

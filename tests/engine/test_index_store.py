@@ -89,10 +89,7 @@ def test_documents_come_back_as_frozen_records_of_the_stored_columns(store):
     assert list(listed.to_dict()) == ["id", "path", "sha256", "size", "mtime", "status", "error",
                                       "page_count", "title", "added_at", "chunk_count"]
     assert listed.to_dict()["sha256"] == "abc" and listed.name == "a.pdf" and listed.pages_done is None
-    assert listed["path"] == "/docs/a.pdf" and listed.get("status") == "ready"  # as the dict rows read
-    assert listed["name"] == "a.pdf" and listed.get("reason", "no") == "no"
-    with pytest.raises(KeyError):
-        listed["reason"]
+    assert listed.path == "/docs/a.pdf" and listed.status == "ready"
 
 
 def test_replacing_a_document_replaces_its_chunks_everywhere(store):

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from desktop_app.controllers.inbox import InboxWatcher
-from desktop_app.controllers.indexing import normal_path
 from desktop_app.kiosk.lockdown import Kiosk, install
 from desktop_app.main_window import MainWindow
 from engine.config import Settings
+from engine.ingest.discover import normal_path
 from engine.ingest.inbox import scan_folder
 from engine.paths import AppPaths
 from tests.gui.test_gui_chat import ANSWER, LOAD_MS
@@ -97,8 +97,8 @@ def poll_once(qtbot, watcher: InboxWatcher) -> int:
 
 def status_of(window: MainWindow, path: Path) -> str | None:
     for document in window.index.documents():
-        if document["path"] == normal_path(path):
-            return document["status"]
+        if document.path == normal_path(path):
+            return document.status
     return None
 
 
@@ -164,7 +164,7 @@ def test_hidden_and_temporary_files_are_ignored(qtbot, window, watch, inbox, pum
     assert watcher.handed == [[normal_path(inbox / "manual.pdf")]]
     assert poll_once(qtbot, watcher) == 1 and len(watcher.handed) == 1
     wait_ready(qtbot, window, inbox / "manual.pdf")
-    assert [d["name"] for d in window.index.documents()] == ["manual.pdf"]
+    assert [d.name for d in window.index.documents()] == ["manual.pdf"]
 
 
 def test_unsupported_files_are_ignored(qtbot, window, watch, inbox):
@@ -177,7 +177,7 @@ def test_unsupported_files_are_ignored(qtbot, window, watch, inbox):
     assert poll_once(qtbot, watcher) == 1  # the engine's list, in any case: .TXT is a text file
     assert watcher.handed == [[normal_path(inbox / "oil.TXT")]]
     wait_ready(qtbot, window, inbox / "oil.TXT")
-    assert [d["name"] for d in window.index.documents()] == ["oil.TXT"]
+    assert [d.name for d in window.index.documents()] == ["oil.TXT"]
     assert window.failures == []  # nothing about the other files reached the operator
 
 

@@ -85,7 +85,7 @@ def document(number: int, version: int) -> Document:
 
 
 def resume_step(store: IndexStore) -> int:
-    steps = [int(m.group(1)) for d in store.list_documents() if (m := STEP.search(d["title"] + d["error"]))]
+    steps = [int(m.group(1)) for d in store.list_documents() if (m := STEP.search(d.title + d.error))]
     return max(steps) + 1 if steps else 0
 
 
