@@ -96,9 +96,9 @@ def same_look_after(qapp):
 
 @pytest.fixture(scope="module")
 def pump_pdf(tmp_path_factory, qapp) -> Path:
-    """The pump manual of tests/gui/test_gui_chat.py as a PDF."""
-    from tests.gui.test_gui_chat import PUMP_PAGES
+    """The pump manual of tests/helpers/pump_chat.py as a PDF."""
     from tests.helpers.pdf_factory import write_pdf
+    from tests.helpers.pump_chat import PUMP_PAGES
 
     return write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
 
@@ -108,7 +108,7 @@ def indexed(tmp_path_factory, pump_pdf):
     """A data dir (AppPaths) whose collection holds the pump manual, three PDF pages; copy it
     before changing it."""
     from engine.paths import AppPaths
-    from tests.gui.test_gui_chat import index_into
+    from tests.helpers.pump_chat import index_into
 
     paths = AppPaths(tmp_path_factory.mktemp("indexed")).ensure()
     index_into(paths, [pump_pdf])

@@ -14,7 +14,9 @@ from desktop_app.main_window import MainWindow
 from engine.answer.assistant import ErrorEvent
 from engine.config import Settings
 from engine.paths import AppPaths
-from tests.gui.test_gui_chat import (
+from tests.helpers.events import wait_event
+from tests.helpers.pdf_factory import write_pdf
+from tests.helpers.pump_chat import (
     ANSWER,
     ANSWER_MS,
     LOAD_MS,
@@ -24,8 +26,6 @@ from tests.gui.test_gui_chat import (
     index_into,
     start_controller,
 )
-from tests.helpers.events import wait_event
-from tests.helpers.pdf_factory import write_pdf
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,9 @@ from PySide6.QtWidgets import QApplication
 
 from desktop_app.chat.bubbles import NOT_FOUND_TITLE, AnswerBubble
 from desktop_app.chat.view import ChatView
-from desktop_app.controllers.assistant import NO_MANUALS, AssistantController
+from desktop_app.controllers.assistant import NO_MANUALS
 from engine.answer.assistant import (
     AnswerStats,
-    AssistantSettings,
     Citation,
     DoneEvent,
     ErrorEvent,
@@ -32,45 +30,20 @@ from engine.answer.grounding import Relevance
 from engine.config import Settings
 from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
-from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
 from engine.types import Passage, Span
 from tests.helpers.events import is_a, no_event, wait_event
-
-ANSWER = AssistantSettings(relevance_threshold=-10.0, max_new_tokens=40)  # every question passes the gate
-REFUSE = AssistantSettings(relevance_threshold=10.0)  # no question passes it
-QUESTION = "How do I prime the pump before the first start?"
-PUMP_PAGES = [
-    "Pump manual. Safety: wear gloves when handling the pump housing. Keep children away",
-    "Priming the pump: fill the pump casing with clean water before the first start. "
-    "Then open the bleed valve until water flows without air bubbles",
-    "Error E-12 means the motor overheated. Switch the pump off and let the motor cool for thirty minutes",
-]
-LOAD_MS = 60_000  # the model's child process starts in about a second; generous for slow CI
-ANSWER_MS = 60_000
+from tests.helpers.pump_chat import (
+    ANSWER,
+    ANSWER_MS,
+    QUESTION,
+    REFUSE,
+    Hold,
+    answer_of,
+    start_controller,
+)
 
 
-# -- documents and data dirs -------------------------------------------------------------------
-def index_into(paths: AppPaths, files: list[Path]) -> None:
-    """Indexes `files` with the engine itself (the GUI's indexing is tested on its own)."""
-    embedder = default_embedder(paths)
-    try:
-        with open_collection(paths, "default", embedder) as store:
-            settings = IndexSettings(parse_time_limit_s=60, parse_memory_limit_mb=1024)
-            outcomes = [e.outcome for e in Indexer(store, embedder, settings).run(files) if e.outcome]
-    finally:
-        embedder.close()
-    assert [o.status for o in outcomes] == ["ready"] * len(files), outcomes
-
-
-def start_controller(qtbot, paths, llm_dir, answer=ANSWER, **settings) -> AssistantController:
-    controller = AssistantController(paths, provider="cpu", settings=Settings(**settings),
-                                     llm_folder=llm_dir, assistant_settings=answer, start=False)
-    with qtbot.waitSignal(controller.modelReady, timeout=LOAD_MS) as ready:
-        controller.start()
-    assert ready.args[0].pid is not None
-    return controller
-
-
+# -- data dirs and the controller -------------------------------------------------------------
 @pytest.fixture(params=["tiny", pytest.param("built-in", marks=pytest.mark.slow)])
 def llm_dir(request) -> Path:
     """The tiny random LLM (fast) and, marked slow, the real built-in SmolLM2."""
@@ -95,22 +68,6 @@ def chat(qtbot, controller) -> ChatView:
     return view
 
 
-def answer_of(qtbot, controller, question=QUESTION, history=()) -> list:
-    """All events of one answer, in order."""
-    events = []
-
-    def collect(event) -> None:
-        events.append(event)
-
-    controller.answerEvent.connect(collect)
-    try:
-        with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
-            controller.ask(question, list(history))
-    finally:
-        controller.answerEvent.disconnect(collect)
-    return events
-
-
 # -- the controller ----------------------------------------------------------------------------
 def test_tokens_arrive_in_order(qtbot, controller):
     worker = controller.worker
@@ -131,26 +88,6 @@ def test_tokens_arrive_in_order(qtbot, controller):
     pieces = "".join(e.text for e in received if e.kind == "text")
     assert done.stats.answerable and 0 < done.stats.new_tokens <= ANSWER.max_new_tokens
     assert done.answer and done.answer.strip() in pieces
-
-
-class Hold:
-    """Pauses the worker's thread right after it has relayed the first piece of an answer, until
-    released: the tiny model writes a whole answer in milliseconds, so a test that stops or
-    breaks an answer midway holds it there first. Nothing else of the worker changes."""
-
-    def __init__(self, worker, monkeypatch):
-        self.reached = threading.Event()
-        self.release = threading.Event()
-        relay = worker._relay
-
-        def holding_relay(request_id, event):
-            live = relay(request_id, event)
-            if isinstance(event, TextEvent) and not self.reached.is_set():
-                self.reached.set()
-                self.release.wait(60)
-            return live
-
-        monkeypatch.setattr(worker, "_relay", holding_relay)
 
 
 def test_stop_emits_nothing_after_it(qtbot, monkeypatch, controller, chat):

@@ -25,8 +25,8 @@ from engine.config import Settings
 from engine.ingest.discover import normal_path
 from engine.ingest.inbox import scan_folder
 from engine.paths import AppPaths
-from tests.gui.test_gui_chat import ANSWER, LOAD_MS
 from tests.helpers.pdf_factory import write_pdf
+from tests.helpers.pump_chat import ANSWER, LOAD_MS
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,8 +24,8 @@ from engine.kiosk.admin_pin import set_pin
 from engine.kiosk.audit import collection_version, model_version, read_tail
 from engine.paths import AppPaths
 from engine.store.index_store import IndexStore
-from tests.gui.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS, REFUSE, Hold
 from tests.helpers.fake_clock import Clock
+from tests.helpers.pump_chat import ANSWER, ANSWER_MS, LOAD_MS, REFUSE, Hold
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 

@@ -24,9 +24,9 @@ from desktop_app.theme import current_theme
 from engine.answer.assistant import PassagesEvent
 from engine.config import Settings, load_settings
 from engine.paths import AppPaths
-from tests.gui.test_gui_chat import ANSWER, ANSWER_MS, LOAD_MS
 from tests.helpers.events import wait_event
 from tests.helpers.pdf_factory import write_pdf
+from tests.helpers.pump_chat import ANSWER, ANSWER_MS, LOAD_MS
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 

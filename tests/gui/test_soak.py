@@ -14,8 +14,8 @@ import pytest
 
 from engine.answer.assistant import AssistantSettings
 from engine.paths import AppPaths
-from tests.gui.test_gui_chat import PUMP_PAGES, index_into
 from tests.helpers.pdf_factory import write_pdf
+from tests.helpers.pump_chat import PUMP_PAGES, index_into
 
 SOAK_SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "soak_kiosk.py"
 QUESTIONS = 150
