@@ -12,9 +12,9 @@ development QA set (docs/retrieval.md).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
-import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -108,7 +108,7 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
                  history_tokens: int = 256, marker: str | None = None,
                  template_tokens: Callable[[int], int] | None = None) -> Prompt:
     """Messages for the model: the system rules, the recent turns that fit, then one user
-    message with the numbered sources, fenced by a random marker, and the question. The
+    message with the numbered sources, fenced by a marker, and the question. The
     question is never cut; sources are cut from the lowest ranked up, then the last one kept
     is shortened at a sentence or word boundary.
 
@@ -116,10 +116,13 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
     Each piece is counted once: the system rules, the fenced question, each turn and each
     source looked at, the shortened source, and the user message as assembled (for the exact
     total). `template_tokens(n)` is what the model's chat template adds to n messages; at
-    least TEMPLATE_TOKENS is reserved for it."""
+    least TEMPLATE_TOKENS is reserved for it.
+
+    The marker is derived from the question and the passages (fence_marker), so the same
+    inputs give the same prompt, and at temperature 0 the same answer."""
     count = _CountOnce(count_tokens)
     template = _template_reserve(template_tokens)
-    marker = marker or secrets.token_hex(4)
+    marker = marker or fence_marker(question, passages)
     question_text = f"Question: {question.strip()}"
     head, tail = _fence(marker)
     # The fence and question with their separators, as they will be joined around the sources.
@@ -153,6 +156,17 @@ def _template_reserve(template_tokens: Callable[[int], int] | None) -> Callable[
     if template_tokens is None:
         return lambda messages: TEMPLATE_TOKENS
     return lambda messages: max(TEMPLATE_TOKENS, template_tokens(messages))
+
+
+def fence_marker(question: str, passages: Sequence[Passage]) -> str:
+    """Eight hex digits hashed from the question and the passages: a document cannot know them
+    in advance (it would have to know the question, and its own hash), yet the same question on
+    the same passages always gets the same marker. A random one made the prompt, and so the
+    answer at temperature 0, differ from run to run."""
+    digest = hashlib.sha256(question.strip().encode())
+    for p in passages:
+        digest.update(f"\0{p.document}\0{p.pages}\0{p.text}".encode())
+    return digest.hexdigest()[:8]
 
 
 def _fence(marker: str) -> tuple[str, str]:

@@ -699,3 +699,31 @@ def test_open_assistant_answers_from_an_indexed_manual(builtin_data_dir, tmp_pat
     assert done.answer.strip() and streamed(events).strip()
     assert shows_no_marker(events, prompt)
     assert {Path(c.passage.path).name for c in events[-2].citations} == {"pump.md"}
+
+
+@pytest.mark.slow
+def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(builtin_data_dir, tmp_path):
+    from engine.cli.main import main
+    from engine.paths import AppPaths
+
+    manual = tmp_path / "pump.md"
+    manual.write_text("# Pump P-200\n\n## Priming\n\nBefore the first start, prime the pump: open "
+                      "the filler plug and fill the housing with clean water until it overflows.\n\n"
+                      "## Filter\n\nReplace the filter cartridge once a year, or when the pressure "
+                      "drops below 2 bar.\n", encoding="utf-8")
+    collection = "assistant-deterministic"
+    assert main(["index", str(manual), "--data-dir", str(builtin_data_dir),
+                 "--collection", collection]) == 0
+
+    paths, question = AppPaths(builtin_data_dir), "When do I replace the filter cartridge?"
+    answers, pids = [], []
+    for _ in range(2):  # a fresh model process each time
+        with open_assistant(paths, collection, provider="cpu", use_reranker=False) as assistant:
+            assert assistant.settings.temperature == 0
+            pids.append(assistant.llm.pid)
+            for _ in range(2):  # and two runs on one process
+                events = list(assistant.ask(question))
+                answers.append((streamed(events), events[-1].answer))
+    assert pids[0] != pids[1]
+    assert answers[0][1].strip() and events[0].answerable
+    assert answers == [answers[0]] * 4

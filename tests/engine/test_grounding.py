@@ -276,8 +276,9 @@ def test_the_question_is_never_cut():
         assert prompt.tokens == words(SYSTEM_PROMPT) + words(f"Question: {question}") + TEMPLATE_TOKENS
 
 
-def test_every_prompt_gets_a_fresh_random_marker():
-    prompts = [build_prompt(QUESTION, PASSAGES[:1], [], words, 5000) for _ in range(20)]
+def test_every_question_gets_its_own_marker():
+    # A document cannot know the marker without knowing the question it is quoted for.
+    prompts = [build_prompt(f"{QUESTION} ({n})", PASSAGES[:1], [], words, 5000) for n in range(20)]
     markers = {p.marker for p in prompts}
     assert len(markers) == 20 and all(re.fullmatch(r"[0-9a-f]{8}", m) for m in markers)
     for prompt in prompts:
@@ -285,6 +286,20 @@ def test_every_prompt_gets_a_fresh_random_marker():
         assert prompt.hidden_strings == (f"<<{prompt.marker}>>", f"<<{prompt.marker}")
         assert blocks(prompt)[0]["marker"] == prompt.marker
         assert prompt.messages[-1]["content"].count(prompt.marker) == 4  # twice named, open, close
+
+
+def test_the_same_inputs_give_the_same_prompt():
+    # Temperature 0 is deterministic only if the prompt is: no random marker.
+    first, again = (build_prompt(QUESTION, PASSAGES, [], words, 5000) for _ in range(2))
+    assert first == again and first.messages[-1]["content"] == again.messages[-1]["content"]
+
+
+def test_the_marker_changes_when_a_passage_or_the_question_does():
+    prompt = build_prompt(QUESTION, PASSAGES, [], words, 5000)
+    edited = [*PASSAGES[:2], replace(PASSAGES[2], text=PASSAGES[2].text + " More."), *PASSAGES[3:]]
+    assert build_prompt(QUESTION, edited, [], words, 5000).marker != prompt.marker
+    assert build_prompt(QUESTION + " Now.", PASSAGES, [], words, 5000).marker != prompt.marker
+    assert build_prompt(QUESTION, PASSAGES[:4], [], words, 5000).marker != prompt.marker
 
 
 HOSTILE = [
