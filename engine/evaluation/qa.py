@@ -4,7 +4,8 @@
      "keywords": ["attach("], "answerable": true}
 
 `doc` is a file name (matched against the indexed documents' file names), `pages` physical
-1-based pages, `keywords` substrings that a correct answer contains.
+1-based pages, `keywords` substrings that a correct answer contains. An optional `family` names
+the kind of manual (eval reports each family apart); other keys are ignored.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class QAItem:
     pages: tuple[int, ...]
     keywords: tuple[str, ...]
     answerable: bool
+    family: str | None = None  # the kind of manual, for per-family figures
 
 
 def load_qa(path: str | Path) -> list[QAItem]:
@@ -58,5 +60,8 @@ def _item(path: Path, number: int, line: str) -> QAItem:
     keywords = raw.get("keywords") or []
     if not isinstance(keywords, list) or not all(isinstance(k, str) and k for k in keywords):
         raise EngineError(f"{where}: 'keywords' must be a list of non-empty strings.")
+    family = raw.get("family")
+    if family is not None and (not isinstance(family, str) or not family):
+        raise EngineError(f"{where}: 'family' must be a non-empty string, or left out.")
     return QAItem(str(raw.get("id", number)), raw["question"].strip(), doc if answerable else doc or None,
-                  tuple(pages), tuple(keywords), answerable)
+                  tuple(pages), tuple(keywords), answerable, family)

@@ -28,7 +28,7 @@ from tests.helpers.tiny_collection import fill, open_store
 
 DEV_SET = Path(__file__).resolve().parents[1] / "qa" / "r_manuals_dev.jsonl"
 # The wider set: gnuplot, KiCad, LilyPond and DocBook XSL manuals (tests/fetch_manuals.sh). Each line
-# also carries a "family", which load_qa ignores, so that unanswerable questions have one too.
+# also carries a "family" (QAItem.family), so that unanswerable questions have one too.
 MIXED_SET = Path(__file__).resolve().parents[1] / "qa" / "dev_mixed.jsonl"
 MIXED_DOCS = {"gnuplot": {"gnuplot.pdf"}, "kicad": {"kicad-eeschema.html", "kicad-pcbnew.html"},
               "lilypond": {"lilypond-learning.pdf", "lilypond-usage.pdf"},
@@ -59,6 +59,13 @@ def test_a_valid_file_loads_and_blank_lines_are_skipped(tmp_path):
     assert third == QAItem("none-01", "What is the capital of France?", None, (), (), False)
 
 
+def test_a_family_is_kept_and_other_keys_are_ignored(tmp_path):
+    first, second = load_qa(write_lines(tmp_path, {**GOOD, "family": "pumps", "note": "x"}, GOOD))
+    assert (first.family, second.family) == ("pumps", None)
+    assert first == QAItem("filter-01", "How do I replace the filter?", "filter.md", (1,), ("F-77",), True,
+                           "pumps")
+
+
 def test_an_unanswerable_question_needs_no_doc_pages_or_keywords(tmp_path):
     (item,) = load_qa(write_lines(tmp_path, {"question": "Who won the cup?", "answerable": False}))
     assert (item.doc, item.pages, item.keywords, item.answerable) == (None, (), (), False)
@@ -77,6 +84,7 @@ def test_the_mixed_dev_set_covers_four_more_families_with_a_quarter_unanswerable
     raw = [json.loads(line) for line in MIXED_SET.read_text(encoding="utf-8").splitlines() if line.strip()]
     assert len(items) >= 100 and len({item.id for item in items}) == len(items)
     assert {r["family"] for r in raw} == set(MIXED_DOCS)
+    assert [item.family for item in items] == [r["family"] for r in raw]
     for family, docs in MIXED_DOCS.items():
         mine = [item for item, r in zip(items, raw) if r["family"] == family]
         assert {item.doc for item in mine if item.answerable} <= docs, family
@@ -118,6 +126,8 @@ def test_every_keyword_of_the_mixed_set_is_on_its_pages(manuals_dir):
     ({"question": "Q?", "doc": "a.pdf", "pages": [1], "keywords": ["sink", ""]}, "'keywords' must be"),
     ({"question": "Q?", "doc": "a.pdf", "pages": [1], "keywords": [3]}, "'keywords' must be"),
     ({"question": "Q?", "doc": None, "answerable": "false"}, "'answerable' must be true or false"),
+    ({"question": "Q?", "doc": "a.pdf", "pages": [1], "family": ""}, "'family' must be"),
+    ({"question": "Q?", "doc": "a.pdf", "pages": [1], "family": 3}, "'family' must be"),
 ], ids=lambda value: value if isinstance(value, str) and len(value) < 40 else None)
 def test_a_bad_line_is_named_by_file_and_line(tmp_path, bad, message):
     path = write_lines(tmp_path, GOOD, "", bad, GOOD)
