@@ -1,8 +1,12 @@
-"""Measuring retrieval and answers on a QA set (engine.evaluation.qa): hit@k, MRR, keywords, refusals, latency."""
+"""Measuring retrieval and answers on a QA set (engine.evaluation.qa): hit@k, MRR, refusals,
+keywords in what is shown, loops, determinism and latency per stage; overall, per document and
+per family of manuals."""
 
 from __future__ import annotations
 
 import math
+import re
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -12,6 +16,15 @@ from engine.types import Passage
 
 HIT_AT = (1, 3, 5, 10)
 MRR_AT = 5
+REPEAT_SAMPLE = 10  # answers asked a second time to measure determinism
+NO_DOCUMENT = "(no document)"  # by_doc's group for questions that name none (unanswerable ones)
+NO_FAMILY = "(no family)"
+LOOP_NGRAM = 8  # words: a run this long said twice is a loop
+
+# summary key -> the QuestionResult flag it is the share of (over the results where it is not None)
+RATES = {"keyword_hit_rate": "keyword_hit", "keyword_hit_generated": "keyword_hit_generated",
+         "lead_hit_rate": "lead_hit", "keyword_any_rate": "keyword_any", "evidence_hit_rate": "evidence_hit",
+         "loop_rate": "looped", "deterministic_rate": "repeat_identical"}
 
 
 @dataclass
@@ -19,25 +32,51 @@ class QuestionResult:
     item: QAItem
     rank: int | None  # 1-based rank of the first passage that covers an answer page
     refused: bool  # the relevance gate said the manuals do not answer it
-    answer: str | None = None  # None when generation was skipped
+    answer: str | None = None  # the model's text; None when generation was skipped
     evidence: str | None = None  # the sources' text shown with the answer
     timings_s: dict[str, float] = field(default_factory=dict)
     relevance: float = 0.0  # the gate's score
+    lead: str | None = None  # the manual's sentences shown before the model's text; None: no lead
+    repeat_identical: bool | None = None  # asked again, the same lead and text; None: not asked again
+
+    @property
+    def shown(self) -> str | None:
+        """The whole answer as a person reads it: the lead sentences, then the model's text."""
+        if self.answer is None or not self.lead:
+            return self.answer
+        return f"{self.lead}\n{self.answer}"
 
     @property
     def keyword_hit(self) -> bool | None:
-        """All keywords in the answer (case and spacing ignored); None when not applicable."""
+        """All keywords in the whole answer as shown (case and spacing ignored); None when not applicable."""
+        return self._keywords_in(self.shown, all)
+
+    @property
+    def keyword_hit_generated(self) -> bool | None:
+        """All keywords in the model's text alone."""
         return self._keywords_in(self.answer, all)
 
     @property
+    def lead_hit(self) -> bool | None:
+        """All keywords in the lead sentences alone."""
+        return self._keywords_in(self.lead, all)
+
+    @property
     def keyword_any(self) -> bool | None:
-        """At least one keyword in the answer."""
+        """At least one keyword in the model's text."""
         return self._keywords_in(self.answer, any)
 
     @property
     def evidence_hit(self) -> bool | None:
         """All keywords in the sources' text shown with the answer: what the person can read."""
         return self._keywords_in(self.evidence, all)
+
+    @property
+    def looped(self) -> bool | None:
+        """A repeated sentence or long n-gram in the model's text; None when it wrote none."""
+        if self.answer is None or self.refused:
+            return None
+        return has_loop(self.answer)
 
     def _keywords_in(self, text: str | None, combine) -> bool | None:
         if text is None or not self.item.answerable or not self.item.keywords:
@@ -46,10 +85,12 @@ class QuestionResult:
         return combine(_normalised(k) in text for k in self.item.keywords)
 
     def to_dict(self) -> dict:
-        return {"id": self.item.id, "answerable": self.item.answerable, "rank": self.rank,
-                "refused": self.refused, "keyword_hit": self.keyword_hit, "keyword_any": self.keyword_any,
-                "evidence_hit": self.evidence_hit,
-                "relevance": round(self.relevance, 4), "answer": self.answer,
+        return {"id": self.item.id, "family": self.item.family, "answerable": self.item.answerable,
+                "rank": self.rank, "refused": self.refused, "keyword_hit": self.keyword_hit,
+                "keyword_hit_generated": self.keyword_hit_generated, "lead_hit": self.lead_hit,
+                "keyword_any": self.keyword_any, "evidence_hit": self.evidence_hit, "looped": self.looped,
+                "repeat_identical": self.repeat_identical, "relevance": round(self.relevance, 4),
+                "lead": self.lead, "answer": self.answer,
                 "timings_s": {k: round(v, 4) for k, v in self.timings_s.items()}}
 
 
@@ -64,7 +105,22 @@ def first_hit_rank(item: QAItem, passages: Sequence[Passage]) -> int | None:
     return None
 
 
+# -- the summary -------------------------------------------------------------------------------
+
 def summarize(results: Sequence[QuestionResult]) -> dict:
+    """The figures over all questions, then the same under by_doc (per document file name) and,
+    when the items name one, by_family."""
+    summary = figures(results)
+    summary["by_doc"] = {doc: figures(group) for doc, group in
+                         _grouped(results, lambda r: r.item.doc or NO_DOCUMENT).items()}
+    if any(r.item.family for r in results):
+        summary["by_family"] = {family: figures(group) for family, group in
+                                _grouped(results, lambda r: r.item.family or NO_FAMILY).items()}
+    return summary
+
+
+def figures(results: Sequence[QuestionResult]) -> dict:
+    """Counts, hit@k, MRR, refusals, the RATES and latency of one group of results."""
     answerable = [r for r in results if r.item.answerable]
     unanswerable = [r for r in results if not r.item.answerable]
     summary = {"questions": len(results), "answerable": len(answerable),
@@ -73,13 +129,20 @@ def summarize(results: Sequence[QuestionResult]) -> dict:
         summary[f"hit@{k}"] = _mean(r.rank is not None and r.rank <= k for r in answerable)
     summary[f"mrr@{MRR_AT}"] = _mean(1.0 / r.rank if r.rank and r.rank <= MRR_AT else 0.0
                                      for r in answerable)
-    summary["refusal_accuracy"] = _mean(r.refused for r in unanswerable)
+    summary["refusal_accuracy"] = _mean(r.refused != r.item.answerable for r in results)
     summary["false_refusal_rate"] = _mean(r.refused for r in answerable)
-    for name in ("keyword_hit", "keyword_any", "evidence_hit"):
-        flags = [getattr(r, name) for r in answerable if getattr(r, name) is not None]
-        summary[f"{name}_rate"] = _mean(flags)
+    summary["unanswerable_refused_rate"] = _mean(r.refused for r in unanswerable)
+    for key, flag in RATES.items():
+        summary[key] = _mean(v for v in (getattr(r, flag) for r in results) if v is not None)
     summary["latency_s"] = latency_table(r.timings_s for r in results)
     return summary
+
+
+def _grouped(results: Iterable[QuestionResult], key) -> dict[str, list[QuestionResult]]:
+    groups: dict[str, list[QuestionResult]] = {}
+    for result in results:
+        groups.setdefault(key(result), []).append(result)
+    return dict(sorted(groups.items()))
 
 
 def latency_table(timings: Iterable[dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -102,19 +165,57 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def has_loop(text: str) -> bool:
+    """The answer guard's loop check, once it has one; until then a local one."""
+    try:
+        from engine.answer.answer_guard import has_loop as guard_has_loop
+    except ImportError:
+        return repeats_itself(text)
+    return guard_has_loop(text)
+
+
+def repeats_itself(text: str) -> bool:
+    """A sentence of three or more words said twice, or a run of LOOP_NGRAM words said twice
+    (case, spacing and punctuation ignored)."""
+    sentences = [" ".join(_words(s)) for s in re.split(r"(?<=[.!?])\s+|\n+", text)]
+    sentences = [s for s in sentences if s.count(" ") >= 2]  # "Yes." twice is no loop
+    if len(sentences) != len(set(sentences)):
+        return True
+    words = _words(text)
+    grams = [tuple(words[i:i + LOOP_NGRAM]) for i in range(len(words) - LOOP_NGRAM + 1)]
+    return len(grams) != len(set(grams))
+
+
+# -- running the questions ---------------------------------------------------------------------
+
 def evaluate(items: Sequence[QAItem], retriever, assistant=None, k: int = max(HIT_AT),
-             on_result: Callable[[QuestionResult], None] | None = None) -> list[QuestionResult]:
+             on_result: Callable[[QuestionResult], None] | None = None,
+             repeat_sample: int = 0) -> list[QuestionResult]:
     """Each question through retrieval (top k, for hit@k) and, with an assistant, through the
-    whole answer. Without one, the relevance gate is judged on the retrieved passages alone."""
+    whole answer; `repeat_sample` answerable questions, spread over the set, are asked twice.
+    Without an assistant, the relevance gate is judged on the retrieved passages alone."""
+    again = set(repeat_indices(items, repeat_sample)) if assistant is not None else set()
     results = []
-    for item in items:
+    for index, item in enumerate(items):
         result = _retrieval_result(item, retriever, assistant, k)
         if assistant is not None:
             _answer_into(result, assistant)
+            if index in again:
+                _ask_again(result, assistant)
         results.append(result)
         if on_result is not None:
             on_result(result)
+    _no_lead_is_an_empty_lead(results)
     return results
+
+
+def repeat_indices(items: Sequence[QAItem], n: int) -> list[int]:
+    """n answerable questions spread evenly over the set: the same ones on every run."""
+    candidates = [i for i, item in enumerate(items) if item.answerable]
+    if n <= 0 or not candidates:
+        return []
+    step = len(candidates) / min(n, len(candidates))
+    return [candidates[int(j * step)] for j in range(min(n, len(candidates)))]
 
 
 def _retrieval_result(item: QAItem, retriever, assistant, k: int) -> QuestionResult:
@@ -130,20 +231,71 @@ def _retrieval_result(item: QAItem, retriever, assistant, k: int) -> QuestionRes
                           timings_s=dict(retrieved.timings_s), relevance=relevance.score)
 
 
+@dataclass
+class _Answer:
+    """One answer as the assistant's events told it."""
+    refused: bool = False
+    lead: str | None = None
+    lead_s: float | None = None  # from the question to the lead sentences
+    evidence: str | None = None
+    text: str | None = None
+    stats: object = None  # AnswerStats
+
+
+def _read_answer(assistant, item: QAItem) -> _Answer:
+    read = _Answer()
+    start = time.perf_counter()
+    for event in assistant.ask(item.question):
+        if event.kind == "passages":
+            read.refused = not event.answerable
+        elif event.kind == "lead":  # duck-typed: an event with quotes, each with its text
+            read.lead = "\n".join(quote.text for quote in event.quotes)
+            read.lead_s = time.perf_counter() - start
+        elif event.kind == "citations":
+            read.evidence = "\n".join(c.passage.text for c in event.citations)
+        elif event.kind == "done":
+            read.text, read.stats = event.answer, event.stats
+        elif event.kind == "error":
+            raise EngineError(f"Question '{item.id}' failed: {event.message}")
+    return read
+
+
 def _answer_into(result: QuestionResult, assistant) -> None:
     """Fills in the answer, the gate's verdict and the timings of a full answer."""
-    for event in assistant.ask(result.item.question):
-        if event.kind == "passages":
-            result.refused = not event.answerable
-        elif event.kind == "citations":
-            result.evidence = "\n".join(c.passage.text for c in event.citations)
-        elif event.kind == "done":
-            result.answer = event.answer
-            result.timings_s = dict(event.stats.timings_s)
-            if event.stats.time_to_first_token_s is not None:
-                result.timings_s["first_token"] = event.stats.time_to_first_token_s
-        elif event.kind == "error":
-            raise EngineError(f"Question '{result.item.id}' failed: {event.message}")
+    read = _read_answer(assistant, result.item)
+    result.refused, result.lead, result.evidence = read.refused, read.lead, read.evidence
+    if read.stats is None:
+        return
+    result.answer = read.text
+    result.timings_s = _timings_of(read)
+
+
+def _timings_of(read: _Answer) -> dict[str, float]:
+    """The stages, plus first_token and lead, both counted from the question."""
+    timings = dict(read.stats.timings_s)
+    if "lead" in timings:  # the stage that chose the sentences: kept, under its own name
+        timings["lead_stage"] = timings.pop("lead")
+    if read.stats.time_to_first_token_s is not None:
+        timings["first_token"] = read.stats.time_to_first_token_s
+    if read.lead_s is not None:
+        timings["lead"] = read.lead_s
+    return timings
+
+
+def _ask_again(result: QuestionResult, assistant) -> None:
+    """Whether a second asking shows byte-identical lead and text (only for written answers)."""
+    if result.refused or result.answer is None:
+        return
+    again = _read_answer(assistant, result.item)
+    result.repeat_identical = (again.lead, again.text) == (result.lead, result.answer)
+
+
+def _no_lead_is_an_empty_lead(results: Sequence[QuestionResult]) -> None:
+    """Where the assistant shows lead sentences, an answer without them showed none: a lead miss."""
+    if any(r.lead is not None for r in results):
+        for r in results:
+            if r.lead is None and r.answer is not None:
+                r.lead = ""
 
 
 def _mean(values: Iterable) -> float | None:
@@ -153,3 +305,7 @@ def _mean(values: Iterable) -> float | None:
 
 def _normalised(text: str) -> str:
     return " ".join(text.split()).casefold()
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())

@@ -174,7 +174,7 @@ def test_eval_retrieval_only_json_and_details(common, tmp_path, capsys):
     assert (summary["questions"], summary["answerable"], summary["unanswerable"]) == (3, 2, 1)
     assert {"hit@1", "hit@3", "hit@5", "hit@10", "mrr@5"} <= summary.keys()
     assert summary["hit@10"] == 1.0  # a one-manual collection: its passages cover every section
-    assert summary["refusal_accuracy"] == 1.0 and summary["keyword_hit_rate"] is None
+    assert summary["unanswerable_refused_rate"] == 1.0 and summary["keyword_hit_rate"] is None
     assert "embed" in summary["latency_s"] and "generate" not in summary["latency_s"]
     assert "3/3 questions" in err
     rows = [json.loads(line) for line in details.read_text(encoding="utf-8").splitlines()]
@@ -227,6 +227,6 @@ def test_eval_with_answers_scores_keywords_and_times_generation(common, tmp_path
     qa = write_qa(tmp_path / "qa.jsonl", QA_LINES)
     assert main(["eval", str(qa), "--json", *common]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["questions"] == 3 and summary["refusal_accuracy"] == 1.0
+    assert summary["questions"] == 3 and summary["unanswerable_refused_rate"] == 1.0
     assert summary["keyword_hit_rate"] is not None  # answers were written and checked
     assert {"generate", "first_token", "total"} <= summary["latency_s"].keys()

@@ -205,7 +205,8 @@ def test_summary_of_hits_refusals_and_keywords():
     assert summary["hit@3"] == pytest.approx(1 / 3, abs=1e-4)
     assert summary["hit@5"] == summary["hit@10"] == pytest.approx(2 / 3, abs=1e-4)
     assert summary["mrr@5"] == pytest.approx((1 + 1 / 4) / 3, abs=1e-4)
-    assert summary["refusal_accuracy"] == 1.0
+    assert summary["unanswerable_refused_rate"] == 1.0
+    assert summary["refusal_accuracy"] == 0.75  # all but c: refused exactly when not answerable
     assert summary["false_refusal_rate"] == pytest.approx(1 / 3, abs=1e-4)
     assert summary["keyword_hit_rate"] == 0.5  # c has no answer: not counted
     assert summary["latency_s"] == {"embed": {"p50": 0.02, "p95": 0.0285}}
@@ -214,7 +215,8 @@ def test_summary_of_hits_refusals_and_keywords():
 
 def test_a_summary_without_unanswerable_questions_or_answers_says_none():
     summary = summarize([QuestionResult(item(), 2, False)])
-    assert summary["refusal_accuracy"] is None and summary["keyword_hit_rate"] is None
+    assert summary["unanswerable_refused_rate"] is None and summary["keyword_hit_rate"] is None
+    assert summary["refusal_accuracy"] == 1.0 and summary["false_refusal_rate"] == 0.0
     assert (summary["hit@1"], summary["hit@3"]) == (0.0, 1.0)
 
 
