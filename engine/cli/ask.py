@@ -9,6 +9,7 @@ import threading
 
 from engine.cli.common import CANCELLED_EXIT, collection_option, ctrl_c_sets, llm_folder, paths_of
 from engine.errors import EngineError
+from engine.evaluation.scoring import REPEAT_SAMPLE
 
 QUOTE_WIDTH = 160
 
@@ -34,6 +35,9 @@ def add_commands(commands, common) -> None:
     evaluate.add_argument("--retrieval-only", action="store_true", help="skip generating answers")
     evaluate.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     evaluate.add_argument("--details", metavar="FILE", help="write one JSON line per question here")
+    evaluate.add_argument("--repeat-sample", metavar="N", type=_count, default=REPEAT_SAMPLE,
+                          help=f"ask N answerable questions twice to measure determinism "
+                               f"(default {REPEAT_SAMPLE}; 0 skips it)")
     evaluate.set_defaults(run=lambda args: _eval(args, paths_of(args)))
 
 
@@ -167,7 +171,8 @@ def _eval(args, paths) -> int:
                           "choose another path.") from exc
     try:
         with _eval_parts(args, paths) as (retriever, assistant):
-            results = evaluate(items, retriever, assistant, on_result=_progress_to(len(items), details))
+            results = evaluate(items, retriever, assistant, on_result=_progress_to(len(items), details),
+                               repeat_sample=args.repeat_sample)
     finally:
         if details is not None:
             details.close()
@@ -207,14 +212,59 @@ def _progress_to(total: int, details):
     return report
 
 
+def _count(text: str) -> int:
+    from argparse import ArgumentTypeError
+
+    if not text.isdigit():
+        raise ArgumentTypeError(f"'{text}' is not a whole number of questions (0 or more)")
+    return int(text)
+
+
+SUMMARY_KEYS = ("hit@1", "hit@3", "hit@5", "hit@10", "mrr@5", "refusal_accuracy", "false_refusal_rate",
+                "unanswerable_refused_rate", "keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate",
+                "keyword_any_rate", "evidence_hit_rate", "loop_rate", "deterministic_rate")
+# per family and per document: (column heading, summary key); "s" columns are latency p50s
+GROUP_COLUMNS = (("n", "questions"), ("hit@5", "hit@5"), ("mrr@5", "mrr@5"), ("refuse", "refusal_accuracy"),
+                 ("false", "false_refusal_rate"), ("kw", "keyword_hit_rate"),
+                 ("kw_gen", "keyword_hit_generated"), ("lead", "lead_hit_rate"), ("loop", "loop_rate"),
+                 ("det", "deterministic_rate"), ("lead s", "lead"), ("1st s", "first_token"))
+GROUP_NAME_WIDTH = 26
+
+
 def summary_table(summary: dict) -> str:
+    """The summary for a person: each measure, latency per stage, then one row per family and
+    per document (refuse = refusal_accuracy, false = false_refusal_rate, kw = keyword_hit_rate,
+    kw_gen = keyword_hit_generated, det = deterministic_rate; lead s and 1st s are p50s)."""
     lines = [f"{summary['questions']} questions: {summary['answerable']} answerable, "
              f"{summary['unanswerable']} not"]
-    for key in ("hit@1", "hit@3", "hit@5", "hit@10", "mrr@5", "keyword_hit_rate", "keyword_any_rate",
-                "evidence_hit_rate", "refusal_accuracy", "false_refusal_rate"):
-        value = summary.get(key)
-        lines.append(f"  {key:<20} {'-' if value is None else f'{value:.3f}'}")
-    lines.append("  latency (s)          p50      p95")
+    for key in SUMMARY_KEYS:
+        lines.append(f"  {key:<26} {_figure(summary.get(key))}")
+    lines.append(f"  {'latency (s)':<26} {'p50':>7}  {'p95':>7}")
     for stage, figures in summary["latency_s"].items():
-        lines.append(f"    {stage:<18} {figures['p50']:>7.3f}  {figures['p95']:>7.3f}")
+        lines.append(f"    {stage:<24} {figures['p50']:>7.3f}  {figures['p95']:>7.3f}")
+    for title, key in (("by family", "by_family"), ("by document", "by_doc")):
+        if summary.get(key):
+            lines += _group_rows(title, summary[key])
     return "\n".join(lines)
+
+
+def _group_rows(title: str, groups: dict) -> list[str]:
+    lines = [f"  {title:<{GROUP_NAME_WIDTH}}" + "".join(f"{heading:>7}" for heading, _ in GROUP_COLUMNS)]
+    for name, figures in groups.items():
+        name = name if len(name) <= GROUP_NAME_WIDTH - 2 else name[:GROUP_NAME_WIDTH - 3] + "…"
+        cells = [_group_cell(figures, key) for _, key in GROUP_COLUMNS]
+        lines.append(f"    {name:<{GROUP_NAME_WIDTH - 2}}" + "".join(f"{cell:>7}" for cell in cells))
+    return lines
+
+
+def _group_cell(figures: dict, key: str) -> str:
+    if key == "questions":
+        return str(figures[key])
+    if key in figures:
+        return _figure(figures[key])
+    latency = figures["latency_s"].get(key)
+    return "-" if latency is None else f"{latency['p50']:.2f}"
+
+
+def _figure(value) -> str:
+    return "-" if value is None else f"{value:.3f}"

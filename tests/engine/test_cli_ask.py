@@ -54,7 +54,7 @@ def write_qa(path: Path, lines: list) -> Path:
 @pytest.mark.parametrize("command, options", [
     ("ask", ["--json", "--collection NAME", "--model NAME", "--no-rerank", "--data-dir DIR"]),
     ("chat", ["--collection NAME", "--model NAME", "--no-rerank", "--provider {auto,"]),
-    ("eval", ["--retrieval-only", "--details FILE", "--json", "--collection NAME"]),
+    ("eval", ["--retrieval-only", "--details FILE", "--json", "--collection NAME", "--repeat-sample N"]),
 ])
 def test_help_of_each_command(command, options, capsys):
     assert main([command, "--help"]) == 0
@@ -79,6 +79,78 @@ def test_eval_details_in_a_missing_folder_is_an_error_not_a_traceback(tmp_path, 
     err = capsys.readouterr().err
     assert err.startswith(f"error: The details file '{details}' could not be written")
     assert "Traceback" not in err
+
+
+# -- eval on the tiny models: fast --------------------------------------------------------------
+
+# What issue 13 asks eval to report, overall and for each document and family.
+EVAL_KEYS = {"hit@1", "hit@5", "hit@10", "mrr@5", "refusal_accuracy", "false_refusal_rate",
+             "keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate", "loop_rate", "deterministic_rate",
+             "latency_s"}
+TINY_QA = [
+    {"id": "filter", "question": "How do I replace the filter?", "doc": "filter.md", "pages": [1],
+     "keywords": ["F-77"], "family": "pumps"},
+    {"id": "drain", "question": "Where do I drain old oil?", "doc": "oil.md", "pages": [2],
+     "keywords": ["tray"], "family": "oil"},
+    {"id": "france", "question": "What is the capital of France?", "answerable": False, "family": "oil"},
+]
+
+
+@pytest.fixture
+def tiny_eval(monkeypatch, tmp_path, tiny_embedder, tiny_llm_dir) -> list[str]:
+    """eval's retriever and assistant on the tiny collection, embedder and random LLM; its options."""
+    from contextlib import contextmanager
+
+    from engine.answer.assistant import Assistant, AssistantSettings
+    from engine.answer.retrieval import Retriever
+    from engine.llm.local import LocalLLM
+    from tests.helpers.tiny_collection import fill, open_store
+
+    @contextmanager
+    def parts(args, paths):
+        with open_store(tmp_path / "manuals", tiny_embedder) as store, \
+                LocalLLM(tiny_llm_dir, provider="cpu") as llm:
+            retriever = Retriever(fill(store, tiny_embedder), tiny_embedder)
+            settings = AssistantSettings(relevance_threshold=-10, max_new_tokens=24)  # answers all
+            yield retriever, None if args.retrieval_only else Assistant(retriever, llm, settings)
+
+    monkeypatch.setattr("engine.cli.ask._eval_parts", parts)
+    return [str(write_qa(tmp_path / "qa.jsonl", TINY_QA)), "--data-dir", str(tmp_path / "data")]
+
+
+def test_eval_json_reports_every_measure_overall_per_document_and_per_family(tiny_eval, capsys):
+    assert main(["eval", *tiny_eval, "--json", "--repeat-sample", "2"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert EVAL_KEYS <= summary.keys()
+    assert set(summary["by_doc"]) == {"filter.md", "oil.md", "(no document)"}
+    assert set(summary["by_family"]) == {"pumps", "oil"}
+    for group in [*summary["by_doc"].values(), *summary["by_family"].values()]:
+        assert EVAL_KEYS <= group.keys()
+    assert summary["refusal_accuracy"] == pytest.approx(2 / 3, abs=1e-4)  # France answered: the gate is off
+    assert summary["false_refusal_rate"] == 0.0
+    assert summary["deterministic_rate"] == 1.0  # temperature 0: asked twice, the same bytes
+    assert summary["loop_rate"] is not None and summary["keyword_hit_generated"] is not None
+    assert {"first_token", "generate"} <= summary["latency_s"].keys()
+    if summary["lead_hit_rate"] is not None:  # the assistant shows lead sentences
+        assert "lead" in summary["latency_s"]
+
+
+def test_eval_table_shows_the_measures_then_each_family_and_document(tiny_eval, capsys):
+    assert main(["eval", *tiny_eval, "--repeat-sample", "0"]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("3 questions: 2 answerable, 1 not")
+    for key in ("refusal_accuracy", "keyword_hit_generated", "lead_hit_rate", "loop_rate"):
+        assert re.search(rf"^  {key} +(\d\.\d{{3}}|-)$", table, re.MULTILINE), key
+    assert re.search(r"^  deterministic_rate +-$", table, re.MULTILINE)  # nothing asked twice
+    assert re.search(r"^  by family +n +hit@5 .* det +lead s +1st s$", table, re.MULTILINE)
+    assert re.search(r"^    pumps +1 +1\.000 ", table, re.MULTILINE)
+    assert re.search(r"^  by document +n ", table, re.MULTILINE)
+    assert re.search(r"^    \(no document\) +1 +- +- +0\.000 ", table, re.MULTILINE)
+
+
+def test_eval_repeat_sample_must_be_a_count(tiny_eval, capsys):
+    assert main(["eval", *tiny_eval, "--repeat-sample", "some"]) == 2
+    assert "not a whole number of questions" in capsys.readouterr().err
 
 
 # -- the real built-in models: slow ------------------------------------------------------------
