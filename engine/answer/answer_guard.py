@@ -3,10 +3,18 @@
 - The source fence's opening marker is removed: small models often open their answer by
   copying it, then quote a source, which is a fine answer without the marker.
 - The fence's closing marker stops the answer: what follows is made up.
-- A loop stops it: small models at temperature 0 repeat one sentence. A repetition penalty
-  would also push them away from the sources' own words, so the loop is cut instead. A
-  phrase said twice is not a loop; the same text twice in a row, over LOOP_WINDOW
-  characters, is. The answer keeps one copy, up to the nearest sentence end.
+- A loop stops it: small models at temperature 0 repeat one sentence. onnxruntime-genai's
+  repetition_penalty and no_repeat_ngram_size count the prompt too, so they push the model
+  away from the sources' own words (measured: asked to copy a source sentence, SmolLM2 wrote
+  something else with a penalty of 1.1, and reworded it with no 6-gram repeats), so the loop
+  is cut instead. A
+  phrase said twice is not a loop; any of these is (has_loop tells, by the same rules):
+  - the same text twice in a row, over LOOP_WINDOW characters: the answer keeps one copy,
+    up to the nearest sentence end;
+  - a sentence of MIN_SENTENCE_WORDS words or more said again (case, punctuation, list
+    numbers and [n] markers aside: "1. Open it." and "2. Open it [1]." are the same), or a
+    run of REPEAT_WORDS words said again: the answer ends where the second copy begins
+    (at the start of its sentence, if the first copy lies before that).
 
 Text that might be the start of a marker is held back until it is known not to be one, so
 markers never reach the screen. Text shown before a loop is noticed may include part of its
@@ -21,7 +29,15 @@ from collections.abc import Sequence
 from engine.llm.local import CancelFlag
 
 LOOP_WINDOW = 40
+# Measured on 20 answers of SmolLM2-135M: 8 words also cut an answer that only reused a phrase;
+# 10 and 12 find the same looping answers but for one, and leave more room for quoted commands.
+REPEAT_WORDS = 12
+MIN_SENTENCE_WORDS = 3  # "Press Enter." may well come twice in a procedure
 _SENTENCE_END = re.compile(r"[.!?:](?=\s)|\n")
+_REPEAT_SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
+# Not words of the sentence: citations and list numbers at a line's or a sentence's start.
+_NOT_WORDS = re.compile(r"\[\d+\]|(?:^|(?<=[.!?:]\s))[ \t]*\d{1,3}[.)](?=\s)", re.MULTILINE)
+_WORD = re.compile(r"\w+")
 
 
 class AnswerGuard:
@@ -53,12 +69,17 @@ class AnswerGuard:
         self._pending = pending[len(pending) - held:]
         shown = self._let_through(self._without_hidden(pending[:len(pending) - held]))
         self._check_loop()
+        self._check_repeat()
         return shown
 
     def flush(self) -> str:
         """At the end of the stream: what was held back and turned out not to be a marker."""
         pending, self._pending = self._pending, ""
-        return "" if self.reason else self._let_through(self._without_hidden(pending))
+        if self.reason:
+            return ""
+        shown = self._let_through(self._without_hidden(pending))
+        self._check_repeat(complete=True)  # the last sentence is finished now
+        return shown
 
     def answer(self) -> str:
         if self._loop_cut is None:
@@ -94,6 +115,70 @@ class AnswerGuard:
         while start > 0 and text[start - 1] == text[start - 1 + period]:
             start -= 1
         self.reason, self._loop_cut = "repetition", _nearest_sentence_end(text, start + period)
+
+
+    def _check_repeat(self, complete: bool = False) -> None:
+        if self.reason:
+            return
+        cut = repeat_cut(self.text, complete)
+        if cut is not None:
+            self.reason, self._loop_cut = "repetition", cut
+
+
+def has_loop(text: str) -> bool:
+    """Whether the guard would cut this text as a loop, streamed word by word."""
+    guard = AnswerGuard(None)
+    for piece in re.findall(r"\s*\S+", text):
+        guard.feed(piece)
+        if guard.reason:
+            return True
+    guard.flush()
+    return bool(guard.reason)
+
+
+def repeat_cut(text: str, complete: bool = True) -> int | None:
+    """Where the text's first repeated sentence or run of REPEAT_WORDS words begins its second
+    copy, or None. While the text is still streaming (complete=False) its last word and
+    sentence may be unfinished, so they are not compared yet."""
+    masked = _NOT_WORDS.sub(lambda m: " " * len(m.group()), text)
+    words = [m for m in _WORD.finditer(masked) if complete or m.end() < len(masked)]
+    starts = _sentence_starts(masked, complete)
+    cuts = [c for c in (_repeated_sentence(masked, starts), _repeated_run(words, starts)) if c is not None]
+    return min(cuts, default=None)
+
+
+def _sentence_starts(masked: str, complete: bool) -> list[int]:
+    """Where each finished sentence begins, and the end of the last one."""
+    ends = [m.end() for m in _REPEAT_SENTENCE_END.finditer(masked)]
+    if complete and masked[ends[-1] if ends else 0:].strip():
+        ends.append(len(masked))
+    return [0, *ends]
+
+
+def _repeated_sentence(masked: str, starts: list[int]) -> int | None:
+    seen: set[str] = set()
+    for start, end in zip(starts, starts[1:]):
+        words = " ".join(w.casefold() for w in _WORD.findall(masked[start:end]))
+        if words.count(" ") + 1 < MIN_SENTENCE_WORDS:
+            continue
+        if words in seen:
+            return start
+        seen.add(words)
+    return None
+
+
+def _repeated_run(words: list[re.Match], starts: list[int]) -> int | None:
+    seen: dict[tuple[str, ...], int] = {}
+    folded = [w.group().casefold() for w in words]
+    for i in range(len(words) - REPEAT_WORDS + 1):
+        run = tuple(folded[i:i + REPEAT_WORDS])
+        if run not in seen:
+            seen[run] = i
+            continue
+        second, first = words[i].start(), words[seen[run]].start()
+        sentence = max(s for s in starts if s <= second)
+        return sentence if sentence > first else second
+    return None
 
 
 def _nearest_sentence_end(text: str, cut: int) -> int:

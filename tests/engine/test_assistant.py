@@ -37,6 +37,7 @@ from engine.answer.retrieval import RetrievalSettings, Retriever
 from engine.llm.local import GenerationStream, LocalLLM
 from engine.llm.process import LLMClient
 from engine.types import GenerationStats, Passage, Span
+from tests.helpers.streamed_pieces import PIECES, SIZES, feed, pieces_of
 from tests.helpers.tiny_collection import fill, open_store
 
 RETRIEVAL_STAGES = ("embed", "dense", "keyword", "fuse", "merge")
@@ -312,33 +313,10 @@ def test_history_goes_into_the_prompt_before_the_question(store, tiny_embedder, 
 MARKER = "c0ffee"
 FENCE = Prompt([], [], 0, MARKER)  # the hidden and stop strings of a prompt fenced by MARKER
 OPENING, CLOSING = f"<<{MARKER}>>", f"<</{MARKER}>>"
-SIZES = [1, 2, 3, 4, 5]
-PIECES = ["tokens", "characters", 2, 3, 4, 5]
 
 
 def fenced(cancel=None) -> AnswerGuard:
     return AnswerGuard(cancel, hidden=FENCE.hidden_strings, stop_strings=FENCE.stop_strings)
-
-
-def pieces_of(text: str, pieces: str | int = "tokens") -> list[str]:
-    """The text as a model streams it: word-sized tokens with their leading space, one
-    character at a time, or pieces of so many characters."""
-    if pieces == "tokens":
-        return re.findall(r"\s*\S+\s*$|\s*\S+", text)
-    size = 1 if pieces == "characters" else int(pieces)
-    return [text[i:i + size] for i in range(0, len(text), size)]
-
-
-def feed(guard: AnswerGuard, text: str, pieces: str | int = "tokens") -> list[str]:
-    """Feeds the text until the guard stops it, then flushes it, as the Assistant does; what
-    each call let through, in order."""
-    shown = []
-    for piece in pieces_of(text, pieces):
-        shown.append(guard.feed(piece))
-        if guard.is_set():
-            break
-    shown.append(guard.flush())
-    return shown
 
 
 def test_plain_text_is_shown_as_it_comes():

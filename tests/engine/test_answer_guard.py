@@ -1,0 +1,76 @@
+"""The guard's repetition rules: no sentence and no long run of words may come twice, and
+has_loop, which tells by the same rules (the evaluation's loop_rate)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.answer.answer_guard import REPEAT_WORDS, AnswerGuard, has_loop
+from tests.helpers.streamed_pieces import PIECES, feed
+
+ACROBAT = "1. Open the PDF in Adobe Acrobat.\n"
+NUMBERED = "".join(f"{n}. Open the PDF in Adobe Acrobat [1].\n" for n in range(1, 15))
+RUN = "set pageCompression to 1 when you create the Canvas so that every page is compressed"
+REPEATS = {  # what the model writes -> the answer: the text before the second copy
+    "the issue's fourteen copies": (ACROBAT * 14, ACROBAT.strip()),
+    "numbered copies": (NUMBERED, "1. Open the PDF in Adobe Acrobat [1]."),
+    "a sentence again later": ("Prime the pump with water. Open the valve. Prime the pump with water. "
+                               "Then start it.", "Prime the pump with water. Open the valve."),
+    "in other case and punctuation": ("Press the red button twice. Wait. press the RED button, twice!",
+                                      "Press the red button twice. Wait."),
+    "a long run in a new sentence": (f"To compress pages, {RUN}. You can also {RUN} and smaller.",
+                                     f"To compress pages, {RUN}."),
+    "a run-on loop": ("you can " + "open the file and read the page and close the file and " * 4,
+                      "you can open the file and read the page and close the file and"),
+}
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+@pytest.mark.parametrize("repeat", REPEATS)
+def test_a_repeated_sentence_or_long_run_is_cut_before_its_second_copy(repeat, pieces):
+    written, kept = REPEATS[repeat]
+    guard = AnswerGuard(None)
+    feed(guard, written, pieces)
+    assert guard.reason == "repetition"
+    assert guard.answer() == kept
+    assert has_loop(written) and not has_loop(kept)
+
+
+def test_the_issues_looping_answer_stops_soon_after_the_first_copy():
+    guard = AnswerGuard(None)
+    shown = "".join(feed(guard, ACROBAT * 14))
+    assert guard.is_set() and len(shown) < 3 * len(ACROBAT)
+    assert guard.answer() == "1. Open the PDF in Adobe Acrobat."
+
+
+NOT_LOOPS = [
+    "Use sink() to send the output to a file, and sink() again to end it. "
+    "Use sink() to send the output to a file.",  # a phrase said twice
+    "Type the name. Press Enter. Type the password. Press Enter.",  # a short sentence twice
+    "Open the lid [1]. Open the valve [2]. Open the drain [3].",
+    "Set the option in the file: " + " ".join(f"word{n}" for n in range(REPEAT_WORDS - 1)) + ". Then "
+    + " ".join(f"word{n}" for n in range(REPEAT_WORDS - 1)) + " again.",  # a run one word too short
+    "1. Open the lid.\n2. Take out the filter.\n3. Rinse the filter under water.\n4. Put it back.",
+]
+
+
+@pytest.mark.parametrize("text", NOT_LOOPS)
+def test_a_normal_answer_with_a_repeated_short_phrase_is_not_cut(text):
+    guard = AnswerGuard(None)
+    feed(guard, text)
+    assert not guard.is_set() and guard.reason == "" and guard.answer() == text
+    assert not has_loop(text)
+
+
+def test_the_last_sentence_is_compared_when_the_stream_ends():
+    guard = AnswerGuard(None)
+    for piece in ["Open the valve fully.", " Wait a minute.", " Open the valve fully."]:
+        guard.feed(piece)
+    assert not guard.is_set()  # the last sentence might go on
+    guard.flush()
+    assert guard.reason == "repetition" and guard.answer() == "Open the valve fully. Wait a minute."
+
+
+def test_has_loop_also_knows_the_periodic_loop():
+    assert has_loop("Prime the pump. " + "Then open the valve and wait, " * 6)
+    assert not has_loop("")
