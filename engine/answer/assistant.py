@@ -181,10 +181,11 @@ class Assistant:
         if not question:
             raise EngineError("The question is empty; type a question about your manuals.")
         run = _Run()
-        retrieved = self.retriever.retrieve(retrieval_query(question, history), self.settings.passages)
+        query = retrieval_query(question, history)  # a follow-up is searched and judged with its question
+        retrieved = self.retriever.retrieve(query, self.settings.passages)
         run.merge(retrieved)
         with run.timed("gate"):
-            relevance = judge_relevance(question, retrieved.passages, self.retriever.store.prefix_frequency,
+            relevance = judge_relevance(query, retrieved.passages, self.retriever.store.prefix_frequency,
                                         self.settings.relevance_threshold)
         passages = retrieved.passages
         if not passages and self.retriever.store.stats()["chunks"] == 0:
@@ -257,12 +258,38 @@ def imported_reranker(paths: AppPaths):
 
 
 def retrieval_query(question: str, history: Sequence[dict]) -> str:
-    """A follow-up too short to stand alone ("and on Windows?") is searched together with the
-    previous question."""
-    if len(query_terms(question)) >= 3:
+    """A follow-up that refers back ("And how do I undo it?", "What about on Windows?") is
+    searched together with the previous question; any other question alone, however short."""
+    if not refers_back(question):
         return question
     earlier = [t["content"] for t in history if t.get("role") == "user" and t.get("content")]
     return f"{earlier[-1]} {question}" if earlier else question
+
+
+# English only: words that point back at what was said, and the verbs that make a question whole.
+_POINTERS = frozenset("it its they them their this that these those there then also".split())
+_VERBS = frozenset("""am is are was were be been do does did can could should would will shall may
+might must has have had need show tell explain list give describe compare define""".split())
+_LEADS_BACK = re.compile(r"\s*(?:and\b|what about\b|how about\b|\.\.\.|…)")
+# Uses of "it", "there" and "that" that point at nothing: "is it possible to", "is there a",
+# "make sure that the".
+_POINTS_AT_NOTHING = re.compile(r"\b(?:is|was) it \w+ to\b|\bit(?:'s| is| was) \w+ to\b"
+                                r"|\b(?:is|are|was|were) there\b|\bthere(?:'s| is| are| was| were)\b"
+                                r"|\bthat (?=(?:the|a|an|i|you|we|my|your|our|all|every|no)\b)")
+FRAGMENT_WORDS = 4  # "On Windows?", "Which one?": without a verb, an elliptic fragment
+
+
+def refers_back(question: str) -> bool:
+    """Whether the question leans on the one before: it opens with "and", "what about", "how
+    about" or an ellipsis, points back (it, that, this, they, them, those, these, there, then,
+    also, the same), or is a fragment of a few words without a verb. English only."""
+    text = question.casefold()
+    if _LEADS_BACK.match(text):
+        return True
+    words = re.findall(r"\w+", _POINTS_AT_NOTHING.sub(" is ", text))  # the verb stays
+    if _POINTERS.intersection(words) or "the same" in " ".join(words):
+        return True
+    return 0 < len(words) <= FRAGMENT_WORDS and not _VERBS.intersection(words)
 
 
 def _shown_text(stream, guard: AnswerGuard, run: "_Run") -> Iterator[TextEvent]:

@@ -30,6 +30,7 @@ from engine.answer.assistant import (
     _citations,
     best_quote,
     open_assistant,
+    refers_back,
     retrieval_query,
 )
 from engine.answer.grounding import Prompt, build_prompt, cited_numbers
@@ -282,8 +283,45 @@ def test_a_short_follow_up_is_searched_with_the_previous_question():
     assert retrieval_query("and oil?", history) == "How do I replace the filter? and oil?"
     assert retrieval_query("and oil?", []) == "and oil?"
     assert retrieval_query("and oil?", history[1:]) == "and oil?"  # no earlier question
-    standalone = "How do I drain the old engine oil?"  # three topic words or more
+    standalone = "How do I drain the old engine oil?"  # nothing in it points back
     assert retrieval_query(standalone, history) == standalone
+
+
+PREVIOUS = [{"role": "user", "content": "How do I attach a package?"},
+            {"role": "assistant", "content": "Use library() [1]."}]
+
+
+@pytest.mark.parametrize("question", [
+    "What does the attach function do?",  # short, but whole: searched alone
+    "How do I detach a package?",
+    "Is it possible to read an Excel file?",  # "it" that points at nothing
+    "Is there a function for reading Excel files?",  # so does this "there"
+    "How do I make sure that the workspace is saved?",  # and this "that"
+    "Explain the search path.",
+    "How can I read fixed-width files with read.fwf?",
+])
+def test_a_question_that_stands_alone_is_not_merged_however_short(question):
+    assert not refers_back(question)
+    assert retrieval_query(question, PREVIOUS) == question
+
+
+@pytest.mark.parametrize("question", [
+    "And how do I undo it?",
+    "What about on Windows?",
+    "How about the library folder?",
+    "Does that work on Windows?",
+    "Can I load them all at once?",
+    "What do I do then?",
+    "Is the same true for data frames?",
+    "Where do I find those?",
+    "Can I also do it from the menu?",
+    "On Windows?",  # a fragment without a verb
+    "Which one?",
+    "...and for the site library?",
+])
+def test_a_question_that_refers_back_is_searched_with_the_previous_one(question):
+    assert refers_back(question)
+    assert retrieval_query(question, PREVIOUS) == f"How do I attach a package? {question}"
 
 
 def test_a_follow_up_finds_the_manual_of_the_previous_question(store, tiny_embedder, llm):

@@ -277,6 +277,21 @@ def test_chat_answers_two_questions_then_ends_at_end_of_input(common, capsys, mo
 
 
 @pytest.mark.slow
+def test_chat_answers_a_follow_up_that_refers_back_with_the_previous_question(
+        common, capsys, monkeypatch, recorded_prompts):
+    # Alone, "And how do I close it again?" barely touches the manual; after the priming
+    # question it is searched and judged with it, and answered from the priming section.
+    monkeypatch.setattr("sys.stdin", io.StringIO("How do I prime the pump?\nAnd how do I close it again?\n"))
+    assert main(["chat", *common]) == 0
+    out = capsys.readouterr().out
+    follow_up = out.split("\n> ")[2]
+    assert not follow_up.startswith(NOT_FOUND), follow_up
+    first, second = recorded_prompts
+    assert second.passages[0].text == first.passages[0].text  # the priming section, ranked first
+    assert "Priming" in second.passages[0].text or "prime the pump" in second.passages[0].text
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["ask", "How do I prime the pump?"], ["chat"],
                                      ["eval", "QA", "--retrieval-only"]], ids=lambda c: c[0])
 def test_a_missing_collection_says_to_index_documents_first(builtin_data_dir, tmp_path, capsys,
