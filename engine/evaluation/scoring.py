@@ -192,15 +192,15 @@ def evaluate(items: Sequence[QAItem], retriever, assistant=None, k: int = max(HI
              on_result: Callable[[QuestionResult], None] | None = None,
              repeat_sample: int = 0) -> list[QuestionResult]:
     """Each question through retrieval (top k, for hit@k) and, with an assistant, through the
-    whole answer; `repeat_sample` answerable questions, spread over the set, are asked twice.
+    whole answer; `repeat_sample` written answers, spread over the set, are asked for twice.
     Without an assistant, the relevance gate is judged on the retrieved passages alone."""
-    again = set(repeat_indices(items, repeat_sample)) if assistant is not None else set()
+    repeats = RepeatPlan(items, repeat_sample if assistant is not None else 0)
     results = []
-    for index, item in enumerate(items):
+    for item in items:
         result = _retrieval_result(item, retriever, assistant, k)
         if assistant is not None:
             _answer_into(result, assistant)
-            if index in again:
+            if repeats.wanted(result):
                 _ask_again(result, assistant)
         results.append(result)
         if on_result is not None:
@@ -209,13 +209,24 @@ def evaluate(items: Sequence[QAItem], retriever, assistant=None, k: int = max(HI
     return results
 
 
-def repeat_indices(items: Sequence[QAItem], n: int) -> list[int]:
-    """n answerable questions spread evenly over the set: the same ones on every run."""
-    candidates = [i for i, item in enumerate(items) if item.answerable]
-    if n <= 0 or not candidates:
-        return []
-    step = len(candidates) / min(n, len(candidates))
-    return [candidates[int(j * step)] for j in range(min(n, len(candidates)))]
+class RepeatPlan:
+    """Which answers are asked for again: n spread evenly over the answerable questions; where the
+    one due was refused (no text to compare), the next written answer takes its turn."""
+
+    def __init__(self, items: Sequence[QAItem], n: int):
+        answerable = sum(item.answerable for item in items)
+        self.step = answerable / n if n > 0 and answerable else math.inf
+        self.due = 0.0 if n > 0 else math.inf  # the answerable question's position next in turn
+        self.position = 0
+
+    def wanted(self, result: QuestionResult) -> bool:
+        if not result.item.answerable:
+            return False
+        self.position += 1
+        if self.position - 1 < self.due or result.refused or result.answer is None:
+            return False
+        self.due += self.step
+        return True
 
 
 def _retrieval_result(item: QAItem, retriever, assistant, k: int) -> QuestionResult:
@@ -283,9 +294,7 @@ def _timings_of(read: _Answer) -> dict[str, float]:
 
 
 def _ask_again(result: QuestionResult, assistant) -> None:
-    """Whether a second asking shows byte-identical lead and text (only for written answers)."""
-    if result.refused or result.answer is None:
-        return
+    """Whether a second asking shows byte-identical lead and text."""
     again = _read_answer(assistant, result.item)
     result.repeat_identical = (again.lead, again.text) == (result.lead, result.answer)
 

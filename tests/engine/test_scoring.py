@@ -24,7 +24,6 @@ from engine.evaluation.scoring import (
     NO_DOCUMENT,
     QuestionResult,
     evaluate,
-    repeat_indices,
     repeats_itself,
     summarize,
 )
@@ -168,16 +167,21 @@ class Scripted:
 
     settings = AssistantSettings(relevance_threshold=-10)
 
-    def __init__(self, answers: dict[str, list[str]], leads: dict[str, str] | None = None, lead_stage=False):
+    def __init__(self, answers: dict[str, list[str | None]], leads: dict[str, str] | None = None,
+                 lead_stage=False):
         self.answers, self.leads, self.lead_stage = answers, leads or {}, lead_stage
         self.asked: list[str] = []
 
     def ask(self, question: str):
         self.asked.append(question)
+        text = self.answers[question][self.asked.count(question) - 1]
+        if text is None:  # refused
+            yield PassagesEvent((), False, RELEVANT)
+            yield DoneEvent(NOT_FOUND, AnswerStats(False, RELEVANT, ("gate",), {"gate": 0.01}))
+            return
         yield PassagesEvent((), True, RELEVANT)
         if question in self.leads:
             yield SimpleNamespace(kind="lead", quotes=(SimpleNamespace(text=self.leads[question]),))
-        text = self.answers[question][self.asked.count(question) - 1]
         yield TextEvent(text)
         yield CitationsEvent(())
         timings = {"gate": 0.01, "generate": 0.5, **({"lead": 0.002} if self.lead_stage else {})}
@@ -223,18 +227,22 @@ def test_evaluate_without_lead_events_leaves_the_lead_out(retriever):
 
 def test_a_sample_is_asked_twice_and_compared_byte_for_byte(retriever):
     assistant = Scripted({"How do I replace the filter?": ["Fit F-77.", "Fit F-77."],
-                          "Where do I drain old oil?": ["Into a tray.", "Into a tray!"],
-                          "How do I prime the pump?": ["Fill it."]})
+                          "Where do I drain old oil?": ["Into a tray."],
+                          "How do I prime the pump?": ["Fill it.", "Fill it!"]})
     results = evaluate(ITEMS, retriever, assistant, repeat_sample=2)
-    assert [r.repeat_identical for r in results] == [True, False, None]
+    assert [r.repeat_identical for r in results] == [True, None, False]  # the first and the last
     assert assistant.asked.count("How do I replace the filter?") == 2
     assert summarize(results)["deterministic_rate"] == 0.5
     assert all(r.repeat_identical is None for r in evaluate(ITEMS, retriever, Scripted(
         {item.question: ["x"] for item in ITEMS})))  # repeat_sample 0: nothing asked twice
 
 
-def test_the_repeated_sample_spreads_over_the_answerable_questions():
-    items = [item(str(n), answerable=n % 3 != 0) for n in range(12)]  # 8 answerable
-    assert repeat_indices(items, 4) == [1, 4, 7, 10]
-    assert repeat_indices(items, 100) == [n for n in range(12) if n % 3]
-    assert repeat_indices(items, 0) == [] and repeat_indices(items[:1], 5) == []
+def test_the_repeated_sample_spreads_over_the_set_and_skips_refusals(retriever):
+    items = [QAItem(f"q{n}", f"Question {n}?", "filter.md", (1,), (), True) for n in range(8)]
+    refused = {"Question 0?", "Question 5?"}
+    assistant = Scripted({"Capital?": ["Paris."],
+                          **{i.question: [None] if i.question in refused else ["x", "x"] for i in items}})
+    results = evaluate([*items[:4], QAItem("u", "Capital?", None, (), (), False), *items[4:]],
+                       retriever, assistant, repeat_sample=4)
+    assert [r.item.id for r in results if r.repeat_identical] == ["q1", "q2", "q4", "q6"]
+    assert summarize(results)["deterministic_rate"] == 1.0
