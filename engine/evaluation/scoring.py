@@ -5,7 +5,6 @@ per family of manuals."""
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -19,7 +18,6 @@ MRR_AT = 5
 REPEAT_SAMPLE = 10  # answers asked a second time to measure determinism
 NO_DOCUMENT = "(no document)"  # by_doc's group for questions that name none (unanswerable ones)
 NO_FAMILY = "(no family)"
-LOOP_NGRAM = 8  # words: a run this long said twice is a loop
 
 # summary key -> the QuestionResult flag it is the share of (over the results where it is not None)
 RATES = {"keyword_hit_rate": "keyword_hit", "keyword_hit_generated": "keyword_hit_generated",
@@ -76,6 +74,8 @@ class QuestionResult:
         """A repeated sentence or long n-gram in the model's text; None when it wrote none."""
         if self.answer is None or self.refused:
             return None
+        from engine.answer.answer_guard import has_loop  # the rules the guard cuts loops by
+
         return has_loop(self.answer)
 
     def _keywords_in(self, text: str | None, combine) -> bool | None:
@@ -163,27 +163,6 @@ def percentile(values: Sequence[float], q: float) -> float:
     position = (len(ordered) - 1) * q / 100
     low, high = math.floor(position), math.ceil(position)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def has_loop(text: str) -> bool:
-    """The answer guard's loop check, once it has one; until then a local one."""
-    try:
-        from engine.answer.answer_guard import has_loop as guard_has_loop
-    except ImportError:
-        return repeats_itself(text)
-    return guard_has_loop(text)
-
-
-def repeats_itself(text: str) -> bool:
-    """A sentence of three or more words said twice, or a run of LOOP_NGRAM words said twice
-    (case, spacing and punctuation ignored)."""
-    sentences = [" ".join(_words(s)) for s in re.split(r"(?<=[.!?])\s+|\n+", text)]
-    sentences = [s for s in sentences if s.count(" ") >= 2]  # "Yes." twice is no loop
-    if len(sentences) != len(set(sentences)):
-        return True
-    words = _words(text)
-    grams = [tuple(words[i:i + LOOP_NGRAM]) for i in range(len(words) - LOOP_NGRAM + 1)]
-    return len(grams) != len(set(grams))
 
 
 # -- running the questions ---------------------------------------------------------------------
@@ -314,7 +293,3 @@ def _mean(values: Iterable) -> float | None:
 
 def _normalised(text: str) -> str:
     return " ".join(text.split()).casefold()
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.casefold())

@@ -24,7 +24,6 @@ from engine.evaluation.scoring import (
     NO_DOCUMENT,
     QuestionResult,
     evaluate,
-    repeats_itself,
     summarize,
 )
 from tests.helpers.tiny_collection import fill, open_store
@@ -95,14 +94,6 @@ def test_loop_rate_counts_written_answers_with_a_repeated_sentence():
                QuestionResult(item("retrieval-only"), 1, False)]
     assert [r.looped for r in results] == [True, False, False, None, None]
     assert summarize(results)["loop_rate"] == pytest.approx(1 / 3, abs=1e-4)
-
-
-def test_the_local_loop_check_finds_repeated_sentences_and_long_runs():
-    assert repeats_itself(LOOP)
-    assert repeats_itself("Turn the valve to the left until it stops and then turn the valve to the "
-                          "left until it stops once more")  # eight words twice, no sentence twice
-    assert not repeats_itself("Yes. Yes. Close the valve, then open the valve.")
-    assert not repeats_itself("")
 
 
 def test_deterministic_rate_is_the_share_of_repeated_answers_that_came_back_the_same():
