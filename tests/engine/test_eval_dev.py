@@ -16,11 +16,12 @@ from engine.paths import AppPaths
 QA = Path(__file__).resolve().parents[1] / "qa" / "r_manuals_dev.jsonl"
 COLLECTION = "r-manuals-dev"
 
-# Measured: hit@5 0.900, hit@10 0.933, MRR@5 0.752, refusal accuracy 0.929, false refusals 0,
-# sources shown containing all keywords 0.833, answers with a keyword 0.15 (a 135M model; the
-# random fence marker varies the prompt, so that one moves a little from run to run).
+# Measured: hit@5 0.900, hit@10 0.933, MRR@5 0.752, unanswerable questions refused 0.929, false
+# refusals 0, sources shown containing all keywords 0.833, answers with a keyword 0.15 (a 135M
+# model). refusal_accuracy now counts every question (refused exactly when not answerable);
+# the share of unanswerable questions refused, which it used to be, keeps its own floor.
 FLOORS = {"hit@5": 0.85, "hit@10": 0.88, "mrr@5": 0.70, "refusal_accuracy": 0.8,
-          "evidence_hit_rate": 0.70, "keyword_any_rate": 0.05}
+          "unanswerable_refused_rate": 0.8, "evidence_hit_rate": 0.70, "keyword_any_rate": 0.05}
 MAX_FALSE_REFUSALS = 0.10
 
 
