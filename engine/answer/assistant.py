@@ -2,6 +2,8 @@
 
     for event in assistant.ask("How do I ...?", history, cancel):
         PassagesEvent   what was retrieved, and whether it is relevant enough to answer from
+        LeadEvent       the manual's own sentences that best answer it, each cited (only when
+                        it is answerable; before the model starts)
         TextEvent       a piece of the answer, as the model writes it (DoneEvent.answer is
                         the final text: a loop's repeated tail, if shown, is cut from it)
         CitationsEvent  the sources, each with its document, pages and the passage's own words
@@ -32,6 +34,7 @@ from engine.answer.grounding import (
     strip_invalid_citations,
     support,
 )
+from engine.answer.lead import Quote, lead_sentences
 from engine.answer.metrics import Metrics
 from engine.answer.retrieval import Retriever
 from engine.answer.timing import StageTimes
@@ -92,6 +95,11 @@ class Citation:
         return cls(int(data.get("number") or 0), passage, str(data.get("quote") or ""),
                    bool(data.get("cited", True)))
 
+    @classmethod
+    def of_quote(cls, quote: Quote) -> "Citation":
+        """A lead sentence as a citation: opening it shows its page with just that sentence marked."""
+        return cls(quote.number, quote.as_passage(), quote.text, True)
+
 
 @dataclass(frozen=True)
 class AnswerStats:
@@ -133,6 +141,12 @@ class PassagesEvent:
 
 
 @dataclass(frozen=True)
+class LeadEvent:
+    quotes: tuple[Quote, ...]  # best first; empty when no sentence qualifies
+    kind: str = field(default="lead", init=False)
+
+
+@dataclass(frozen=True)
 class TextEvent:
     text: str
     kind: str = field(default="text", init=False)
@@ -149,6 +163,7 @@ class DoneEvent:
     answer: str
     stats: AnswerStats
     kind: str = field(default="done", init=False)
+    lead: tuple[Quote, ...] = ()  # the LeadEvent's quotes again, for whoever keeps the answer
 
 
 @dataclass(frozen=True)
@@ -158,7 +173,7 @@ class ErrorEvent:
     kind: str = field(default="error", init=False)
 
 
-Event = PassagesEvent | TextEvent | CitationsEvent | DoneEvent | ErrorEvent
+Event = PassagesEvent | LeadEvent | TextEvent | CitationsEvent | DoneEvent | ErrorEvent
 
 
 class Assistant:
@@ -194,14 +209,19 @@ class Assistant:
         if not relevance.relevant:
             yield from self._refuse(question, passages, relevance, run)
             return
-        yield from self._answer(question, passages, history, relevance, run, cancel)
+        with run.timed("lead"):
+            lead = tuple(lead_sentences(query, passages, embedder=self.retriever.embedder,
+                                        frequency=self.retriever.store.prefix_frequency))
+        yield LeadEvent(lead)
+        yield from self._answer(question, passages, history, relevance, run, cancel, lead)
 
     def _refuse(self, question, passages, relevance, run: "_Run") -> Iterator[Event]:
         yield TextEvent(NOT_FOUND)
         yield CitationsEvent(tuple(_sources(question, passages)))
         yield self._done(NOT_FOUND, AnswerStats(False, relevance, tuple(run.stages), run.timings_s))
 
-    def _answer(self, question, passages, history, relevance, run: "_Run", cancel) -> Iterator[Event]:
+    def _answer(self, question, passages, history, relevance, run: "_Run", cancel,
+                lead: tuple[Quote, ...] = ()) -> Iterator[Event]:
         s = self.settings
         budget = min(s.prompt_budget_tokens, self.llm.context_length - s.max_new_tokens)
         with run.timed("prompt"):
@@ -221,12 +241,12 @@ class Assistant:
         stats = AnswerStats(True, relevance, tuple(run.stages), run.timings_s, g.prompt_tokens, g.new_tokens,
                             run.first_token_s(), guard.reason or g.finish_reason, g.provider,
                             support(answer, question, passages), g.tokens_per_s)
-        yield self._done(strip_invalid_citations(answer, len(prompt.passages)).strip(), stats)
+        yield self._done(strip_invalid_citations(answer, len(prompt.passages)).strip(), stats, lead)
 
-    def _done(self, answer: str, stats: AnswerStats) -> DoneEvent:
+    def _done(self, answer: str, stats: AnswerStats, lead: tuple[Quote, ...] = ()) -> DoneEvent:
         stats.timings_s["total"] = sum(v for k, v in stats.timings_s.items() if k != "total")
         self.metrics.record_answer(stats)
-        return DoneEvent(answer, stats)
+        return DoneEvent(answer, stats, lead=lead)
 
 
 @contextmanager

@@ -22,9 +22,11 @@ from engine.answer.assistant import (
     AnswerGuard,
     Assistant,
     AssistantSettings,
+    Citation,
     CitationsEvent,
     DoneEvent,
     ErrorEvent,
+    LeadEvent,
     PassagesEvent,
     TextEvent,
     _citations,
@@ -100,11 +102,11 @@ class RecordingLLM(LocalLLM):
 def test_events_come_as_passages_text_citations_done(store, tiny_embedder, llm):
     events = list(make(store, tiny_embedder, llm).ask(QUESTION))
 
-    assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
-    assert set(kinds(events)[1:-2]) == {"text"}
+    assert kinds(events)[:2] == ["passages", "lead"] and kinds(events)[-2:] == ["citations", "done"]
+    assert set(kinds(events)[2:-2]) == {"text"}
     assert isinstance(events[0], PassagesEvent) and isinstance(events[-2], CitationsEvent)
-    assert isinstance(events[-1], DoneEvent)
-    assert all(isinstance(e, TextEvent) and e.text for e in events[1:-2])
+    assert isinstance(events[1], LeadEvent) and isinstance(events[-1], DoneEvent)
+    assert all(isinstance(e, TextEvent) and e.text for e in events[2:-2])
 
     passages = events[0]
     assert passages.answerable and passages.relevance.relevant
@@ -121,7 +123,7 @@ def test_the_answer_is_the_streamed_text_and_stats_cover_every_stage(store, tiny
     if stats.finish_reason in ("stop", "length"):
         assert done.answer == text
     assert stats.answerable is True
-    assert stats.stages == (*RETRIEVAL_STAGES, "gate", "prompt", "generate", "cite")
+    assert stats.stages == (*RETRIEVAL_STAGES, "gate", "lead", "prompt", "generate", "cite")
     assert set(stats.timings_s) == {*stats.stages, "total"}
     assert all(seconds >= 0 for seconds in stats.timings_s.values())
     assert stats.timings_s["total"] == pytest.approx(
@@ -150,11 +152,40 @@ def test_an_answer_that_cites_nothing_gets_the_passages_as_sources(store, tiny_e
     assert as_dict["page"] == citations[0].passage.page and as_dict["cited"] is False
 
 
+def test_the_lead_quotes_the_passages_before_the_model_writes(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm).ask(QUESTION))
+    passages, lead = events[0].passages, events[1]
+    assert kinds(events).index("lead") < kinds(events).index("text")
+    assert 1 <= len(lead.quotes) <= 3
+    for quote in lead.quotes:
+        source = passages[quote.number - 1]
+        assert quote.passage == source and quote.text in " ".join(source.text.split())
+        assert any(s.page == quote.span.page and s.start <= quote.span.start < quote.span.end <= s.end
+                   for s in source.spans)
+    assert "replace filter cartridge yearly." in lead.quotes[0].text.casefold()
+    assert events[-1].lead == lead.quotes
+    assert events[-1].stats.timings_s["lead"] >= 0
+
+
+def test_a_refused_question_has_no_lead(store, tiny_embedder, llm):
+    events = list(make(store, tiny_embedder, llm, REFUSE).ask(QUESTION))
+    assert "lead" not in kinds(events) and events[-1].lead == ()
+    assert "lead" not in events[-1].stats.stages
+
+
+def test_a_lead_quote_as_a_citation_opens_just_that_sentence(store, tiny_embedder, llm):
+    quote = list(make(store, tiny_embedder, llm).ask(QUESTION))[1].quotes[0]
+    citation = Citation.of_quote(quote)
+    assert (citation.number, citation.quote, citation.cited) == (quote.number, quote.text, True)
+    assert citation.passage.spans == (quote.span,) and citation.passage.page == quote.page
+    assert citation.passage.path == quote.passage.path
+
+
 def test_the_model_runs_in_a_child_process_just_the_same(store, tiny_embedder, tiny_llm_dir):
     with LLMClient(tiny_llm_dir, provider="cpu") as client:
         events = list(make(store, tiny_embedder, client).ask(QUESTION))
-    assert kinds(events)[0] == "passages" and kinds(events)[-2:] == ["citations", "done"]
-    assert set(kinds(events)[1:-2]) == {"text"}
+    assert kinds(events)[:2] == ["passages", "lead"] and kinds(events)[-2:] == ["citations", "done"]
+    assert set(kinds(events)[2:-2]) == {"text"}
     stats = events[-1].stats
     assert "generate" in stats.stages and stats.prompt_tokens > 0 and stats.new_tokens > 0
 
@@ -255,10 +286,10 @@ def test_cancel_after_the_first_piece_ends_the_answer_as_cancelled(store, tiny_e
         if event.kind == "text":
             cancel.set()
 
-    assert kinds(events) == ["passages", "text", "citations", "done"]
+    assert kinds(events) == ["passages", "lead", "text", "citations", "done"]
     done = events[-1]
     assert done.stats.finish_reason == "cancelled"
-    assert done.answer == events[1].text.strip()
+    assert done.answer == events[2].text.strip()
     assert done.stats.new_tokens < ANSWER.max_new_tokens
 
 
