@@ -22,7 +22,7 @@ def add_commands(commands, common) -> None:
                               help="answer one question from the indexed manuals, with sources")
     ask.add_argument("question", metavar="QUESTION")
     ask.add_argument("--json", action="store_true",
-                     help="print one JSON object: answer, citations, answerable, stats")
+                     help="print one JSON object: lead, answer, citations, answerable, stats")
     ask.set_defaults(run=lambda args: _ask(args, paths_of(args)))
 
     chat = commands.add_parser("chat", parents=[common, collection, answering],
@@ -91,11 +91,14 @@ def _chat(args, paths) -> int:
 
 
 def _print_answer(events) -> str | None:
-    """Streams the text, then lists the sources; the answer, or None after an error."""
+    """Prints the lead sentences, streams the text, then lists the sources; the answer, or
+    None after an error."""
     _utf8_safe(sys.stdout)
     answer, citations = None, ()
     for event in events:
-        if event.kind == "text":
+        if event.kind == "lead":
+            _print_lead(event.quotes)
+        elif event.kind == "text":
             sys.stdout.write(event.text)
             sys.stdout.flush()
         elif event.kind == "citations":
@@ -110,6 +113,16 @@ def _print_answer(events) -> str | None:
         elif event.kind == "error":
             print(f"error: {event.message}", file=sys.stderr)
     return answer
+
+
+def _print_lead(quotes) -> None:
+    """The manual's own sentences first, each with where it is, as soon as they are known."""
+    if not quotes:
+        return
+    print("From the manuals:")
+    for quote in quotes:
+        print(f"  \u201c{quote.text}\u201d ({quote.document}, page {quote.page}) [{quote.number}]")
+    print(flush=True)
 
 
 def _print_sources(citations) -> None:
@@ -133,10 +146,12 @@ def _print_stats(stats) -> None:
 
 def _print_json(question: str, events) -> dict | None:
     """One JSON object for the whole answer (nothing streamed); None after an error."""
-    record: dict = {"question": question}
+    record: dict = {"question": question, "lead": []}
     for event in events:
         if event.kind == "passages":
             record["answerable"] = event.answerable
+        elif event.kind == "lead":
+            record["lead"] = [_quote_json(q) for q in event.quotes]
         elif event.kind == "citations":
             record["citations"] = [_citation_json(c) for c in event.citations]
         elif event.kind == "done":
@@ -150,6 +165,11 @@ def _print_json(question: str, events) -> dict | None:
 def _citation_json(citation) -> dict:
     found = citation.to_dict()
     return {key: found[key] for key in ("number", "document", "path", "page", "pages", "quote", "cited")}
+
+
+def _quote_json(quote) -> dict:
+    found = quote.to_dict()
+    return {key: found[key] for key in ("number", "text", "document", "path", "page", "span")}
 
 
 def _utf8_safe(stream) -> None:

@@ -156,6 +156,62 @@ def test_eval_repeat_sample_must_be_a_count(tiny_eval, capsys):
 # -- the real built-in models: slow ------------------------------------------------------------
 
 @pytest.fixture
+def tiny_ask(monkeypatch, tmp_path, tiny_embedder, tiny_llm_dir) -> list[str]:
+    """ask and chat on the tiny collection, embedder and random LLM (every question answered)."""
+    from contextlib import contextmanager
+
+    from engine.answer.assistant import Assistant, AssistantSettings
+    from engine.answer.retrieval import Retriever
+    from engine.llm.local import LocalLLM
+    from tests.helpers.tiny_collection import fill, open_store
+
+    @contextmanager
+    def assistant(args, paths):
+        with open_store(tmp_path / "manuals", tiny_embedder) as store, \
+                LocalLLM(tiny_llm_dir, provider="cpu") as llm:
+            settings = AssistantSettings(relevance_threshold=-10, max_new_tokens=8)
+            yield Assistant(Retriever(fill(store, tiny_embedder), tiny_embedder), llm, settings)
+
+    monkeypatch.setattr("engine.cli.ask._open", assistant)
+    return ["--data-dir", str(tmp_path / "data")]
+
+
+LEAD_LINE = re.compile(r"^  \u201c(.+)\u201d \((\S+), page (\d+)\) \[(\d+)\]$", re.MULTILINE)
+
+
+def test_ask_prints_the_lead_sentences_first_with_their_citations(tiny_ask, capsys):
+    assert main(["ask", "How do I replace the filter cartridge?", *tiny_ask]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("From the manuals:\n")
+    lead, _, rest = out.partition("\n\n")
+    quotes = LEAD_LINE.findall(lead)
+    assert quotes and len(quotes) == len(lead.splitlines()) - 1
+    assert quotes[0] == ("Replace filter cartridge yearly.", "filter.md", "1", "1")
+    assert rest.strip()  # the model's text and the sources follow
+
+
+def test_ask_json_has_the_lead_with_document_page_number_and_span(tiny_ask, capsys):
+    assert main(["ask", "How do I replace the filter cartridge?", "--json", *tiny_ask]) == 0
+    record = json.loads(capsys.readouterr().out)
+    first = record["lead"][0]
+    assert set(first) == {"number", "text", "document", "path", "page", "span"}
+    assert (first["text"], first["document"], first["page"], first["number"]) == \
+        ("Replace filter cartridge yearly.", "filter.md", 1, 1)
+    assert first["span"] == [1, 0, len("Replace filter cartridge yearly.")]
+    assert record["citations"][0]["number"] == 1
+
+
+def test_chat_prints_each_answers_lead_first(tiny_ask, capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("How do I replace the filter cartridge?\n"
+                                                 "How do I drain the old oil?\n"))
+    assert main(["chat", *tiny_ask]) == 0
+    answers = capsys.readouterr().out.split("\n> ")[1:3]
+    assert [a.startswith("From the manuals:\n") for a in answers] == [True, True]
+    assert "filter.md" in LEAD_LINE.search(answers[0]).group(2)
+    assert "oil.md" in LEAD_LINE.search(answers[1]).group(2)
+
+
+@pytest.fixture
 def common(builtin_data_dir, tmp_path, request, capsys) -> list[str]:
     """--data-dir/--collection/--provider of a fresh collection holding the pump manual."""
     (tmp_path / "manuals").mkdir()
@@ -202,6 +258,8 @@ def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, caps
         assert citation["page"] in citation["pages"] and isinstance(citation["page"], int)
         assert citation["quote"] and isinstance(citation["cited"], bool)
     assert any("prime the pump" in c["quote"] for c in record["citations"])
+    assert any("prime the pump" in q["text"] for q in record["lead"])
+    assert all(q["document"] == "pump.md" and q["span"][0] == q["page"] for q in record["lead"])
     stats = record["stats"]
     assert stats["answerable"] is True and stats["relevance"]["relevant"] is True
     assert {"gate", "prompt", "generate", "cite"} <= set(stats["stages"])
@@ -213,7 +271,7 @@ def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, caps
 def test_an_off_topic_question_is_not_answered(common, capsys):
     assert main(["ask", "What is the capital of France?", "--json", *common]) == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["answerable"] is False and record["answer"] == NOT_FOUND
+    assert record["answerable"] is False and record["answer"] == NOT_FOUND and record["lead"] == []
     assert record["stats"]["relevance"]["missing_terms"] == ["capital", "france"]
     assert "generate" not in record["stats"]["stages"] and record["stats"]["new_tokens"] == 0
     assert record["citations"]  # the nearest passages, in case they help
