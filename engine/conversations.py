@@ -9,8 +9,10 @@ What a saved message is, said here only:
     user_message(question)            {"role": "user", "content": question}
     SavedAnswer(...).to_message()     {"role": "assistant", "content": answer, "citations":
                                       [Citation.to_dict()...], "answerable", "well_supported",
-                                      "stopped", "meta"}, or {"role": "error", "content": message}
-    SavedAnswer.from_message(message) the answer back (citations as Citation, spans kept)
+                                      "stopped", "meta", "lead": [Quote.to_dict()...]}, or
+                                      {"role": "error", "content": message}
+    SavedAnswer.from_message(message) the answer back (citations as Citation, spans kept; the
+                                      lead sentences as Quote)
     history(messages)                 the turns that go to the prompt as history
 
 A damaged file is set aside (renamed *.damaged) with a log line, never crashes the listing, and
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.answer.assistant import Citation
+from engine.answer.lead import Quote
 from engine.atomic_file import write_atomic
 from engine.errors import EngineError
 
@@ -65,6 +68,7 @@ class SavedAnswer:
     stopped: bool = False
     meta: str = ""  # the line under the answer (tokens, speed), as it was shown
     error: str = ""
+    lead: tuple[Quote, ...] = ()  # the manual's sentences shown before the answer
 
     def to_message(self) -> dict:
         if self.error:
@@ -72,7 +76,7 @@ class SavedAnswer:
         return {"role": "assistant", "content": self.text,
                 "citations": [c.to_dict() for c in self.citations],
                 "answerable": self.answerable, "well_supported": self.well_supported,
-                "stopped": self.stopped, "meta": self.meta}
+                "stopped": self.stopped, "meta": self.meta, "lead": [q.to_dict() for q in self.lead]}
 
     @classmethod
     def from_message(cls, message: dict) -> "SavedAnswer":
@@ -83,7 +87,8 @@ class SavedAnswer:
         return cls(str(message.get("content") or ""),
                    tuple(Citation.from_dict(c) for c in message.get("citations") or []),
                    answerable, message.get("well_supported", True) or not answerable,
-                   bool(message.get("stopped")), str(message.get("meta") or ""))
+                   bool(message.get("stopped")), str(message.get("meta") or ""),
+                   lead=tuple(Quote.from_dict(q) for q in message.get("lead") or []))
 
 
 def history(messages: list[dict]) -> list[dict]:

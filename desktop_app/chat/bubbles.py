@@ -1,7 +1,8 @@
-"""The chat's messages: the question, the answer as it streams in (with its notice, sources and
-evidence), and the input box.
+"""The chat's messages: the question, the answer as it streams in (with its notice, the manual's
+own sentences first, sources and evidence), and the input box.
 
     bubble = AnswerBubble()
+    bubble.set_lead(quotes)                     # the lead sentences, before the model writes
     bubble.append("Fill the casing ")          # as pieces arrive
     bubble.set_citations(citations); bubble.finish(answer, stats)
     AnswerBubble.showing(SavedAnswer.from_message(message))   # an answer of a saved conversation
@@ -33,11 +34,13 @@ from desktop_app.chat.render import (
     render_answer,
 )
 from engine.answer.assistant import Citation
+from engine.answer.lead import Quote
 from engine.conversations import SavedAnswer
 
 log = logging.getLogger(__name__)
 
 NOT_FOUND_TITLE = "Not found in your manuals"
+LEAD_TITLE = "From the manuals"
 CAUTION = ("Parts of this answer are not in the cited passages; check the sources before "
            "relying on it.")
 
@@ -69,11 +72,13 @@ class AnswerState:
     error: str = ""
     finished: bool = False
     meta: str = ""
+    lead: tuple[Quote, ...] = ()
 
 
 class AnswerBubble(QFrame):
-    """One answer: its notice (not found / caution / stopped / error), the rendered text, its
-    numbered sources (cite: links) and, folded, the evidence passages."""
+    """One answer: its notice (not found / caution / stopped / error), the manual's own sentences
+    that answer it (each a link to its page), the rendered text, its numbered sources (cite:
+    links) and, folded, the evidence passages."""
 
     citationClicked = Signal(object)  # Citation
     regenerateRequested = Signal()
@@ -87,6 +92,11 @@ class AnswerBubble(QFrame):
         self.notice.setWordWrap(True)
         self.notice.setTextFormat(Qt.TextFormat.RichText)
         self.notice.hide()
+        self.lead_view = SafeBrowser()  # its cite:N links are the Nth lead sentence
+        self.lead_view.setObjectName("lead")
+        self.lead_view.setAccessibleName(LEAD_TITLE)
+        self.lead_view.citeClicked.connect(self._on_lead_clicked)
+        self.lead_view.hide()
         self.browser = SafeBrowser()
         self.browser.setAccessibleName("Answer")
         self.browser.citeClicked.connect(self._on_cite)
@@ -128,6 +138,7 @@ class AnswerBubble(QFrame):
         layout.setContentsMargins(14, 10, 14, 6)
         layout.setSpacing(4)
         layout.addWidget(self.notice)
+        layout.addWidget(self.lead_view)
         layout.addWidget(self.browser)
         layout.addWidget(self.evidence)
         layout.addLayout(footer)
@@ -148,6 +159,11 @@ class AnswerBubble(QFrame):
 
     def set_citations(self, citations) -> None:
         self.state.citations = tuple(citations)
+
+    def set_lead(self, quotes) -> None:
+        """Shows the lead sentences at once, above the answer still to come."""
+        self.state.lead = tuple(quotes)
+        self._render_lead()
 
     def finish(self, answer: str, stats) -> None:
         s = self.state
@@ -203,6 +219,8 @@ class AnswerBubble(QFrame):
         s.stopped = saved.stopped
         s.finished = True
         s.meta = saved.meta
+        s.lead = saved.lead
+        bubble._render_lead()
         bubble.set_status("Stopped" if s.stopped else s.meta)
         bubble._update_notice()
         bubble.render()
@@ -214,7 +232,7 @@ class AnswerBubble(QFrame):
         if s.error:
             return SavedAnswer(error=s.error)
         return SavedAnswer(s.text, s.citations, bool(s.answerable) if s.answerable is not None else True,
-                           s.well_supported, s.stopped, s.meta)
+                           s.well_supported, s.stopped, s.meta, lead=s.lead)
 
     # -- drawing ----------------------------------------------------------------------------
     def render(self) -> None:
@@ -243,9 +261,16 @@ class AnswerBubble(QFrame):
             self.browser.setVisible(True)
         self.browser.show_document(doc)
 
+    def _render_lead(self) -> None:
+        lead = self.state.lead
+        self.lead_view.setVisible(bool(lead))
+        if lead:
+            self.lead_view.show_document(html_document(lead_html(lead), self.browser.font(), self.palette()))
+
     def changeEvent(self, event) -> None:  # noqa: N802
         super().changeEvent(event)
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.PaletteChange) and hasattr(self, "state"):
+            self._render_lead()
             self.render()  # the documents carry the font and the link and code colours
 
     def focus_answer(self) -> None:
@@ -283,12 +308,28 @@ class AnswerBubble(QFrame):
         self.evidence.setVisible(shown)
         self.evidence_button.setText("Hide evidence" if shown else "Show evidence")
 
+    def _on_lead_clicked(self, index: int) -> None:
+        """The Nth lead sentence opens its page with just that sentence marked."""
+        if 1 <= index <= len(self.state.lead):
+            self.citationClicked.emit(Citation.of_quote(self.state.lead[index - 1]))
+
     def _on_cite(self, number: int) -> None:
         for citation in self.state.citations:
             if citation.number == number:
                 self.citationClicked.emit(citation)
                 return
         log.info("no citation [%d] in this answer", number)
+
+
+def lead_html(quotes) -> str:
+    """The lead sentences, each quoted, with a cite:N link (N: its place in the lead) naming
+    its document and page; every string from a manual is escaped."""
+    lines = [f'<p style="margin:0 0 2px 0"><b>{LEAD_TITLE}</b></p>']
+    for index, quote in enumerate(quotes, 1):
+        where = html.escape(f"{quote.document}, page {quote.page}")
+        lines.append(f'<p style="margin:2px 0 2px 0">\u201c{html.escape(quote.text)}\u201d '
+                     f'<a href="cite:{index}">[{quote.number}] {where}</a></p>')
+    return "".join(lines)
 
 
 def answer_meta(stats) -> str:

@@ -29,6 +29,7 @@ from engine.answer.assistant import (
     CitationsEvent,
     DoneEvent,
     ErrorEvent,
+    LeadEvent,
     PassagesEvent,
     TextEvent,
 )
@@ -280,6 +281,8 @@ class ChatView(QWidget):
         """An event of the answer being written (engine.answer.assistant's types)."""
         if isinstance(event, PassagesEvent):
             self._on_passages(event)
+        elif isinstance(event, LeadEvent):
+            self._on_lead(event.quotes)
         elif isinstance(event, TextEvent):
             self._on_text(event.text)
         elif isinstance(event, CitationsEvent):
@@ -292,6 +295,10 @@ class ChatView(QWidget):
     def _on_passages(self, event: PassagesEvent) -> None:
         if self._current is not None:
             self._current.set_passages(event.answerable)
+
+    def _on_lead(self, quotes) -> None:
+        if self._current is not None:
+            self._current.set_lead(quotes)  # at once, not through the text buffer
 
     def _on_text(self, text: str) -> None:
         if self._current is not None:

@@ -23,6 +23,7 @@ from engine.answer.assistant import (
     Citation,
     DoneEvent,
     ErrorEvent,
+    LeadEvent,
     PassagesEvent,
     TextEvent,
 )
@@ -77,12 +78,13 @@ def test_tokens_arrive_in_order(qtbot, controller):
     controller.answerEvent.connect(received.append)
     first_piece = is_a(TextEvent, lambda e: e == next(p for p in produced if p.kind == "text"))
     with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
-        with qtbot.waitSignals([controller.answerEvent, controller.answerEvent], order="strict",
-                               check_params_cbs=[is_a(PassagesEvent), first_piece], timeout=ANSWER_MS):
+        with qtbot.waitSignals([controller.answerEvent] * 3, order="strict",
+                               check_params_cbs=[is_a(PassagesEvent), is_a(LeadEvent), first_piece],
+                               timeout=ANSWER_MS):
             controller.ask(QUESTION)
     names = [event.kind for event in received]
-    assert names[0] == "passages" and names[-2:] == ["citations", "done"]
-    assert set(names[1:-2]) == {"text"} and len(names) > 4
+    assert names[:2] == ["passages", "lead"] and names[-2:] == ["citations", "done"]
+    assert set(names[2:-2]) == {"text"} and len(names) > 5
     assert received == produced  # every piece, in the engine's order, none lost or repeated
     done = received[-1]
     pieces = "".join(e.text for e in received if e.kind == "text")
@@ -180,6 +182,47 @@ def test_answer_streams_into_the_view_and_is_saved_as_messages(qtbot, chat):
     assert answer["citations"] and answer["citations"][0]["document"] == "pump.pdf"
     assert answer["answerable"] is True
     assert bubble.regenerate_button.isVisibleTo(bubble) and bubble.evidence_button.isVisibleTo(bubble)
+
+
+def test_the_lead_shows_before_the_first_piece_and_survives_save_and_load(qtbot, controller, chat, tmp_path):
+    from engine.conversations import ConversationStore
+
+    seen = []  # (event, the bubble's lead as shown then, its text then), after the view took it
+    controller.answerEvent.connect(lambda event: seen.append(
+        (event, chat.last_answer().lead_view.isVisible(), chat.last_answer().state.text)))
+    with qtbot.waitSignal(chat.answerFinished, timeout=ANSWER_MS):
+        assert chat.ask(QUESTION)
+    lead = next(event for event, _shown, _text in seen if isinstance(event, LeadEvent)).quotes
+    assert lead and all(q.document == "pump.pdf" for q in lead)
+    first_piece = next(i for i, (event, _s, _t) in enumerate(seen) if isinstance(event, TextEvent))
+    assert seen[first_piece][1] and seen[first_piece][2] == ""  # the lead is up, no text yet
+    bubble = chat.last_answer()
+    shown = bubble.lead_view.toPlainText()
+    assert "From the manuals" in shown and all(q.text in shown for q in lead)
+    assert f"pump.pdf, page {lead[0].page}" in shown
+
+    store = ConversationStore(tmp_path / "conversations")
+    conversation = store.create("Pump")
+    conversation.messages = chat.messages()
+    store.save(conversation)
+    again = ChatView()
+    qtbot.addWidget(again)
+    again.set_messages(store.get(conversation.id).messages)
+    restored = again.last_answer()
+    assert restored.state.lead == SavedAnswer.from_message(chat.messages()[-1]).lead
+    assert [(q.text, q.span, q.number) for q in restored.state.lead] == [(q.text, q.span, q.number) for q in lead]
+    assert restored.lead_view.toPlainText() == shown
+    clicked = []
+    restored.citationClicked.connect(clicked.append)
+    restored.lead_view.anchorClicked.emit(QUrl("cite:1"))
+    (citation,) = clicked
+    assert citation.passage.spans == (lead[0].span,) and citation.passage.path == lead[0].passage.path
+    assert citation.quote == lead[0].text
+
+
+def test_a_refused_answer_shows_no_lead(qtbot):
+    bubble = finished_bubble(qtbot, "Not found.", [make_citation()], answerable=False)
+    assert not bubble.lead_view.isVisible() and bubble.saved().lead == ()
 
 
 def test_not_answerable_says_so_and_shows_the_nearest_passages(qtbot, indexed, tiny_llm_dir):
