@@ -210,7 +210,8 @@ def test_a_changed_file_is_queued_again(qtbot, window, watch, inbox):
     watcher = watch(inbox)
     poll_once(qtbot, watcher)
     wait_ready(qtbot, window, manual)
-    assert row_of(window, "press.pdf") == "ready · 1 page"
+    # the panel shows the controller's state after its 30 ms coalescing timer, so wait for it
+    qtbot.waitUntil(lambda: row_of(window, "press.pdf") == "ready · 1 page", timeout=INDEX_MS)
     write_pdf(manual, ["The hydraulic press must be switched off before cleaning",
                        "Replace the filter cartridge every 500 hours. The part number is F-778"])
     touch_later(manual)
