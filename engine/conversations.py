@@ -29,10 +29,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.answer.assistant import Citation
-from engine.answer.lead import Quote
 from engine.atomic_file import write_atomic
 from engine.errors import EngineError
+from engine.types import Citation, Quote
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import PurePath
 from typing import Literal
 
@@ -186,3 +186,83 @@ class Passage:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "document": self.document, "pages": list(self.pages)}
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A sentence of a retrieved passage, verbatim (runs of whitespace shown as one space)."""
+
+    number: int  # the passage's [n], as the prompt numbers it
+    text: str
+    passage: Passage
+    span: Span  # the sentence's characters in its page's text
+
+    @property
+    def page(self) -> int:
+        return self.span.page
+
+    @property
+    def document(self) -> str:
+        return self.passage.document
+
+    def to_dict(self) -> dict:
+        return {"number": self.number, "text": self.text, "document": self.document,
+                "path": self.passage.path, "page": self.page,
+                "span": [self.span.page, self.span.start, self.span.end]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Quote":
+        """A Quote back from to_dict(), as a saved conversation holds it."""
+        page, start, end = (int(v) for v in data.get("span") or [data.get("page") or 1, 0, 0])
+        path = str(data.get("path") or data.get("document") or "")
+        text = str(data.get("text") or "")
+        passage = Passage(document_id=0, path=path, title=str(data.get("document") or path), chunk_ids=(),
+                          spans=(Span(page, start, end),), text=text, heading_path=(), score=0.0,
+                          similarity=0.0)
+        return cls(int(data.get("number") or 0), text, passage, Span(page, start, end))
+
+    def as_passage(self) -> Passage:
+        """The quote's passage narrowed to the quote: opening it highlights this sentence only."""
+        return replace(self.passage, spans=(self.span,), text=self.text, anchor=0)
+
+
+@dataclass(frozen=True)
+class Citation:
+    number: int  # the [n] of the prompt and the answer
+    passage: Passage
+    quote: str  # the passage's sentence that best matches the question
+    cited: bool  # False when the model cited nothing and this is attached as a source
+
+    def to_dict(self) -> dict:
+        p = self.passage
+        return {"number": self.number, "document": p.document, "path": p.path,
+                "pages": list(p.pages), "page": p.page, "quote": self.quote, "cited": self.cited,
+                "heading_path": list(p.heading_path), "text": p.text,
+                "spans": [[s.page, s.start, s.end] for s in p.spans], "anchor": p.anchor}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Citation":
+        """A Citation back from to_dict(), as a saved conversation holds it. Conversations saved
+        before spans were kept have pages only: their spans are empty ranges on those pages."""
+        pages = [int(p) for p in data.get("pages") or [data.get("page") or 1]]
+        page = int(data.get("page") or pages[0])
+        saved = data.get("spans")
+        if saved:
+            spans = tuple(Span(int(p), int(start), int(end)) for p, start, end in saved)
+            anchor = int(data.get("anchor") or 0)
+            anchor = anchor if 0 <= anchor < len(spans) else 0
+        else:
+            spans = tuple(Span(p, 0, 0) for p in pages)
+            anchor = pages.index(page) if page in pages else 0
+        path = str(data.get("path") or data.get("document") or "")
+        passage = Passage(document_id=0, path=path, title=str(data.get("document") or path),
+                          chunk_ids=(), spans=spans, text=str(data.get("text") or ""),
+                          heading_path=tuple(data.get("heading_path") or ()), score=0.0,
+                          similarity=0.0, anchor=anchor)
+        return cls(int(data.get("number") or 0), passage, str(data.get("quote") or ""),
+                   bool(data.get("cited", True)))
+
+    @classmethod
+    def of_quote(cls, quote: Quote) -> "Citation":
+        """A lead sentence as a citation: opening it shows its page with just that sentence marked."""
+        return cls(quote.number, quote.as_passage(), quote.text, True)

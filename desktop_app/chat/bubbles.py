@@ -33,9 +33,8 @@ from desktop_app.chat.render import (
     html_document,
     render_answer,
 )
-from engine.answer.assistant import Citation
-from engine.answer.lead import Quote
 from engine.conversations import SavedAnswer
+from engine.types import Citation, Quote
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
-from engine.answer.assistant import Citation
-from engine.types import Passage
+from engine.types import Citation, Passage
 
 log = logging.getLogger(__name__)
 

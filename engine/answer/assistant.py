@@ -34,14 +34,14 @@ from engine.answer.grounding import (
     strip_invalid_citations,
     support,
 )
-from engine.answer.lead import Quote, lead_sentences
+from engine.answer.lead import lead_sentences
 from engine.answer.metrics import Metrics
 from engine.answer.retrieval import Retriever
 from engine.answer.timing import StageTimes
 from engine.errors import EngineError
 from engine.llm.local import CancelFlag
 from engine.paths import DEFAULT_COLLECTION, AppPaths
-from engine.types import Passage, Span
+from engine.types import Citation, Passage, Quote
 
 NOT_FOUND = ("I could not find this in the indexed manuals. "
              "The nearest passages are listed below, in case they help.")
@@ -57,48 +57,6 @@ class AssistantSettings:
     max_new_tokens: int = 192
     temperature: float = 0.0
     relevance_threshold: float = DEFAULT_THRESHOLD
-
-
-@dataclass(frozen=True)
-class Citation:
-    number: int  # the [n] of the prompt and the answer
-    passage: Passage
-    quote: str  # the passage's sentence that best matches the question
-    cited: bool  # False when the model cited nothing and this is attached as a source
-
-    def to_dict(self) -> dict:
-        p = self.passage
-        return {"number": self.number, "document": p.document, "path": p.path,
-                "pages": list(p.pages), "page": p.page, "quote": self.quote, "cited": self.cited,
-                "heading_path": list(p.heading_path), "text": p.text,
-                "spans": [[s.page, s.start, s.end] for s in p.spans], "anchor": p.anchor}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Citation":
-        """A Citation back from to_dict(), as a saved conversation holds it. Conversations saved
-        before spans were kept have pages only: their spans are empty ranges on those pages."""
-        pages = [int(p) for p in data.get("pages") or [data.get("page") or 1]]
-        page = int(data.get("page") or pages[0])
-        saved = data.get("spans")
-        if saved:
-            spans = tuple(Span(int(p), int(start), int(end)) for p, start, end in saved)
-            anchor = int(data.get("anchor") or 0)
-            anchor = anchor if 0 <= anchor < len(spans) else 0
-        else:
-            spans = tuple(Span(p, 0, 0) for p in pages)
-            anchor = pages.index(page) if page in pages else 0
-        path = str(data.get("path") or data.get("document") or "")
-        passage = Passage(document_id=0, path=path, title=str(data.get("document") or path),
-                          chunk_ids=(), spans=spans, text=str(data.get("text") or ""),
-                          heading_path=tuple(data.get("heading_path") or ()), score=0.0,
-                          similarity=0.0, anchor=anchor)
-        return cls(int(data.get("number") or 0), passage, str(data.get("quote") or ""),
-                   bool(data.get("cited", True)))
-
-    @classmethod
-    def of_quote(cls, quote: Quote) -> "Citation":
-        """A lead sentence as a citation: opening it shows its page with just that sentence marked."""
-        return cls(quote.number, quote.as_passage(), quote.text, True)
 
 
 @dataclass(frozen=True)

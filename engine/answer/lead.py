@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
 
 from engine.answer.terms import WORD, query_terms
-from engine.types import Passage, Span
+from engine.types import Passage, Quote, Span
 
 MAX_CANDIDATES = 40  # embedded in one batch: the lead is due <= 0.5 s after Enter on 2 cores
 MIN_CHARS = 25
@@ -48,44 +48,6 @@ class LeadWeights:
 
 
 DEFAULT_WEIGHTS = LeadWeights()
-
-
-@dataclass(frozen=True)
-class Quote:
-    """A sentence of a retrieved passage, verbatim (runs of whitespace shown as one space)."""
-
-    number: int  # the passage's [n], as the prompt numbers it
-    text: str
-    passage: Passage
-    span: Span  # the sentence's characters in its page's text
-
-    @property
-    def page(self) -> int:
-        return self.span.page
-
-    @property
-    def document(self) -> str:
-        return self.passage.document
-
-    def to_dict(self) -> dict:
-        return {"number": self.number, "text": self.text, "document": self.document,
-                "path": self.passage.path, "page": self.page,
-                "span": [self.span.page, self.span.start, self.span.end]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "Quote":
-        """A Quote back from to_dict(), as a saved conversation holds it."""
-        page, start, end = (int(v) for v in data.get("span") or [data.get("page") or 1, 0, 0])
-        path = str(data.get("path") or data.get("document") or "")
-        text = str(data.get("text") or "")
-        passage = Passage(document_id=0, path=path, title=str(data.get("document") or path), chunk_ids=(),
-                          spans=(Span(page, start, end),), text=text, heading_path=(), score=0.0,
-                          similarity=0.0)
-        return cls(int(data.get("number") or 0), text, passage, Span(page, start, end))
-
-    def as_passage(self) -> Passage:
-        """The quote's passage narrowed to the quote: opening it highlights this sentence only."""
-        return replace(self.passage, spans=(self.span,), text=self.text, anchor=0)
 
 
 def lead_sentences(question: str, passages: Sequence[Passage], query_vector: np.ndarray | None = None,

@@ -22,7 +22,6 @@ from engine.answer.assistant import (
     AnswerGuard,
     Assistant,
     AssistantSettings,
-    Citation,
     CitationsEvent,
     DoneEvent,
     ErrorEvent,
@@ -39,7 +38,7 @@ from engine.answer.grounding import Prompt, build_prompt, cited_numbers
 from engine.answer.retrieval import RetrievalSettings, Retriever
 from engine.llm.local import GenerationStream, LocalLLM
 from engine.llm.process import LLMClient
-from engine.types import GenerationStats, Passage, Span
+from engine.types import Citation, GenerationStats, Passage, Span
 from tests.helpers.streamed_pieces import PIECES, SIZES, feed, pieces_of
 from tests.helpers.tiny_collection import fill, open_store
 

@@ -16,7 +16,6 @@ from engine.answer.assistant import (
     AnswerStats,
     Assistant,
     AssistantSettings,
-    Citation,
     CitationsEvent,
     DoneEvent,
     ErrorEvent,
@@ -37,7 +36,7 @@ from engine.kiosk.audit import (
 )
 from engine.llm.local import LocalLLM
 from engine.paths import AppPaths
-from engine.types import Passage, Span, StoredDocument
+from engine.types import Citation, Passage, Span, StoredDocument
 from tests.helpers.tiny_collection import MANUALS, fill, open_store
 
 QUESTION = "How do I prime the pump?"

@@ -6,14 +6,13 @@ import pytest
 
 from engine.answer.lead import (
     LeadWeights,
-    Quote,
     candidates,
     lead_sentences,
     page_runs,
 )
 from engine.answer.retrieval import RetrievalSettings, Retriever
 from engine.ingest.chunking import chunk_document
-from engine.types import Page, ParsedDocument, Passage, Span
+from engine.types import Page, ParsedDocument, Passage, Quote, Span
 from tests.helpers.tiny_collection import open_store
 
 TERMS_ONLY = LeadWeights(cosine=0.0)

@@ -20,7 +20,6 @@ from desktop_app.chat.view import ChatView
 from desktop_app.controllers.assistant import NO_MANUALS
 from engine.answer.assistant import (
     AnswerStats,
-    Citation,
     DoneEvent,
     ErrorEvent,
     LeadEvent,
@@ -31,7 +30,7 @@ from engine.answer.grounding import Relevance
 from engine.config import Settings
 from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
-from engine.types import Passage, Span
+from engine.types import Citation, Passage, Span
 from tests.helpers.events import is_a, no_event, wait_event
 from tests.helpers.pump_chat import (
     ANSWER,

@@ -11,8 +11,8 @@ from PySide6.QtGui import QFont, QPageLayout, QPageSize, QPainter, QPdfWriter
 
 from desktop_app.controllers.sources import SourceReader
 from desktop_app.sources.view import SourceView
-from engine.answer.assistant import Citation
 from engine.ingest import parse_file
+from engine.types import Citation
 
 READ_MS = 20_000  # a text format's pages come from a parse pool child (its start included)
 
