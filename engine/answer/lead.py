@@ -27,6 +27,7 @@ from itertools import product
 import numpy as np
 
 from engine.answer.terms import WORD, query_terms
+from engine.ingest.chunking import trimmed
 from engine.types import Passage, Quote, Span
 
 MAX_CANDIDATES = 40  # embedded in one batch: the lead is due <= 0.5 s after Enter on 2 cores
@@ -321,7 +322,7 @@ def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int
     sentences.append((at, end))
     found = []
     for s, e in sentences:
-        s, e = _stripped(text, s, e)
+        s, e = trimmed(text, s, e)
         if e - s > MAX_CHARS:
             found += _by_lines(text, s, e)
         elif e > s:
@@ -334,19 +335,11 @@ def _by_lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
     pieces, first, last = [], start, start
     for s, e in _lines(text, start, end):
         if e - first > MAX_CHARS and last > first:
-            pieces.append(_stripped(text, first, last))
+            pieces.append(trimmed(text, first, last))
             first = s
         last = e
-    pieces.append(_stripped(text, first, last))
+    pieces.append(trimmed(text, first, last))
     return [(s, e) for s, e in pieces if e - s <= MAX_CHARS and e > s]
-
-
-def _stripped(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
 
 
 def _is_fragment(sentence: str) -> bool:

@@ -348,7 +348,8 @@ def _list_end(lines: _PageLines, i: int) -> int:
     return last
 
 
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+def trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    """The range [start, end) of `text` without the whitespace at either end."""
     while start < end and text[start].isspace():
         start += 1
     while end > start and text[end - 1].isspace():
@@ -406,7 +407,7 @@ def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings,
             i += 1
             continue
         last = _block_end(page_lines, i, kind)
-        start, end = _trimmed(text, page_lines.spans[i][0], page_lines.spans[last][1])
+        start, end = trimmed(text, page_lines.spans[i][0], page_lines.spans[last][1])
         if kind == "heading":
             level, title = page_lines.heading(i)
             found.append(_Block(start, end, "heading", headings.push(level, title)))
@@ -457,7 +458,7 @@ def _by_characters(size: int) -> Callable[[str, int, int], list[Span]]:
 
 def _cut(text: str, start: int, cuts: list[int], end: int) -> list[Span]:
     bounds = [start] + [start + c for c in cuts] + [end]
-    spans = (_trimmed(text, a, b) for a, b in zip(bounds, bounds[1:]))
+    spans = (trimmed(text, a, b) for a, b in zip(bounds, bounds[1:]))
     return [(a, b) for a, b in spans if a < b]
 
 
