@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -96,23 +97,27 @@ TINY_QA = [
 ]
 
 
-@pytest.fixture
-def tiny_eval(monkeypatch, tmp_path, tiny_embedder, tiny_llm_dir) -> list[str]:
-    """eval's retriever and assistant on the tiny collection, embedder and random LLM; its options."""
-    from contextlib import contextmanager
-
+@contextmanager
+def tiny_assistant(tmp_path, tiny_embedder, tiny_llm_dir, max_new_tokens: int):
+    """An Assistant on the tiny collection, embedder and random LLM, with the gate open."""
     from engine.answer.assistant import Assistant, AssistantSettings
     from engine.answer.retrieval import Retriever
     from engine.llm.local import LocalLLM
     from tests.helpers.tiny_collection import fill, open_store
 
+    with open_store(tmp_path / "manuals", tiny_embedder) as store, \
+            LocalLLM(tiny_llm_dir, provider="cpu") as llm:
+        settings = AssistantSettings(relevance_threshold=-10, max_new_tokens=max_new_tokens)  # answers all
+        yield Assistant(Retriever(fill(store, tiny_embedder), tiny_embedder), llm, settings)
+
+
+@pytest.fixture
+def tiny_eval(monkeypatch, tmp_path, tiny_embedder, tiny_llm_dir) -> list[str]:
+    """eval's retriever and assistant on the tiny collection, embedder and random LLM; its options."""
     @contextmanager
     def parts(args, paths):
-        with open_store(tmp_path / "manuals", tiny_embedder) as store, \
-                LocalLLM(tiny_llm_dir, provider="cpu") as llm:
-            retriever = Retriever(fill(store, tiny_embedder), tiny_embedder)
-            settings = AssistantSettings(relevance_threshold=-10, max_new_tokens=24)  # answers all
-            yield retriever, None if args.retrieval_only else Assistant(retriever, llm, settings)
+        with tiny_assistant(tmp_path, tiny_embedder, tiny_llm_dir, max_new_tokens=24) as assistant:
+            yield assistant.retriever, None if args.retrieval_only else assistant
 
     monkeypatch.setattr("engine.cli.ask._eval_parts", parts)
     return [str(write_qa(tmp_path / "qa.jsonl", TINY_QA)), "--data-dir", str(tmp_path / "data")]
@@ -158,21 +163,8 @@ def test_eval_repeat_sample_must_be_a_count(tiny_eval, capsys):
 @pytest.fixture
 def tiny_ask(monkeypatch, tmp_path, tiny_embedder, tiny_llm_dir) -> list[str]:
     """ask and chat on the tiny collection, embedder and random LLM (every question answered)."""
-    from contextlib import contextmanager
-
-    from engine.answer.assistant import Assistant, AssistantSettings
-    from engine.answer.retrieval import Retriever
-    from engine.llm.local import LocalLLM
-    from tests.helpers.tiny_collection import fill, open_store
-
-    @contextmanager
-    def assistant(args, paths):
-        with open_store(tmp_path / "manuals", tiny_embedder) as store, \
-                LocalLLM(tiny_llm_dir, provider="cpu") as llm:
-            settings = AssistantSettings(relevance_threshold=-10, max_new_tokens=8)
-            yield Assistant(Retriever(fill(store, tiny_embedder), tiny_embedder), llm, settings)
-
-    monkeypatch.setattr("engine.cli.ask._open", assistant)
+    monkeypatch.setattr("engine.cli.ask._open", lambda args, paths: tiny_assistant(
+        tmp_path, tiny_embedder, tiny_llm_dir, max_new_tokens=8))
     return ["--data-dir", str(tmp_path / "data")]
 
 
