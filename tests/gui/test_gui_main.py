@@ -4,7 +4,6 @@ embedder, the tiny random LLM) and, marked slow, the real built-in models and R'
 
 from __future__ import annotations
 
-import gc
 import json
 import shutil
 import time
@@ -12,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QElapsedTimer, QMimeData, QPoint, QPointF, Qt, QTimer, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeySequence
 from PySide6.QtWidgets import QApplication, QDialog, QInputDialog, QMessageBox
 
@@ -27,6 +26,7 @@ from engine.paths import AppPaths
 from tests.helpers.events import wait_event
 from tests.helpers.pdf_factory import write_pdf
 from tests.helpers.pump_chat import ANSWER, ANSWER_MS, LOAD_MS
+from tests.helpers.stall import Heartbeat
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
@@ -284,42 +284,6 @@ def rss_mb(pid: int | str = "self") -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-class Heartbeat:
-    """A 10 ms QTimer on the GUI thread; `longest` is the longest gap between two of its ticks,
-    which is how long the event loop was kept from running. Python's garbage collector pauses
-    are timed too, to tell them apart when a stall is long."""
-
-    def __init__(self):
-        self.longest_ms = 0
-        self.ticks = 0
-        self.longest_gc_ms = 0.0
-        self._gc_started = 0.0
-        self._clock = QElapsedTimer()
-        self._timer = QTimer()
-        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
-        self._timer.setInterval(10)
-        self._timer.timeout.connect(self._tick)
-
-    def start(self) -> None:
-        gc.callbacks.append(self._gc)
-        self._clock.start()
-        self._timer.start()
-
-    def stop(self) -> None:
-        self._timer.stop()
-        gc.callbacks.remove(self._gc)
-
-    def _gc(self, phase: str, _info: dict) -> None:
-        if phase == "start":
-            self._gc_started = time.perf_counter()
-        else:
-            self.longest_gc_ms = max(self.longest_gc_ms, (time.perf_counter() - self._gc_started) * 1000)
-
-    def _tick(self) -> None:
-        self.longest_ms = max(self.longest_ms, self._clock.restart())
-        self.ticks += 1
 
 
 @pytest.mark.slow

@@ -6,13 +6,14 @@ import time
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QElapsedTimer, QMarginsF, QPointF, QRectF, Qt, QTimer
+from PySide6.QtCore import QMarginsF, QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QPageLayout, QPageSize, QPainter, QPdfWriter
 
 from desktop_app.controllers.sources import SourceReader
 from desktop_app.sources.view import SourceView
 from engine.ingest import parse_file
 from engine.types import Citation
+from tests.helpers.stall import Heartbeat
 
 READ_MS = 20_000  # a text format's pages come from a parse pool child (its start included)
 
@@ -311,27 +312,6 @@ def test_a_pdf_citation_with_spans_opens_at_its_page(qtbot, view, manual):
     assert letters(view.highlighted_text()) == letters(PAGE_LINES[2][1])
 
 
-class Ticks:
-    """A 10 ms QTimer on the GUI thread: `longest_ms` is the longest gap between its ticks,
-    how long the event loop was kept from running."""
-
-    def __init__(self):
-        self.longest_ms = 0
-        self._clock = QElapsedTimer()
-        self._timer = QTimer()
-        self._timer.setTimerType(Qt.TimerType.PreciseTimer)
-        self._timer.setInterval(10)
-        self._timer.timeout.connect(lambda: setattr(
-            self, "longest_ms", max(self.longest_ms, self._clock.restart())))
-
-    def start(self) -> None:
-        self._clock.start()
-        self._timer.start()
-
-    def stop(self) -> None:
-        self._timer.stop()
-
-
 def slow_html(folder, tags: int = 150_000):
     """A line of text in empty markup: html.parser takes about a second per 150,000 tags (3 MB)
     here, and its text is tiny, so showing it costs the window nothing."""
@@ -343,7 +323,7 @@ def slow_html(folder, tags: int = 150_000):
 
 def open_without_stalling(qtbot, view, citation):
     """Open the citation; (sourceShown's args, the longest stall, show_citation's own time)."""
-    ticks = Ticks()
+    ticks = Heartbeat()
     ticks.start()
     started = time.perf_counter()
     with qtbot.waitSignal(view.sourceShown, timeout=READ_MS) as shown:
