@@ -81,6 +81,28 @@ def recorded_prompts(monkeypatch) -> list:
 
 
 # -- for the GUI test modules ------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def no_modal_message_boxes(monkeypatch):
+    """A QMessageBox that a test did not expect would wait offscreen for a click that never
+    comes, and hang the whole run: each one fails the test instead, naming its text. A test
+    that expects one patches it itself (its monkeypatch comes after this one)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    shown: list[str] = []
+
+    def refuse(kind: str):
+        def show(*args, **_kwargs):
+            texts = [a for a in args if isinstance(a, str)]
+            shown.append(f"QMessageBox.{kind}: {' / '.join(texts)}")
+            return QMessageBox.StandardButton.NoButton
+        return show
+
+    for kind in ("warning", "critical", "information", "question", "about"):
+        monkeypatch.setattr(QMessageBox, kind, refuse(kind))
+    yield
+    assert not shown, f"an unexpected modal dialog was opened: {shown}"
+
+
 @pytest.fixture
 def same_look_after(qapp):
     """The window (a kiosk: with a large font) applies its theme and font to the whole
