@@ -158,8 +158,7 @@ class Assistant:
         retrieved = self.retriever.retrieve(query, self.settings.passages)
         run.merge(retrieved)
         with run.timed("gate"):
-            relevance = judge_relevance(query, retrieved.passages, self.retriever.store.prefix_frequency,
-                                        self.settings.relevance_threshold)
+            relevance = judge(self.retriever, query, retrieved.passages, self.settings.relevance_threshold)
         passages = retrieved.passages
         if not passages and self.retriever.store.stats()["chunks"] == 0:
             raise EngineError("No manuals are indexed yet; add some documents first.")
@@ -233,6 +232,14 @@ def imported_reranker(paths: AppPaths):
 
     folder = resolve_reranker(paths)
     return CrossEncoder.from_folder(folder).load() if folder is not None else None
+
+
+def judge(retriever: Retriever, query: str, passages: Sequence[Passage],
+          threshold: float = DEFAULT_THRESHOLD) -> Relevance:
+    """The relevance gate on the retriever's collection (its word frequencies) and embedder
+    (its vocabulary, for telling names from common words)."""
+    return judge_relevance(query, passages, retriever.store.prefix_frequency, threshold,
+                           common_word=retriever.embedder.is_common_word)
 
 
 def retrieval_query(question: str, history: Sequence[dict]) -> str:

@@ -42,6 +42,16 @@ def query_terms(question: str) -> list[str]:
     return list(dict.fromkeys(stem(w) for w in words if w not in STOPWORDS and len(w) > 1))
 
 
+def typed_words(question: str) -> dict[str, str]:
+    """Each topic stem of the question (as query_terms gives them) with the word first typed
+    for it."""
+    found: dict[str, str] = {}
+    for word in WORD.findall(question):
+        if word.casefold() not in STOPWORDS and len(word) > 1:
+            found.setdefault(stem(word), word)
+    return found
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens a person types exactly: names with inner punctuation ('read.fwf', 'R_LIBS_USER',
     'E-4711', '--vanilla') and words with digits ('pdf2', 'X11')."""

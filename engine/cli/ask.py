@@ -31,7 +31,7 @@ def add_commands(commands, common) -> None:
 
     evaluate = commands.add_parser("eval", parents=[common, collection, answering],
                                    help="measure retrieval and answers on a QA set (JSON lines)")
-    evaluate.add_argument("qa", metavar="QA.jsonl")
+    evaluate.add_argument("qa", metavar="QA.jsonl", nargs="+", help="one or more QA sets, measured together")
     evaluate.add_argument("--retrieval-only", action="store_true", help="skip generating answers")
     evaluate.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     evaluate.add_argument("--details", metavar="FILE", help="write one JSON line per question here")
@@ -183,7 +183,7 @@ def _eval(args, paths) -> int:
     from engine.evaluation.qa import load_qa
     from engine.evaluation.scoring import evaluate, summarize
 
-    items = load_qa(args.qa)
+    items = [item for path in args.qa for item in load_qa(path)]
     try:
         details = open(args.details, "w", encoding="utf-8") if args.details else None
     except OSError as exc:

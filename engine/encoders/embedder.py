@@ -112,6 +112,12 @@ class Embedder:
         """Tokens in `text` without special tokens and without truncation."""
         return len(self._counter.encode(text, add_special_tokens=False).ids)
 
+    def is_common_word(self, word: str) -> bool:
+        """Whether `word` is one whole token of the tokenizer's vocabulary. A WordPiece
+        vocabulary of 30k pieces holds the common English words whole and splits names and
+        jargon ("Jupyter" -> "ju ##py ##ter"): the relevance gate's list of common words."""
+        return self._counter.token_to_id(word.casefold()) is not None
+
     def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
         encodings = self._counter.encode_batch_fast(list(texts), add_special_tokens=False)
         return [len(e.ids) for e in encodings]

@@ -209,14 +209,12 @@ class RepeatPlan:
 
 
 def _retrieval_result(item: QAItem, retriever, assistant, k: int) -> QuestionResult:
-    from engine.answer.assistant import AssistantSettings
-    from engine.answer.grounding import judge_relevance
+    from engine.answer.assistant import AssistantSettings, judge
 
     settings = assistant.settings if assistant is not None else AssistantSettings()
     retrieved = retriever.retrieve(item.question, k)
     shown = retrieved.passages[:settings.passages]
-    relevance = judge_relevance(item.question, shown, retriever.store.prefix_frequency,
-                                settings.relevance_threshold)
+    relevance = judge(retriever, item.question, shown, settings.relevance_threshold)
     return QuestionResult(item, first_hit_rank(item, retrieved.passages), not relevance.relevant,
                           timings_s=dict(retrieved.timings_s), relevance=relevance.score)
 

@@ -167,9 +167,9 @@ def test_only_the_top_passages_count(collection):
 
 def test_relevance_as_a_dict():
     relevance = judge_relevance("How do I install Docker?", [passage("Docker install guide.", 0.123456)],
-                                lambda stem: 0.5)
-    assert relevance.to_dict() == {"similarity": 0.1235, "coverage": 1.0, "score": 0.6235,
-                                   "relevant": False, "missing_terms": []}
+                                lambda stem: 0.5, threshold=1.7)
+    assert relevance.to_dict() == {"similarity": 0.1235, "coverage": 1.0, "score": 1.6235,
+                                   "relevant": False, "missing_terms": [], "unknown_names": []}
 
 
 # -- the prompt ------------------------------------------------------------------------------------
