@@ -266,3 +266,23 @@ class Citation:
     def of_quote(cls, quote: Quote) -> "Citation":
         """A lead sentence as a citation: opening it shows its page with just that sentence marked."""
         return cls(quote.number, quote.as_passage(), quote.text, True)
+
+
+@dataclass(frozen=True)
+class CheckedSentence:
+    """A sentence of the model's answer, checked against the passages it was given."""
+
+    start: int  # characters [start, end) of the answer's final text (DoneEvent.answer)
+    end: int
+    supported: bool  # False: the passages do not say this; the views mark it
+    source: int | None  # the [n] of the passage it came from (None: none does)
+    score: float  # how strongly the best passage supports it, 0..1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CheckedSentence":
+        return cls(int(data["start"]), int(data["end"]), bool(data["supported"]),
+                   None if data.get("source") is None else int(data["source"]), float(data.get("score", 0.0)))
+

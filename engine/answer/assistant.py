@@ -41,7 +41,7 @@ from engine.answer.timing import StageTimes
 from engine.errors import EngineError
 from engine.llm.local import CancelFlag
 from engine.paths import DEFAULT_COLLECTION, AppPaths
-from engine.types import Citation, Passage, Quote
+from engine.types import CheckedSentence, Citation, Passage, Quote
 
 NOT_FOUND = ("I could not find this in the indexed manuals. "
              "The nearest passages are listed below, in case they help.")
@@ -122,6 +122,7 @@ class DoneEvent:
     stats: AnswerStats
     kind: str = field(default="done", init=False)
     lead: tuple[Quote, ...] = ()  # the LeadEvent's quotes again, for whoever keeps the answer
+    sentences: tuple[CheckedSentence, ...] = ()  # the answer's sentences, each checked against the passages
 
 
 @dataclass(frozen=True)
