@@ -31,7 +31,7 @@ from pathlib import Path
 
 from engine.atomic_file import write_atomic
 from engine.errors import EngineError
-from engine.types import Citation, Quote
+from engine.types import CheckedSentence, Citation, Quote
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,7 @@ class SavedAnswer:
     meta: str = ""  # the line under the answer (tokens, speed), as it was shown
     error: str = ""
     lead: tuple[Quote, ...] = ()  # the manual's sentences shown before the answer
+    sentences: tuple[CheckedSentence, ...] = ()  # the answer's sentences as checked (DoneEvent.sentences)
 
     def to_message(self) -> dict:
         if self.error:
@@ -75,7 +76,8 @@ class SavedAnswer:
         return {"role": "assistant", "content": self.text,
                 "citations": [c.to_dict() for c in self.citations],
                 "answerable": self.answerable, "well_supported": self.well_supported,
-                "stopped": self.stopped, "meta": self.meta, "lead": [q.to_dict() for q in self.lead]}
+                "stopped": self.stopped, "meta": self.meta, "lead": [q.to_dict() for q in self.lead],
+                "sentences": [c.to_dict() for c in self.sentences]}
 
     @classmethod
     def from_message(cls, message: dict) -> "SavedAnswer":
@@ -87,7 +89,8 @@ class SavedAnswer:
                    tuple(Citation.from_dict(c) for c in message.get("citations") or []),
                    answerable, message.get("well_supported", True) or not answerable,
                    bool(message.get("stopped")), str(message.get("meta") or ""),
-                   lead=tuple(Quote.from_dict(q) for q in message.get("lead") or []))
+                   lead=tuple(Quote.from_dict(q) for q in message.get("lead") or []),
+                   sentences=tuple(CheckedSentence.from_dict(c) for c in message.get("sentences") or []))
 
 
 def history(messages: list[dict]) -> list[dict]:

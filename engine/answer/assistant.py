@@ -184,7 +184,7 @@ class Assistant:
         budget = min(s.prompt_budget_tokens, self.llm.context_length - s.max_new_tokens)
         with run.timed("prompt"):
             prompt = build_prompt(question, passages, history, self.llm.count_tokens, budget,
-                                  s.history_tokens, template_tokens=self.llm.template_tokens)
+                                  s.history_tokens, template_tokens=self.llm.template_tokens, lead=lead)
         guard = AnswerGuard(cancel, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings)
         stream = self.llm.stream(prompt.messages, max_new_tokens=s.max_new_tokens,
                                  temperature=s.temperature, cancel=guard)

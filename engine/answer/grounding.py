@@ -128,7 +128,8 @@ class Prompt:
 def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[dict],
                  count_tokens: Callable[[str], int], budget_tokens: int,
                  history_tokens: int = 256, marker: str | None = None,
-                 template_tokens: Callable[[int], int] | None = None) -> Prompt:
+                 template_tokens: Callable[[int], int] | None = None,
+                 lead: Sequence = ()) -> Prompt:
     """Messages for the model: the system rules, the recent turns that fit, then one user
     message with the numbered sources, fenced by a marker, and the question. The
     question is never cut; sources are cut from the lowest ranked up, then the last one kept
