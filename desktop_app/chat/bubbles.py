@@ -4,8 +4,11 @@ own sentences first, sources and evidence), and the input box.
     bubble = AnswerBubble()
     bubble.set_lead(quotes)                     # the lead sentences, before the model writes
     bubble.append("Fill the casing ")          # as pieces arrive
-    bubble.set_citations(citations); bubble.finish(answer, stats)
+    bubble.set_citations(citations); bubble.finish(answer, stats, sentences)   # marks the sentences
     AnswerBubble.showing(SavedAnswer.from_message(message))   # an answer of a saved conversation
+
+A refusal shows its notice and, beneath it, the nearest passages one line each; a click on a
+line opens its page and unfolds the passage's text.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QFont, QGuiApplication, QKeyEvent
+from PySide6.QtGui import QFont, QGuiApplication, QKeyEvent, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -27,14 +30,17 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.chat.render import (
+    NEAREST_TITLE,
     SafeBrowser,
     append_sources,
     evidence_html,
     html_document,
+    mark_sentences,
+    nearest_html,
     render_answer,
 )
 from engine.conversations import SavedAnswer
-from engine.types import Citation, Quote
+from engine.types import CheckedSentence, Citation, Quote
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +78,8 @@ class AnswerState:
     finished: bool = False
     meta: str = ""
     lead: tuple[Quote, ...] = ()
+    sentences: tuple[CheckedSentence, ...] = ()  # marked once the answer is finished
+    unknown_names: tuple[str, ...] = ()  # a refusal's words that no manual contains
 
 
 class AnswerBubble(QFrame):
@@ -96,6 +104,12 @@ class AnswerBubble(QFrame):
         self.lead_view.setAccessibleName(LEAD_TITLE)
         self.lead_view.citeClicked.connect(self._on_lead_clicked)
         self.lead_view.hide()
+        self.nearest = SafeBrowser()  # a refusal's nearest passages; cite:N unfolds and opens the Nth
+        self.nearest.setObjectName("nearest")
+        self.nearest.setAccessibleName(NEAREST_TITLE)
+        self.nearest.citeClicked.connect(self._on_nearest_clicked)
+        self.nearest.hide()
+        self._unfolded: set[int] = set()  # the nearest passages shown in full
         self.browser = SafeBrowser()
         self.browser.setAccessibleName("Answer")
         self.browser.citeClicked.connect(self._on_cite)
@@ -137,6 +151,7 @@ class AnswerBubble(QFrame):
         layout.setContentsMargins(14, 10, 14, 6)
         layout.setSpacing(4)
         layout.addWidget(self.notice)
+        layout.addWidget(self.nearest)
         layout.addWidget(self.lead_view)
         layout.addWidget(self.browser)
         layout.addWidget(self.evidence)
@@ -150,11 +165,13 @@ class AnswerBubble(QFrame):
             self.state.text += text
             self.render()
 
-    def set_passages(self, answerable: bool) -> None:
+    def set_passages(self, answerable: bool, unknown_names: tuple[str, ...] = ()) -> None:
+        """Whether the gate let the question through; if not, the words no manual contains."""
         self.state.answerable = answerable
-        if answerable:
-            self.set_status("Writing…")
+        self.state.unknown_names = tuple(unknown_names)
+        self.set_status("Writing…" if answerable else "")
         self._update_notice()
+        self.render()
 
     def set_citations(self, citations) -> None:
         self.state.citations = tuple(citations)
@@ -164,10 +181,13 @@ class AnswerBubble(QFrame):
         self.state.lead = tuple(quotes)
         self._render_lead()
 
-    def finish(self, answer: str, stats) -> None:
+    def finish(self, answer: str, stats, sentences: tuple[CheckedSentence, ...] = ()) -> None:
+        """The final text (DoneEvent.answer) with its checked sentences, marked now."""
         s = self.state
         s.text = answer
+        s.sentences = tuple(sentences)
         s.answerable = stats.answerable
+        s.unknown_names = tuple(stats.relevance.unknown_names) or s.unknown_names
         s.well_supported = stats.well_supported or not stats.answerable
         s.finished = True
         s.meta = answer_meta(stats)
@@ -219,6 +239,7 @@ class AnswerBubble(QFrame):
         s.finished = True
         s.meta = saved.meta
         s.lead = saved.lead
+        s.sentences = saved.sentences
         bubble._render_lead()
         bubble.set_status("Stopped" if s.stopped else s.meta)
         bubble._update_notice()
@@ -231,20 +252,24 @@ class AnswerBubble(QFrame):
         if s.error:
             return SavedAnswer(error=s.error)
         return SavedAnswer(s.text, s.citations, bool(s.answerable) if s.answerable is not None else True,
-                           s.well_supported, s.stopped, s.meta, lead=s.lead)
+                           s.well_supported, s.stopped, s.meta, lead=s.lead, sentences=s.sentences)
 
     # -- drawing ----------------------------------------------------------------------------
     def render(self) -> None:
         s = self.state
+        if s.answerable is False:  # the notice says it; the nearest passages follow, folded
+            self.browser.hide()
+            self.evidence_button.hide()
+            self.evidence.hide()
+            self._render_nearest()
+            return
+        self.nearest.hide()
         cited = {c.number: c for c in s.citations} if s.finished else None
-        text = s.text
-        if s.answerable is False and s.finished:
-            text = ""  # the notice says it; the nearest passages follow
-        doc = render_answer(text, self.browser.font(), self.palette(), cited)
+        doc = render_answer(s.text, self.browser.font(), self.palette(), cited)
+        if s.finished and s.sentences:  # while it streams the text shows plainly
+            mark_sentences(doc, s.text, s.sentences, cited or {}, self.palette())
         if s.finished and s.citations:
-            if s.answerable is False:
-                heading = "Nearest passages"
-            elif any(c.cited for c in s.citations):
+            if any(c.cited for c in s.citations):
                 heading = "Sources"
             else:  # the model cited no number: these are what it was given
                 heading = "Passages the answer was written from"
@@ -252,13 +277,15 @@ class AnswerBubble(QFrame):
             self.evidence.show_document(html_document(evidence_html(list(s.citations)),
                                                        self._small_font(), self.palette()))
             self.evidence_button.show()
-            if s.answerable is False and not self.evidence_button.isChecked():
-                self.evidence_button.setChecked(True)
-        if not text and not (s.finished and s.citations):
-            self.browser.setVisible(not s.finished)
-        else:
-            self.browser.setVisible(True)
+        self.browser.setVisible(bool(s.text) or not s.finished or bool(s.citations))
         self.browser.show_document(doc)
+
+    def _render_nearest(self) -> None:
+        citations = list(self.state.citations) if self.state.finished else []
+        self.nearest.setVisible(bool(citations))
+        if citations:
+            self.nearest.show_document(html_document(nearest_html(citations, self._unfolded, self.palette()),
+                                                     self.browser.font(), self.palette()))
 
     def _render_lead(self) -> None:
         lead = self.state.lead
@@ -270,7 +297,7 @@ class AnswerBubble(QFrame):
         super().changeEvent(event)
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.PaletteChange) and hasattr(self, "state"):
             self._render_lead()
-            self.render()  # the documents carry the font and the link and code colours
+            self.render()  # the nearest passages too  # the documents carry the font and the link and code colours
 
     def focus_answer(self) -> None:
         """Keyboard focus on the answer: Tab then moves through its citations, Enter opens one."""
@@ -286,8 +313,7 @@ class AnswerBubble(QFrame):
         if s.error:
             self._notice("error", "<b>The answer failed.</b> " + html.escape(s.error))
         elif s.answerable is False:
-            self._notice("notFound", f"<b>{NOT_FOUND_TITLE}.</b> Nothing in the indexed manuals "
-                         "answers this; the nearest passages are below, in case they help.")
+            self._notice("notFound", not_found_html(s.unknown_names, bool(s.citations) or not s.finished))
         elif s.stopped:
             self._notice("stopped", "<b>Stopped.</b> The answer is incomplete.")
         elif s.finished and not s.well_supported:
@@ -312,6 +338,43 @@ class AnswerBubble(QFrame):
         if 1 <= index <= len(self.state.lead):
             self.citationClicked.emit(Citation.of_quote(self.state.lead[index - 1]))
 
+    def _on_nearest_clicked(self, number: int) -> None:
+        """A nearest passage's line: unfolds its text and opens its page; a second click folds it."""
+        citation = next((c for c in self.state.citations if c.number == number), None)
+        if citation is None:
+            log.info("no nearest passage [%d] in this answer", number)
+            return
+        opening = number not in self._unfolded
+        self._unfolded ^= {number}
+        self._render_nearest()
+        self._focus_link(self.nearest, f"cite:{number}")
+        if opening:
+            self.citationClicked.emit(citation)
+
+    @staticmethod
+    def _focus_link(browser: SafeBrowser, href: str) -> None:
+        """Keeps the keyboard on the link just used after its document was redrawn."""
+        doc = browser.document()
+        block = doc.begin()
+        while block.isValid():
+            it = block.begin()
+            span = None  # the link's [start, end): its text may be several fragments
+            while not it.atEnd():
+                fragment = it.fragment()
+                if fragment.charFormat().anchorHref() == href:
+                    end = fragment.position() + fragment.length()
+                    span = (span[0] if span else fragment.position(), end)
+                elif span:
+                    break
+                it += 1
+            if span:
+                cursor = QTextCursor(doc)
+                cursor.setPosition(span[0])
+                cursor.setPosition(span[1], QTextCursor.MoveMode.KeepAnchor)
+                browser.setTextCursor(cursor)
+                return
+            block = block.next()
+
     def _on_cite(self, number: int) -> None:
         for citation in self.state.citations:
             if citation.number == number:
@@ -329,6 +392,24 @@ def lead_html(quotes) -> str:
         lines.append(f'<p style="margin:2px 0 2px 0">\u201c{html.escape(quote.text)}\u201d '
                      f'<a href="cite:{index}">[{quote.number}] {where}</a></p>')
     return "".join(lines)
+
+
+def not_found_html(unknown_names: tuple[str, ...], passages_below: bool) -> str:
+    """The refusal's notice: it names the question's words that no manual mentions."""
+    parts = [f"<b>{NOT_FOUND_TITLE}.</b>"]
+    if unknown_names:
+        parts.append(f"The manuals do not mention {html.escape(joined(unknown_names))}.")
+    else:
+        parts.append("Nothing in the indexed manuals answers this.")
+    if passages_below:
+        parts.append("The nearest passages are below, in case they help.")
+    return " ".join(parts)
+
+
+def joined(words) -> str:
+    """"a", "a or b", "a, b or c"."""
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def answer_meta(stats) -> str:

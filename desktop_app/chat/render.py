@@ -5,8 +5,10 @@ a link or loads a resource, and the only links are our own "cite:N" ones (the [N
 source list).
 
     doc = render_answer(text, font, palette, {1: citation})   # an InertDocument
+    mark_sentences(doc, text, checked_sentences, {1: citation}, palette)   # once the answer is done
     append_sources(doc, citations, "Sources", palette)
     browser = SafeBrowser(); browser.show_document(doc)        # cite:N -> citeClicked(N)
+    nearest_html(citations, {2}, palette)   # a refusal's nearest passages, one line each, [2] open
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import html
 import logging
 import math
 import re
+from bisect import bisect_right
+from difflib import SequenceMatcher
 
 from PySide6.QtCore import QSize, Qt, QUrl, Signal
 from PySide6.QtGui import (
+    QColor,
     QFont,
     QFontDatabase,
     QPalette,
@@ -30,7 +35,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
-from engine.types import Citation, Passage
+from engine.types import CheckedSentence, Citation, Passage
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +44,11 @@ MARKDOWN = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
 WRAP = QTextOption()
 WRAP.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
 CITE_MARK = re.compile(r"\[(\d{1,2})\]")
+UNSUPPORTED_TAG = "not in the manuals"
+UNSUPPORTED_TIP = "The passages the answer was written from do not say this; check it before relying on it."
+UNSUPPORTED = int(QTextFormat.Property.UserProperty) + 1  # marks an unsupported sentence's characters
+NEAREST_TITLE = "Nearest passages"
+HEADING_CHARS = 70  # a passage's heading path on its one line
 
 def page_label(passage: Passage) -> str:
     pages = passage.pages
@@ -260,3 +270,172 @@ def html_document(markup: str, font: QFont, palette: QPalette) -> InertDocument:
     doc.setDefaultTextOption(WRAP)
     doc.setHtml(markup)  # our own markup: every dynamic string in it is escaped
     return doc
+
+
+# -- the checked sentences ---------------------------------------------------------------------
+def tint(palette: QPalette, role: QPalette.ColorRole, share: float) -> QColor:
+    """The base colour with `share` of `role`'s mixed in: a background that reads in either theme."""
+    base, ink = palette.color(QPalette.ColorRole.Base), palette.color(role)
+    mix = [round(b + (i - b) * share) for b, i in zip(base.getRgb()[:3], ink.getRgb()[:3], strict=True)]
+    return QColor(*mix)
+
+
+class _Alignment:
+    """Offsets of the Markdown the model wrote, mapped to positions of the rendered document
+    (markup gone, soft breaks joined): the two texts aligned by their common runs."""
+
+    def __init__(self, raw: str, shown: str):
+        blocks = SequenceMatcher(None, raw, shown, autojunk=False).get_matching_blocks()
+        self._blocks = [b for b in blocks if b.size]
+        self._starts = [b.a for b in self._blocks]
+
+    def start(self, offset: int) -> int | None:
+        """Where the character at `offset` is shown, or the next shown one after it."""
+        i = bisect_right(self._starts, offset) - 1
+        if i >= 0 and offset < self._blocks[i].a + self._blocks[i].size:
+            return self._blocks[i].b + offset - self._blocks[i].a
+        return self._blocks[i + 1].b if i + 1 < len(self._blocks) else None
+
+    def end(self, offset: int) -> int | None:
+        """Where the text ending just before `offset` ends when shown."""
+        i = bisect_right(self._starts, offset - 1) - 1
+        if i < 0:
+            return None
+        block = self._blocks[i]
+        return block.b + min(offset - block.a, block.size)
+
+
+def mark_sentences(doc: QTextDocument, answer: str, sentences: tuple[CheckedSentence, ...],
+                   citations: dict[int, Citation], palette: QPalette) -> None:
+    """Marks the answer's unsupported sentences (a tint, a wavy underline and a small "not in
+    the manuals" tag, readable without colour) and gives each supported sentence the citation of
+    the passage it came from, unless the model already cited that one there. `answer` is the text
+    `doc` was rendered from (render_answer); the sentences' offsets are into it."""
+    align = _Alignment(answer, doc.toRawText())
+    inserts = []  # (position, text, format); applied from the end, so positions hold
+    for sentence in sentences:
+        start, end = _trimmed(answer, sentence.start, sentence.end)
+        shown_start, shown_end = align.start(start), align.end(end)
+        if shown_start is None or shown_end is None or shown_start >= shown_end:
+            continue
+        if not sentence.supported:
+            _mark_unsupported(doc, shown_start, shown_end, palette)
+            inserts.append((shown_end, UNSUPPORTED_TAG, _tag_format(doc, palette)))
+        elif sentence.source in citations and sentence.source not in _markers(answer[start:end]):
+            inserts.append((_before_stop(doc, shown_start, shown_end), f"[{sentence.source}]",
+                            _link_format(sentence.source, palette)))
+        elif sentence.source is not None and sentence.source not in citations:
+            log.info("sentence's source [%s] is not among the answer's citations", sentence.source)
+    cursor = QTextCursor(doc)
+    for position, text, fmt in sorted(inserts, key=lambda i: i[0], reverse=True):
+        cursor.setPosition(position)
+        cursor.insertText(text, fmt)
+        cursor.setPosition(position)
+        cursor.insertText(" ", QTextCharFormat())  # a plain gap: no tint, no link
+
+
+def unsupported_ranges(doc: QTextDocument) -> list[str]:
+    """The texts marked unsupported in `doc`, in order (what mark_sentences marked)."""
+    found, run = [], []
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().boolProperty(UNSUPPORTED):
+                run.append(fragment.text())
+            elif run:
+                found.append("".join(run))
+                run = []
+            it += 1
+        block = block.next()
+    return found + (["".join(run)] if run else [])
+
+
+def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
+    start, end = max(0, start), min(len(text), end)
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _markers(text: str) -> set[int]:
+    return {int(m.group(1)) for m in CITE_MARK.finditer(text)}
+
+
+def _before_stop(doc: QTextDocument, start: int, end: int) -> int:
+    """A sentence's citation goes before its closing full stop, as the model writes them."""
+    last = doc.characterAt(end - 1)
+    return end - 1 if end - 1 > start and last in ".!?:;" else end
+
+
+def _mark_unsupported(doc: QTextDocument, start: int, end: int, palette: QPalette) -> None:
+    fmt = QTextCharFormat()
+    fmt.setBackground(tint(palette, QPalette.ColorRole.BrightText, 0.14))
+    fmt.setUnderlineStyle(QTextCharFormat.UnderlineStyle.WaveUnderline)
+    fmt.setUnderlineColor(palette.color(QPalette.ColorRole.BrightText))
+    fmt.setToolTip(UNSUPPORTED_TIP)
+    fmt.setProperty(UNSUPPORTED, True)
+    cursor = QTextCursor(doc)
+    cursor.setPosition(start)
+    cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+    cursor.mergeCharFormat(fmt)
+
+
+def _tag_format(doc: QTextDocument, palette: QPalette) -> QTextCharFormat:
+    fmt = QTextCharFormat()
+    fmt.setBackground(tint(palette, QPalette.ColorRole.BrightText, 0.28))
+    fmt.setForeground(palette.color(QPalette.ColorRole.Text))
+    fmt.setFontPointSize(max(7.0, doc.defaultFont().pointSizeF() * 0.8))
+    fmt.setFontItalic(True)
+    fmt.setToolTip(UNSUPPORTED_TIP)
+    return fmt
+
+
+def _link_format(number: int, palette: QPalette) -> QTextCharFormat:
+    fmt = QTextCharFormat()
+    fmt.setAnchor(True)
+    fmt.setAnchorHref(f"cite:{number}")
+    fmt.setForeground(palette.color(QPalette.ColorRole.Link))
+    fmt.setFontWeight(QFont.Weight.DemiBold)
+    return fmt
+
+
+# -- a refusal's nearest passages --------------------------------------------------------------
+def nearest_html(citations: list[Citation], expanded: set[int], palette: QPalette) -> str:
+    """The nearest passages, one line each ("[1] R-intro.pdf, page 12 · Heading"), every line a
+    cite:N link; the passages numbered in `expanded` show their text beneath. Every string from
+    a manual is escaped."""
+    muted = palette.color(QPalette.ColorRole.PlaceholderText).name()
+    parts = [f'<p style="margin:0 0 2px 0"><b>{NEAREST_TITLE}</b></p>']
+    for citation in citations:
+        p = citation.passage
+        shown = citation.number in expanded
+        arrow = "\u25be" if shown else "\u25b8"  # a small triangle, down when open
+        where = html.escape(f"[{citation.number}] {p.document}, {page_label(p)}")
+        heading = html.escape(_heading_line(p.heading_path))
+        heading = f'<span style="color:{muted}"> \u00b7 {heading}</span>' if heading else ""
+        parts.append(f'<p style="margin:3px 0 3px 0"><a href="cite:{citation.number}" '
+                     f'style="text-decoration:none">{arrow} <u>{where}</u>{heading}</a></p>')
+        if shown:
+            parts.append(f'<p style="margin:0 0 8px 18px">{_passage_html(p.text, citation.quote)}</p>')
+    return "".join(parts)
+
+
+def _heading_line(heading_path: tuple[str, ...]) -> str:
+    """The last two headings, cut to fit one line."""
+    line = " \u203a ".join(" ".join(h.split()) for h in heading_path[-2:])
+    return line if len(line) <= HEADING_CHARS else line[:HEADING_CHARS - 1].rstrip() + "\u2026"
+
+
+def _passage_html(text: str, quote: str) -> str:
+    """The passage's text, its best sentence (the citation's quote) in bold."""
+    text = " ".join(text.split())
+    quote = quote.rstrip("\u2026").strip()
+    at = text.find(quote) if len(quote) >= 12 else -1
+    if at < 0:
+        return html.escape(text)
+    end = at + len(quote)
+    return f"{html.escape(text[:at])}<b>{html.escape(text[at:end])}</b>{html.escape(text[end:])}"

@@ -294,7 +294,7 @@ class ChatView(QWidget):
 
     def _on_passages(self, event: PassagesEvent) -> None:
         if self._current is not None:
-            self._current.set_passages(event.answerable)
+            self._current.set_passages(event.answerable, event.relevance.unknown_names)
 
     def _on_lead(self, quotes) -> None:
         if self._current is not None:
@@ -314,7 +314,7 @@ class ChatView(QWidget):
             return
         self._buffer.clear()  # DoneEvent.answer is the final text
         self._end_turn()
-        bubble.finish(event.answer, event.stats)
+        bubble.finish(event.answer, event.stats, event.sentences)
         self._store_turn(bubble)
         self.answerFinished.emit(event)
 
@@ -379,6 +379,8 @@ class ChatView(QWidget):
             bubble.set_last(bubble is answers[-1] and not self._busy)
 
     def _on_citation(self, citation) -> None:
+        # The person is reading: what the click unfolds or reflows must not scroll it away.
+        self._follow = False
         self.citationClicked.emit(citation)
 
     def _set_busy(self, busy: bool) -> None:

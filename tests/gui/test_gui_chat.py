@@ -235,8 +235,10 @@ def test_not_answerable_says_so_and_shows_the_nearest_passages(qtbot, indexed, t
             view.ask("What is the boiling point of mercury?")
         bubble = view.last_answer()
         assert bubble.notice.isVisible() and NOT_FOUND_TITLE in bubble.notice.text()
-        assert "Nearest passages" in bubble.browser.toPlainText()
-        assert bubble.evidence.isVisible() and "pump" in bubble.evidence.toPlainText().lower()
+        assert "Nearest passages" in bubble.nearest.toPlainText()
+        # one line per passage, folded (test_gui_answer_marks.py unfolds them), not the evidence's wall of text
+        assert bubble.nearest.isVisible() and "pump.pdf, page" in bubble.nearest.toPlainText()
+        assert not bubble.evidence.isVisible() and not bubble.browser.isVisible()
         assert view.messages()[-1]["answerable"] is False
         assert history(view.messages()) == [{"role": "user", "content": "What is the boiling point of mercury?"}]
     finally:
