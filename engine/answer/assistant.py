@@ -37,6 +37,7 @@ from engine.answer.grounding import (
 from engine.answer.lead import lead_sentences
 from engine.answer.metrics import Metrics
 from engine.answer.retrieval import Retriever
+from engine.answer.sentence_check import SUPPORTED_SHARE, check_sentences, has_content
 from engine.answer.timing import StageTimes
 from engine.errors import EngineError
 from engine.llm.local import CancelFlag
@@ -72,11 +73,21 @@ class AnswerStats:
     provider: str = ""
     support: float | None = None  # share of the answer's own words found in the sources
     tokens_per_s: float = 0.0  # the model's writing speed, after its first token
+    checked: int | None = None  # the answer's sentences with content, checked; None: no check ran
+    unsupported: int = 0  # of those, the ones the passages do not support
+
+    @property
+    def sentence_support(self) -> float | None:
+        """The share of the checked sentences that the passages support; None: none checked."""
+        return (self.checked - self.unsupported) / self.checked if self.checked else None
 
     @property
     def well_supported(self) -> bool:
-        """False when much of the answer is not in the sources: the view says to check them."""
-        return self.support is not None and self.support >= SUPPORT_FLOOR
+        """False when too much of the answer is not in the sources: the view says to check them.
+        Judged on the sentence checks (sentence_check.py); without them, on the words."""
+        if self.checked is None:
+            return self.support is not None and self.support >= SUPPORT_FLOOR
+        return self.checked > 0 and self.sentence_support >= SUPPORTED_SHARE
 
     def to_dict(self) -> dict:
         return {"answerable": self.answerable, "relevance": self.relevance.to_dict(),
@@ -86,7 +97,8 @@ class AnswerStats:
                 else round(self.time_to_first_token_s, 4),
                 "finish_reason": self.finish_reason, "provider": self.provider,
                 "support": None if self.support is None else round(self.support, 4),
-                "tokens_per_s": self.tokens_per_s,
+                "tokens_per_s": self.tokens_per_s, "checked": self.checked, "unsupported": self.unsupported,
+                "sentence_support": None if self.sentence_support is None else round(self.sentence_support, 4),
                 "well_supported": self.well_supported}
 
 
@@ -189,22 +201,27 @@ class Assistant:
         stream = self.llm.stream(prompt.messages, max_new_tokens=s.max_new_tokens,
                                  temperature=s.temperature, cancel=guard)
         yield from _shown_text(stream, guard, run)
-        answer = guard.answer()
+        answer = strip_invalid_citations(guard.answer(), len(prompt.passages)).strip()
+        # The prompt numbers a prefix of the passages, maybe shortened: check and cite the full ones.
+        numbered = passages[:len(prompt.passages)]
+        with run.timed("check"):
+            sentences = check_sentences(answer, numbered, self.retriever.embedder)
         with run.timed("cite"):
-            cited = cited_numbers(answer, len(prompt.passages))
-            # The prompt numbers a prefix of the passages, maybe shortened: cite the full ones.
-            citations = tuple(_citations(question, passages, cited))
+            citations = tuple(_citations(question, passages, cited_and_sources(answer, sentences, len(numbered))))
         yield CitationsEvent(citations)
         g = stream.stats
+        content = [c for c in sentences if has_content(c)]
         stats = AnswerStats(True, relevance, tuple(run.stages), run.timings_s, g.prompt_tokens, g.new_tokens,
                             run.first_token_s(), guard.reason or g.finish_reason, g.provider,
-                            support(answer, question, passages), g.tokens_per_s)
-        yield self._done(strip_invalid_citations(answer, len(prompt.passages)).strip(), stats, lead)
+                            support(answer, question, passages), g.tokens_per_s,
+                            len(content), sum(not c.supported for c in content))
+        yield self._done(answer, stats, lead, sentences)
 
-    def _done(self, answer: str, stats: AnswerStats, lead: tuple[Quote, ...] = ()) -> DoneEvent:
+    def _done(self, answer: str, stats: AnswerStats, lead: tuple[Quote, ...] = (),
+              sentences: tuple[CheckedSentence, ...] = ()) -> DoneEvent:
         stats.timings_s["total"] = sum(v for k, v in stats.timings_s.items() if k != "total")
         self.metrics.record_answer(stats)
-        return DoneEvent(answer, stats, lead=lead)
+        return DoneEvent(answer, stats, lead=lead, sentences=sentences)
 
 
 @contextmanager
@@ -291,6 +308,18 @@ def _shown_text(stream, guard: AnswerGuard, run: "_Run") -> Iterator[TextEvent]:
         shown = guard.flush()
     if shown:
         yield TextEvent(shown)
+
+
+def cited_and_sources(answer: str, sentences: Sequence[CheckedSentence], count: int) -> list[int]:
+    """The [n] the answer cites and the sources of its supported sentences, in order of first
+    use, once each: within a sentence, what it cites, then where it came from."""
+    numbers: list[int] = []
+    for s in sentences:
+        numbers += cited_numbers(answer[s.start:s.end], count)
+        if s.supported and s.source is not None:
+            numbers.append(s.source)
+    numbers += cited_numbers(answer, count)  # any outside a sentence
+    return list(dict.fromkeys(numbers))
 
 
 def _citations(question: str, passages: Sequence[Passage], cited: list[int]) -> list[Citation]:

@@ -12,6 +12,7 @@ from engine.errors import EngineError
 from engine.evaluation.scoring import REPEAT_SAMPLE
 
 QUOTE_WIDTH = 160
+NOT_IN_MANUALS = "[not in the manuals]"
 
 
 def add_commands(commands, common) -> None:
@@ -22,7 +23,7 @@ def add_commands(commands, common) -> None:
                               help="answer one question from the indexed manuals, with sources")
     ask.add_argument("question", metavar="QUESTION")
     ask.add_argument("--json", action="store_true",
-                     help="print one JSON object: lead, answer, citations, answerable, stats")
+                     help="print one JSON object: lead, answer, sentences, citations, answerable, stats")
     ask.set_defaults(run=lambda args: _ask(args, paths_of(args)))
 
     chat = commands.add_parser("chat", parents=[common, collection, answering],
@@ -106,8 +107,9 @@ def _print_answer(events) -> str | None:
             citations = event.citations
         elif event.kind == "done":
             answer = event.answer
+            _print_checked(event.answer, event.sentences)
             if event.stats.answerable and not event.stats.well_supported:
-                print("\nNote: much of this answer is not in the manuals; check it against the passages below.")
+                print(f"\nNote: {_caution(event.stats)}; check it against the passages below.")
             _print_sources(citations)
             _print_stats(event.stats)
         elif event.kind == "error":
@@ -123,6 +125,36 @@ def _print_lead(quotes) -> None:
     for quote in quotes:
         print(f"  \u201c{quote.text}\u201d ({quote.document}, page {quote.page}) [{quote.number}]")
     print(flush=True)
+
+
+def _print_checked(answer: str, sentences) -> None:
+    """The answer's sentences with content again, each with the passage it came from, or
+    marked when the passages do not say it."""
+    from engine.answer.sentence_check import has_content
+
+    lines = [checked_line(answer, s) for s in sentences if has_content(s)]
+    if lines:
+        print("\nChecked against the passages:")
+        for line in lines:
+            print(f"  {line}")
+
+
+def checked_line(answer: str, sentence) -> str:
+    """One checked sentence as the CLI shows it: its text, then "[n]" (its source, unless it
+    cites it already) or NOT_IN_MANUALS. A code block keeps its lines, indented."""
+    text = answer[sentence.start:sentence.end].replace("\n", "\n    ")
+    if not sentence.supported:
+        return f"{text} {NOT_IN_MANUALS}"
+    mark = f"[{sentence.source}]"
+    return text if mark in text else f"{text} {mark}"
+
+
+def _caution(stats) -> str:
+    if stats.checked is None:
+        return "much of this answer is not in the manuals"
+    if not stats.checked:
+        return "nothing in this answer could be found in the manuals"
+    return f"{stats.unsupported} of its {stats.checked} sentences are not in the manuals"
 
 
 def _print_sources(citations) -> None:
@@ -155,7 +187,8 @@ def _print_json(question: str, events) -> dict | None:
         elif event.kind == "citations":
             record["citations"] = [_citation_json(c) for c in event.citations]
         elif event.kind == "done":
-            record.update(answer=event.answer, stats=event.stats.to_dict())
+            record.update(answer=event.answer, stats=event.stats.to_dict(),
+                          sentences=[_sentence_json(event.answer, c) for c in event.sentences])
         elif event.kind == "error":
             record.update(error=event.message)
     print(json.dumps(record))  # \u escapes: valid on any console's encoding (Windows' cp1252 too)
@@ -165,6 +198,10 @@ def _print_json(question: str, events) -> dict | None:
 def _citation_json(citation) -> dict:
     found = citation.to_dict()
     return {key: found[key] for key in ("number", "document", "path", "page", "pages", "quote", "cited")}
+
+
+def _sentence_json(answer: str, sentence) -> dict:
+    return {**sentence.to_dict(), "text": answer[sentence.start:sentence.end]}
 
 
 def _quote_json(quote) -> dict:
@@ -242,11 +279,13 @@ def _count(text: str) -> int:
 
 SUMMARY_KEYS = ("hit@1", "hit@3", "hit@5", "hit@10", "mrr@5", "refusal_accuracy", "false_refusal_rate",
                 "unanswerable_refused_rate", "keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate",
-                "keyword_any_rate", "evidence_hit_rate", "loop_rate", "deterministic_rate")
+                "keyword_any_rate", "evidence_hit_rate", "keyword_hit_supported_only", "caution_rate",
+                "caution_on_wrong", "caution_on_right", "loop_rate", "deterministic_rate")
 # per family and per document: (column heading, summary key); "s" columns are latency p50s
 GROUP_COLUMNS = (("n", "questions"), ("hit@5", "hit@5"), ("mrr@5", "mrr@5"), ("refuse", "refusal_accuracy"),
                  ("false", "false_refusal_rate"), ("kw", "keyword_hit_rate"),
                  ("kw_gen", "keyword_hit_generated"), ("lead", "lead_hit_rate"), ("loop", "loop_rate"),
+                 ("caut", "caution_rate"), ("caut_w", "caution_on_wrong"), ("caut_r", "caution_on_right"),
                  ("det", "deterministic_rate"), ("lead s", "lead"), ("1st s", "first_token"))
 GROUP_NAME_WIDTH = 26
 
@@ -254,7 +293,8 @@ GROUP_NAME_WIDTH = 26
 def summary_table(summary: dict) -> str:
     """The summary for a person: each measure, latency per stage, then one row per family and
     per document (refuse = refusal_accuracy, false = false_refusal_rate, kw = keyword_hit_rate,
-    kw_gen = keyword_hit_generated, det = deterministic_rate; lead s and 1st s are p50s)."""
+    kw_gen = keyword_hit_generated, caut = caution_rate, caut_w = caution_on_wrong, caut_r =
+    caution_on_right, det = deterministic_rate; lead s and 1st s are p50s)."""
     lines = [f"{summary['questions']} questions: {summary['answerable']} answerable, "
              f"{summary['unanswerable']} not"]
     for key in SUMMARY_KEYS:

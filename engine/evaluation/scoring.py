@@ -1,6 +1,6 @@
 """Measuring retrieval and answers on a QA set (engine.evaluation.qa): hit@k, MRR, refusals,
-keywords in what is shown, loops, determinism and latency per stage; overall, per document and
-per family of manuals."""
+keywords in what is shown, loops, determinism, how the "check the sources" caution relates to
+right answers, and latency per stage; overall, per document and per family of manuals."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ NO_FAMILY = "(no family)"
 # summary key -> the QuestionResult flag it is the share of (over the results where it is not None)
 RATES = {"keyword_hit_rate": "keyword_hit", "keyword_hit_generated": "keyword_hit_generated",
          "lead_hit_rate": "lead_hit", "keyword_any_rate": "keyword_any", "evidence_hit_rate": "evidence_hit",
-         "loop_rate": "looped", "deterministic_rate": "repeat_identical"}
+         "loop_rate": "looped", "deterministic_rate": "repeat_identical",
+         "keyword_hit_supported_only": "keyword_hit_supported_only"}
 
 
 @dataclass
@@ -36,6 +37,9 @@ class QuestionResult:
     relevance: float = 0.0  # the gate's score
     lead: str | None = None  # the manual's sentences shown before the model's text; None: no lead
     repeat_identical: bool | None = None  # asked again, the same lead and text; None: not asked again
+    cautioned: bool | None = None  # the answer carried "check the sources"; None: no answer written
+    support: float | None = None  # the share of the answer's own words in the sources (AnswerStats)
+    supported_only: str | None = None  # the model's text with its unsupported sentences left out
 
     @property
     def shown(self) -> str | None:
@@ -58,6 +62,11 @@ class QuestionResult:
     def lead_hit(self) -> bool | None:
         """All keywords in the lead sentences alone."""
         return self._keywords_in(self.lead, all)
+
+    @property
+    def keyword_hit_supported_only(self) -> bool | None:
+        """All keywords in the model's text once its unsupported sentences are left out."""
+        return self._keywords_in(self.supported_only, all)
 
     @property
     def keyword_any(self) -> bool | None:
@@ -90,6 +99,8 @@ class QuestionResult:
                 "keyword_hit_generated": self.keyword_hit_generated, "lead_hit": self.lead_hit,
                 "keyword_any": self.keyword_any, "evidence_hit": self.evidence_hit, "looped": self.looped,
                 "repeat_identical": self.repeat_identical, "relevance": round(self.relevance, 4),
+                "cautioned": self.cautioned, "support": None if self.support is None else round(self.support, 4),
+                "keyword_hit_supported_only": self.keyword_hit_supported_only,
                 "lead": self.lead, "answer": self.answer,
                 "timings_s": {k: round(v, 4) for k, v in self.timings_s.items()}}
 
@@ -134,8 +145,18 @@ def figures(results: Sequence[QuestionResult]) -> dict:
     summary["unanswerable_refused_rate"] = _mean(r.refused for r in unanswerable)
     for key, flag in RATES.items():
         summary[key] = _mean(v for v in (getattr(r, flag) for r in results) if v is not None)
+    summary.update(caution_figures(results))
     summary["latency_s"] = latency_table(r.timings_s for r in results)
     return summary
+
+
+def caution_figures(results: Sequence[QuestionResult]) -> dict:
+    """How often written answers carry the caution: all of them, the wrong ones, the right ones
+    (right: the model's text holds all the keywords, keyword_hit_generated)."""
+    judged = [r for r in results if r.cautioned is not None and r.keyword_hit_generated is not None]
+    return {"caution_rate": _mean(r.cautioned for r in judged),
+            "caution_on_wrong": _mean(r.cautioned for r in judged if not r.keyword_hit_generated),
+            "caution_on_right": _mean(r.cautioned for r in judged if r.keyword_hit_generated)}
 
 
 def _grouped(results: Iterable[QuestionResult], key) -> dict[str, list[QuestionResult]]:
@@ -228,6 +249,7 @@ class _Answer:
     evidence: str | None = None
     text: str | None = None
     stats: object = None  # AnswerStats
+    sentences: tuple = ()  # CheckedSentence
 
 
 def _read_answer(assistant, item: QAItem) -> _Answer:
@@ -243,6 +265,7 @@ def _read_answer(assistant, item: QAItem) -> _Answer:
             read.evidence = "\n".join(c.passage.text for c in event.citations)
         elif event.kind == "done":
             read.text, read.stats = event.answer, event.stats
+            read.sentences = getattr(event, "sentences", ())
         elif event.kind == "error":
             raise EngineError(f"Question '{item.id}' failed: {event.message}")
     return read
@@ -256,6 +279,12 @@ def _answer_into(result: QuestionResult, assistant) -> None:
         return
     result.answer = read.text
     result.timings_s = _timings_of(read)
+    if read.stats.answerable:
+        from engine.answer.sentence_check import without_unsupported
+
+        result.cautioned = not read.stats.well_supported
+        result.support = read.stats.support
+        result.supported_only = without_unsupported(read.text, read.sentences)
 
 
 def _timings_of(read: _Answer) -> dict[str, float]:

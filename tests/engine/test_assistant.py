@@ -122,7 +122,7 @@ def test_the_answer_is_the_streamed_text_and_stats_cover_every_stage(store, tiny
     if stats.finish_reason in ("stop", "length"):
         assert done.answer == text
     assert stats.answerable is True
-    assert stats.stages == (*RETRIEVAL_STAGES, "gate", "lead", "prompt", "generate", "cite")
+    assert stats.stages == (*RETRIEVAL_STAGES, "gate", "lead", "prompt", "generate", "check", "cite")
     assert set(stats.timings_s) == {*stats.stages, "total"}
     assert all(seconds >= 0 for seconds in stats.timings_s.values())
     assert stats.timings_s["total"] == pytest.approx(
@@ -642,13 +642,64 @@ def test_an_answer_citing_nothing_gets_every_retrieved_passage_even_those_left_o
         store, tiny_embedder, recorded_prompts):
     settings, passages = with_a_prompt_that(
         store, tiny_embedder, lambda prompt, passages: len(passages) == 3 and len(prompt.passages) == 1)
-    events = list(make(store, tiny_embedder, ScriptedLLM("Replace it every year."), settings).ask(QUESTION))
+    # it cites no [n], and no passage supports it: nothing to map it to
+    events = list(make(store, tiny_embedder, ScriptedLLM("Call the dealer hotline for advice."),
+                       settings).ask(QUESTION))
 
     (prompt,) = recorded_prompts
     assert len(prompt.passages) == 1
+    assert [c.supported for c in events[-1].sentences] == [False]
     citations = only(events, CitationsEvent).citations
     assert [(c.number, c.passage, c.cited) for c in citations] == \
         [(n, p, False) for n, p in enumerate(passages, 1)]
+
+
+# -- each sentence checked against the passages ------------------------------------------------
+
+def numbered(events, document: str) -> int:
+    """The [n] of the retrieved passage from `document`."""
+    return next(n for n, p in enumerate(events[0].passages, 1) if p.document == document)
+
+
+def test_each_sentence_is_checked_and_one_the_passages_say_cites_its_passage_without_a_mark(store, tiny_embedder):
+    script = "Replace the filter cartridge yearly, part F-77. Ask the dealer hotline for advice."
+    events = list(make(store, tiny_embedder, ScriptedLLM(script)).ask(QUESTION))
+    done, filter_ = events[-1], numbered(events, "filter.md")
+
+    assert [done.answer[c.start:c.end] for c in done.sentences] == \
+        ["Replace the filter cartridge yearly, part F-77.", "Ask the dealer hotline for advice."]
+    assert [(c.supported, c.source) for c in done.sentences] == [(True, filter_), (False, None)]
+    citations = only(events, CitationsEvent).citations
+    assert [(c.number, c.passage, c.cited) for c in citations] == [(filter_, events[0].passages[filter_ - 1], True)]
+    stats = done.stats
+    assert (stats.checked, stats.unsupported, stats.sentence_support) == (2, 1, 0.5)
+    assert not stats.well_supported  # a sentence the manuals do not say: "check the sources"
+    assert stats.to_dict()["checked"] == 2 and stats.to_dict()["sentence_support"] == 0.5
+    assert stats.to_dict()["well_supported"] is False and stats.support is not None  # the old measure stays
+
+
+def test_an_answer_the_passages_say_is_well_supported(store, tiny_embedder):
+    events = list(make(store, tiny_embedder, ScriptedLLM("Replace the filter cartridge yearly.")).ask(QUESTION))
+    stats = events[-1].stats
+    assert (stats.checked, stats.unsupported) == (1, 0) and stats.well_supported
+
+
+def test_an_answer_with_nothing_to_check_is_not_well_supported(store, tiny_embedder):
+    events = list(make(store, tiny_embedder, ScriptedLLM("The answer is:")).ask(QUESTION))
+    assert [(c.supported, c.source) for c in events[-1].sentences] == [(True, None)]
+    assert events[-1].stats.checked == 0 and not events[-1].stats.well_supported
+
+
+def test_citations_are_the_cited_numbers_and_the_sentences_sources_in_order_of_first_use(store, tiny_embedder):
+    script = ("Check the oil level weekly with a dipstick. Replace the filter cartridge yearly [{filter}]. "
+              "Check the dipstick weekly for the oil level.")
+    roomy = replace(ANSWER, prompt_budget_tokens=5000)  # every passage in the prompt, one token a character
+    first = list(make(store, tiny_embedder, ScriptedLLM("x"), roomy).ask(QUESTION))
+    filter_, oil = numbered(first, "filter.md"), numbered(first, "oil.md")
+    model = ScriptedLLM(script.replace("{filter}", str(filter_)))
+    events = list(make(store, tiny_embedder, model, roomy).ask(QUESTION))
+    assert [(c.supported, c.source) for c in events[-1].sentences] == [(True, oil), (True, filter_), (True, oil)]
+    assert [c.number for c in only(events, CitationsEvent).citations] == [oil, filter_]
 
 
 # -- quotes and citations ----------------------------------------------------------------------
@@ -745,6 +796,11 @@ def test_open_assistant_answers_from_an_indexed_manual(builtin_data_dir, tmp_pat
     assert done.answer.strip() and streamed(events).strip()
     assert shows_no_marker(events, prompt)
     assert {Path(c.passage.path).name for c in events[-2].citations} == {"pump.md"}
+    # each sentence checked, spans of the answer; those with content supported have their source
+    assert done.sentences and done.sentences[-1].end <= len(done.answer)
+    assert all(0 <= c.start < c.end for c in done.sentences)
+    assert all(c.source is not None for c in done.sentences if c.supported and c.score >= 0.5)
+    assert done.stats.checked == sum(not c.supported or c.source is not None for c in done.sentences)
 
 
 @pytest.mark.slow
