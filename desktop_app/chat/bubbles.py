@@ -353,7 +353,9 @@ class AnswerBubble(QFrame):
 
     @staticmethod
     def _focus_link(browser: SafeBrowser, href: str) -> None:
-        """Keeps the keyboard on the link just used after its document was redrawn."""
+        """Keeps the keyboard on the link just used after its document was redrawn: selected
+        (the focused link's look) when followed from the keyboard, else just after it, so Tab
+        goes on to the next one either way."""
         doc = browser.document()
         block = doc.begin()
         while block.isValid():
@@ -369,7 +371,7 @@ class AnswerBubble(QFrame):
                 it += 1
             if span:
                 cursor = QTextCursor(doc)
-                cursor.setPosition(span[0])
+                cursor.setPosition(span[0] if browser.keyboard_used else span[1])
                 cursor.setPosition(span[1], QTextCursor.MoveMode.KeepAnchor)
                 browser.setTextCursor(cursor)
                 return

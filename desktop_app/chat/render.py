@@ -48,7 +48,7 @@ UNSUPPORTED_TAG = "not in the manuals"
 UNSUPPORTED_TIP = "The passages the answer was written from do not say this; check it before relying on it."
 UNSUPPORTED = int(QTextFormat.Property.UserProperty) + 1  # marks an unsupported sentence's characters
 NEAREST_TITLE = "Nearest passages"
-HEADING_CHARS = 70  # a passage's heading path on its one line
+HEADING_CHARS = 48  # a passage's heading on its one line, beside its document and page
 
 def page_label(passage: Passage) -> str:
     pages = passage.pages
@@ -226,6 +226,7 @@ class SafeBrowser(QTextBrowser):
         self.viewport().setAutoFillBackground(False)
         self.anchorClicked.connect(self._on_anchor)
         self.refused: list[str] = []  # resources something asked us to load (never loaded)
+        self.keyboard_used = False  # whether the last link was followed from the keyboard
         self._watch(self.document())
 
     def show_document(self, doc: QTextDocument) -> None:
@@ -238,6 +239,14 @@ class SafeBrowser(QTextBrowser):
     def loadResource(self, type_, name):  # noqa: N802 (Qt's name)
         self.refused.append(name.toString())
         return None
+
+    def keyPressEvent(self, event) -> None:  # noqa: N802
+        self.keyboard_used = True
+        super().keyPressEvent(event)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        self.keyboard_used = False
+        super().mousePressEvent(event)
 
     def sizeHint(self) -> QSize:  # noqa: N802
         return QSize(super().sizeHint().width(), self.height())
@@ -331,7 +340,8 @@ def mark_sentences(doc: QTextDocument, answer: str, sentences: tuple[CheckedSent
         cursor.setPosition(position)
         cursor.insertText(text, fmt)
         cursor.setPosition(position)
-        cursor.insertText(" ", QTextCharFormat())  # a plain gap: no tint, no link
+        # a plain gap (no tint, no link); a citation keeps to the word before it
+        cursor.insertText(" " if text == UNSUPPORTED_TAG else "\u00a0", QTextCharFormat())
 
 
 def unsupported_ranges(doc: QTextDocument) -> list[str]:
@@ -425,8 +435,8 @@ def nearest_html(citations: list[Citation], expanded: set[int], palette: QPalett
 
 
 def _heading_line(heading_path: tuple[str, ...]) -> str:
-    """The last two headings, cut to fit one line."""
-    line = " \u203a ".join(" ".join(h.split()) for h in heading_path[-2:])
+    """The innermost heading, cut to fit one line."""
+    line = " ".join(heading_path[-1].split()) if heading_path else ""
     return line if len(line) <= HEADING_CHARS else line[:HEADING_CHARS - 1].rstrip() + "\u2026"
 
 

@@ -142,7 +142,7 @@ def test_a_refusal_keeps_its_notice_in_view_over_the_folded_passages(qtbot):
     assert "The manuals do not mention Jupyter." in bubble.notice.text()
     lines = bubble.nearest.toPlainText().splitlines()
     assert lines[0] == NEAREST_TITLE and len(lines) == 5
-    assert lines[1].endswith("[1] pump.pdf, page 2 \u00b7 Pump \u203a Section 1")
+    assert lines[1].endswith("[1] pump.pdf, page 2 \u00b7 Section 1")
     assert "long passage" not in bubble.nearest.toPlainText()  # folded: no wall of text
     assert in_view(view, bubble.nearest)
     assert not bubble.browser.isVisible() and not bubble.evidence.isVisible()
@@ -157,6 +157,7 @@ def test_a_click_on_a_nearest_passage_unfolds_it_and_opens_its_page(qtbot):
     click(qtbot, bubble.nearest, "cite:2")
     (shown,) = opened
     assert shown == bubble.state.citations[1] and shown.passage.page == 3
+    assert not bubble.nearest.textCursor().hasSelection()  # a mouse click leaves no selection behind
     text = bubble.nearest.toPlainText()
     assert "Passage 2 text." in text and "Passage 1 text." not in text and "Passage 3 text." not in text
     qtbot.waitUntil(lambda: bubble.height() > bubble.nearest.height() > 300)  # the bubble took its new size
@@ -205,6 +206,7 @@ def test_the_nearest_passages_open_from_the_keyboard(qtbot):
     qtbot.waitUntil(bubble.nearest.hasFocus)
     qtbot.keyClick(bubble.nearest, Qt.Key.Key_Tab)
     qtbot.keyClick(bubble.nearest, Qt.Key.Key_Return)
+    assert bubble.nearest.textCursor().selectedText().endswith("[1] pump.pdf, page 2 \u00b7 Section 1")
     qtbot.keyClick(bubble.nearest, Qt.Key.Key_Tab)  # on from the line just unfolded
     qtbot.keyClick(bubble.nearest, Qt.Key.Key_Return)
     assert [c.number for c in opened] == [1, 2]
