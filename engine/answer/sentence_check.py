@@ -38,7 +38,7 @@ from engine.types import CheckedSentence, Passage
 
 COSINE_WEIGHT = 0.5
 THRESHOLD = 0.5
-SUPPORTED_SHARE = 1.0
+SUPPORTED_SHARE = 0.5
 MIN_TERMS = 3  # fewer topic words and no code name: nothing to check ("Here is how to fix it:")
 SHORTLIST = 2  # passage sentences embedded per answer sentence and passage, the best by shared words
 

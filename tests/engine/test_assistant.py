@@ -662,26 +662,31 @@ def numbered(events, document: str) -> int:
 
 
 def test_each_sentence_is_checked_and_one_the_passages_say_cites_its_passage_without_a_mark(store, tiny_embedder):
-    script = "Replace the filter cartridge yearly, part F-77. Ask the dealer hotline for advice."
+    script = ("Replace the filter cartridge yearly, part F-77. Ask the dealer hotline for advice. "
+              "Then reboot the controller twice.")
     events = list(make(store, tiny_embedder, ScriptedLLM(script)).ask(QUESTION))
     done, filter_ = events[-1], numbered(events, "filter.md")
 
     assert [done.answer[c.start:c.end] for c in done.sentences] == \
-        ["Replace the filter cartridge yearly, part F-77.", "Ask the dealer hotline for advice."]
-    assert [(c.supported, c.source) for c in done.sentences] == [(True, filter_), (False, None)]
+        ["Replace the filter cartridge yearly, part F-77.", "Ask the dealer hotline for advice.",
+         "Then reboot the controller twice."]
+    assert [(c.supported, c.source) for c in done.sentences] == [(True, filter_), (False, None), (False, None)]
     citations = only(events, CitationsEvent).citations
     assert [(c.number, c.passage, c.cited) for c in citations] == [(filter_, events[0].passages[filter_ - 1], True)]
     stats = done.stats
-    assert (stats.checked, stats.unsupported, stats.sentence_support) == (2, 1, 0.5)
-    assert not stats.well_supported  # a sentence the manuals do not say: "check the sources"
-    assert stats.to_dict()["checked"] == 2 and stats.to_dict()["sentence_support"] == 0.5
+    assert (stats.checked, stats.unsupported, stats.sentence_support) == (3, 2, pytest.approx(1 / 3))
+    assert not stats.well_supported  # most of it the manuals do not say: "check the sources"
+    assert stats.to_dict()["checked"] == 3 and stats.to_dict()["sentence_support"] == 0.3333
     assert stats.to_dict()["well_supported"] is False and stats.support is not None  # the old measure stays
 
 
-def test_an_answer_the_passages_say_is_well_supported(store, tiny_embedder):
+def test_an_answer_the_passages_mostly_say_is_well_supported(store, tiny_embedder):
     events = list(make(store, tiny_embedder, ScriptedLLM("Replace the filter cartridge yearly.")).ask(QUESTION))
     stats = events[-1].stats
     assert (stats.checked, stats.unsupported) == (1, 0) and stats.well_supported
+    script = "Replace the filter cartridge yearly. Ask the dealer hotline for advice."
+    stats = list(make(store, tiny_embedder, ScriptedLLM(script)).ask(QUESTION))[-1].stats
+    assert (stats.checked, stats.unsupported) == (2, 1) and stats.well_supported  # half: SUPPORTED_SHARE
 
 
 def test_an_answer_with_nothing_to_check_is_not_well_supported(store, tiny_embedder):

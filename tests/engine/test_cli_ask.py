@@ -87,7 +87,7 @@ def test_eval_details_in_a_missing_folder_is_an_error_not_a_traceback(tmp_path, 
 # What issue 13 asks eval to report, overall and for each document and family.
 EVAL_KEYS = {"hit@1", "hit@5", "hit@10", "mrr@5", "refusal_accuracy", "false_refusal_rate",
              "keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate", "loop_rate", "deterministic_rate",
-             "latency_s"}
+             "latency_s", "caution_rate", "caution_on_wrong", "caution_on_right"}
 TINY_QA = [
     {"id": "filter", "question": "How do I replace the filter?", "doc": "filter.md", "pages": [1],
      "keywords": ["F-77"], "family": "pumps"},
@@ -144,10 +144,11 @@ def test_eval_table_shows_the_measures_then_each_family_and_document(tiny_eval, 
     assert main(["eval", *tiny_eval, "--repeat-sample", "0"]) == 0
     table = capsys.readouterr().out
     assert table.startswith("3 questions: 2 answerable, 1 not")
-    for key in ("refusal_accuracy", "keyword_hit_generated", "lead_hit_rate", "loop_rate"):
+    for key in ("refusal_accuracy", "keyword_hit_generated", "lead_hit_rate", "loop_rate", "caution_rate",
+                "caution_on_wrong", "caution_on_right", "keyword_hit_supported_only"):
         assert re.search(rf"^  {key} +(\d\.\d{{3}}|-)$", table, re.MULTILINE), key
     assert re.search(r"^  deterministic_rate +-$", table, re.MULTILINE)  # nothing asked twice
-    assert re.search(r"^  by family +n +hit@5 .* det +lead s +1st s$", table, re.MULTILINE)
+    assert re.search(r"^  by family +n +hit@5 .* loop +caut +caut_w +caut_r +det +lead s +1st s$", table, re.MULTILINE)
     assert re.search(r"^    pumps +1 +1\.000 ", table, re.MULTILINE)
     assert re.search(r"^  by document +n ", table, re.MULTILINE)
     assert re.search(r"^    \(no document\) +1 +- +- +0\.000 ", table, re.MULTILINE)
@@ -201,6 +202,53 @@ def test_chat_prints_each_answers_lead_first(tiny_ask, capsys, monkeypatch):
     assert [a.startswith("From the manuals:\n") for a in answers] == [True, True]
     assert "filter.md" in LEAD_LINE.search(answers[0]).group(2)
     assert "oil.md" in LEAD_LINE.search(answers[1]).group(2)
+
+
+SCRIPT = ("Replace the filter cartridge yearly, part F-77. Ask the dealer hotline for advice. "
+          "Then reboot the controller twice.")
+
+
+@pytest.fixture
+def scripted_ask(monkeypatch, tmp_path, tiny_embedder) -> list[str]:
+    """ask on the tiny collection and embedder with a model that writes SCRIPT."""
+    from engine.answer.assistant import Assistant, AssistantSettings
+    from engine.answer.retrieval import Retriever
+    from tests.engine.test_assistant import ScriptedLLM
+    from tests.helpers.tiny_collection import fill, open_store
+
+    @contextmanager
+    def scripted(args, paths):
+        with open_store(tmp_path / "manuals", tiny_embedder) as store:
+            yield Assistant(Retriever(fill(store, tiny_embedder), tiny_embedder), ScriptedLLM(SCRIPT),
+                            AssistantSettings(relevance_threshold=-10, prompt_budget_tokens=5000))
+
+    monkeypatch.setattr("engine.cli.ask._open", scripted)
+    return ["--data-dir", str(tmp_path / "data")]
+
+
+def test_ask_marks_a_sentence_the_manuals_do_not_say_and_cites_the_others(scripted_ask, capsys):
+    assert main(["ask", "How do I replace the filter?", *scripted_ask]) == 0
+    out = capsys.readouterr().out
+    streamed, _, checked = out.partition("\n\nChecked against the passages:\n")
+    assert SCRIPT in streamed  # the model's text as it came
+    lines = checked.split("\n\n")[0].splitlines()
+    number = re.fullmatch(r"  Replace the filter cartridge yearly, part F-77\. \[(\d)\]", lines[0]).group(1)
+    assert lines[1:] == ["  Ask the dealer hotline for advice. [not in the manuals]",
+                         "  Then reboot the controller twice. [not in the manuals]"]
+    assert "Note: 2 of its 3 sentences are not in the manuals; check it against the passages below." in out
+    assert re.search(rf"^Sources:\n  \[{number}\] filter\.md, page 1: ", out, re.MULTILINE)
+
+
+def test_ask_json_has_each_sentence_checked_with_its_source(scripted_ask, capsys):
+    assert main(["ask", "How do I replace the filter?", "--json", *scripted_ask]) == 0
+    record = json.loads(capsys.readouterr().out)
+    sentences = record["sentences"]
+    assert [set(s) for s in sentences] == [{"start", "end", "text", "supported", "source", "score"}] * 3
+    assert [record["answer"][s["start"]:s["end"]] for s in sentences] == [s["text"] for s in sentences]
+    assert [(s["supported"], s["source"] is None) for s in sentences] == [(True, False), (False, True), (False, True)]
+    assert [c["number"] for c in record["citations"]] == [sentences[0]["source"]]
+    stats = record["stats"]
+    assert (stats["checked"], stats["unsupported"], stats["well_supported"]) == (3, 2, False)
 
 
 @pytest.fixture
@@ -257,6 +305,9 @@ def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, caps
     assert {"gate", "prompt", "generate", "cite"} <= set(stats["stages"])
     assert stats["prompt_tokens"] > 0 and stats["new_tokens"] > 0 and stats["provider"] == "cpu"
     assert stats["time_to_first_token_s"] > 0
+    assert record["sentences"] and all(s["text"] == record["answer"][s["start"]:s["end"]]
+                                       for s in record["sentences"])
+    assert stats["checked"] == sum(not s["supported"] or s["source"] is not None for s in record["sentences"])
 
 
 @pytest.mark.slow

@@ -56,3 +56,17 @@ def test_no_temporary_file_is_left_behind(tmp_path):
     store = ConversationStore(tmp_path)
     store.save(store.create("x"))
     assert [p.suffix for p in tmp_path.iterdir()] == [".json"]
+
+
+def test_a_saved_answer_keeps_its_checked_sentences_and_an_older_one_has_none():
+    from engine.conversations import SavedAnswer
+    from engine.types import CheckedSentence
+
+    checked = (CheckedSentence(0, 12, True, 2, 0.81), CheckedSentence(13, 30, False, None, 0.2))
+    saved = SavedAnswer("Fill it [2]. Reboot it twice.", well_supported=False, sentences=checked)
+    message = json.loads(json.dumps(saved.to_message()))
+    assert message["sentences"][1] == {"start": 13, "end": 30, "supported": False, "source": None, "score": 0.2}
+    again = SavedAnswer.from_message(message)
+    assert again.sentences == checked and again.well_supported is False
+    del message["sentences"]
+    assert SavedAnswer.from_message(message).sentences == ()

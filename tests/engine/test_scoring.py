@@ -26,6 +26,7 @@ from engine.evaluation.scoring import (
     evaluate,
     summarize,
 )
+from engine.types import CheckedSentence
 from tests.helpers.tiny_collection import fill, open_store
 
 LOOP = "1. Open the PDF in Acrobat.\n2. Open the PDF in Acrobat.\n3. Open the PDF in Acrobat."
@@ -110,6 +111,30 @@ def test_latency_has_p50_and_p95_of_each_stage_lead_and_first_token_included():
     assert latency["lead"] == {"p50": 0.2, "p95": 0.29}
     assert latency["first_token"] == {"p50": 2.0, "p95": 2.9}
     assert latency["embed"]["p50"] == 0.02
+
+
+def test_the_caution_is_measured_over_written_answers_and_apart_on_wrong_and_right_ones():
+    results = [answered("right-cautioned", "Use alpha.", cautioned=True),
+               answered("right", "Alpha it is.", cautioned=False),
+               answered("wrong-cautioned", "Use beta.", cautioned=True),
+               answered("wrong-cautioned-too", "Use gamma.", cautioned=True),
+               answered("wrong", "Use delta.", cautioned=False),
+               QuestionResult(item("refused"), 1, True, answer=NOT_FOUND),  # no caution either way
+               QuestionResult(item("u", answerable=False), None, False, answer="Paris.", cautioned=True)]
+    summary = summarize(results)
+    assert summary["caution_rate"] == 0.6  # of the five written answers with keywords to judge
+    assert summary["caution_on_wrong"] == pytest.approx(2 / 3, abs=1e-4)
+    assert summary["caution_on_right"] == 0.5
+    assert summarize(results[:1])["caution_on_wrong"] is None  # no wrong answer to judge
+    assert results[0].to_dict()["cautioned"] is True
+
+
+def test_keywords_with_the_unsupported_sentences_left_out():
+    results = [answered("kept", "Use alpha. Made up.", supported_only="Use alpha."),
+               answered("lost", "Use alpha. Fine.", supported_only="Fine."),
+               answered("unchecked", "Use alpha.")]
+    assert [r.keyword_hit_supported_only for r in results] == [True, False, None]
+    assert summarize(results)["keyword_hit_supported_only"] == 0.5
 
 
 # -- by document and by family -----------------------------------------------------------------
@@ -214,6 +239,41 @@ def test_evaluate_without_lead_events_leaves_the_lead_out(retriever):
     results = evaluate(ITEMS, retriever, assistant)
     assert all(r.lead is None and r.lead_hit is None for r in results)
     assert summarize(results)["lead_hit_rate"] is None
+
+
+class Checked(Scripted):
+    """An assistant whose answers come checked: `unsupported` names each answer's sentences the
+    passages do not say (the others are supported by passage 1)."""
+
+    def __init__(self, unsupported: dict[str, set[str]]):
+        super().__init__({item.question: ["x"] for item in ITEMS})
+        self.unsupported = unsupported
+
+    def ask(self, question: str):
+        yield PassagesEvent((), True, RELEVANT)
+        text = "Fit part F-77. Use water. Drain it."
+        spans = [(0, 14), (15, 25), (26, 35)]
+        sentences = tuple(CheckedSentence(s, e, text[s:e] not in self.unsupported.get(question, ()),
+                                          None if text[s:e] in self.unsupported.get(question, ()) else 1, 0.5)
+                          for s, e in spans)
+        yield TextEvent(text)
+        yield CitationsEvent(())
+        bad = sum(not c.supported for c in sentences)
+        yield DoneEvent(text, AnswerStats(True, RELEVANT, ("generate",), {"generate": 0.5}, support=0.25,
+                                          checked=3, unsupported=bad), sentences=sentences)
+
+
+def test_evaluate_reads_the_caution_and_the_sentence_checks(retriever):
+    assistant = Checked({"How do I replace the filter?": {"Fit part F-77.", "Drain it."},
+                         "Where do I drain old oil?": {"Use water.", "Drain it."}})
+    filter_, drain, prime = evaluate(ITEMS, retriever, assistant)
+    assert (filter_.cautioned, drain.cautioned, prime.cautioned) == (True, True, False)
+    assert filter_.support == 0.25 and filter_.to_dict()["support"] == 0.25
+    assert filter_.supported_only == "Use water." and filter_.keyword_hit_supported_only is False
+    assert prime.supported_only == prime.answer and prime.keyword_hit_supported_only is True
+    assert (filter_.keyword_hit_generated, prime.keyword_hit_generated) == (True, True)
+    summary = summarize([filter_, drain, prime])
+    assert (summary["caution_on_right"], summary["caution_on_wrong"]) == (0.5, 1.0)
 
 
 def test_a_sample_is_asked_twice_and_compared_byte_for_byte(retriever):
