@@ -339,3 +339,76 @@ def test_the_self_check_fails_and_says_why_when_a_step_fails(qtbot, tmp_path, ti
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert not check.passed and not report["passed"]
     assert "No manuals are indexed" in report["error"]
+
+
+# -- the answer bubble on the real models --------------------------------------------------------
+@pytest.mark.slow
+def test_a_real_refusal_keeps_the_notice_over_folded_passages(qtbot, data, builtin_llm_dir, pump_pdf):
+    window = open_window(qtbot, data, builtin_llm_dir, assistant_settings=None)  # the real gate
+    event = ask(qtbot, window, "How do I start a Jupyter notebook server?")
+    assert not event.stats.answerable and "Jupyter" in event.stats.relevance.unknown_names
+    bubble = window.chat.last_answer()
+    assert bubble.notice.isVisible() and "The manuals do not mention Jupyter." in bubble.notice.text()
+    lines = bubble.nearest.toPlainText().splitlines()
+    citations = bubble.state.citations
+    assert len(lines) == 1 + len(citations) >= 2 and all("pump.pdf, page" in line for line in lines[1:])
+    assert not bubble.browser.isVisible() and not bubble.evidence.isVisible()
+    with qtbot.waitSignal(window.source.sourceShown, timeout=10_000) as shown:
+        bubble.nearest.anchorClicked.emit(QUrl("cite:1"))
+    assert shown.args[:2] == [str(pump_pdf), citations[0].passage.page]
+    unfolded = bubble.nearest.toPlainText()
+    assert " ".join(citations[0].passage.text.split())[:60] in unfolded
+    assert len(unfolded.splitlines()) == len(lines) + 1  # that passage's text, the others still one line
+    window.close()
+    again = open_window(qtbot, data, builtin_llm_dir, assistant_settings=None)
+    restored = again.chat.last_answer()
+    qtbot.waitUntil(restored.notice.isVisible)
+    assert restored.nearest.toPlainText().splitlines() == lines
+
+
+@pytest.fixture(scope="module")
+def r_intro(tmp_path_factory, manuals_dir) -> AppPaths:
+    """A data dir whose collection holds R's "An Introduction to R" (about 30 s to index)."""
+    from tests.helpers.pump_chat import index_into
+
+    paths = AppPaths(tmp_path_factory.mktemp("r_intro")).ensure()
+    index_into(paths, [manuals_dir / "R-intro.pdf"])
+    return paths
+
+
+def answer_links(doc) -> list[str]:
+    """The cite: links of an answer's own text, the source list under it left out."""
+    found, block = [], doc.begin()
+    while block.isValid() and block.text() not in ("Sources", "Passages the answer was written from"):
+        it = block.begin()
+        while not it.atEnd():
+            if it.fragment().charFormat().isAnchor():
+                found.append(it.fragment().charFormat().anchorHref())
+            it += 1
+        block = block.next()
+    return found
+
+
+@pytest.mark.slow
+def test_a_real_answer_marks_its_checked_sentences(qtbot, r_intro, builtin_llm_dir, manuals_dir):
+    from desktop_app.chat.bubbles import AnswerBubble
+    from desktop_app.chat.render import UNSUPPORTED_TAG, unsupported_ranges
+
+    window = open_window(qtbot, r_intro, builtin_llm_dir, assistant_settings=None)
+    event = ask(qtbot, window, "How do I get help on a function?")
+    assert event.stats.answerable and event.sentences  # the engine checked the model's sentences
+    bubble = window.chat.last_answer()
+    doc = bubble.browser.document()
+    unsupported = [s for s in event.sentences if not s.supported and event.answer[s.start:s.end].strip()]
+    assert len(unsupported_ranges(doc)) == len(unsupported) == doc.toPlainText().count(UNSUPPORTED_TAG)
+    sources = {s.source for s in event.sentences if s.supported and s.source is not None}
+    assert sources and {f"cite:{n}" for n in sources} <= set(answer_links(doc))
+    pages = {c.number: c.passage.page for c in bubble.state.citations}
+    for number in sorted(sources):  # each sentence's citation opens its passage's page
+        with qtbot.waitSignal(window.source.sourceShown, timeout=10_000) as shown:
+            bubble.browser.anchorClicked.emit(QUrl(f"cite:{number}"))
+        assert shown.args[:2] == [str(manuals_dir / "R-intro.pdf"), pages[number]]
+    restored = AnswerBubble.showing(bubble.saved())
+    qtbot.addWidget(restored)
+    assert restored.browser.toPlainText() == bubble.browser.toPlainText()
+    assert unsupported_ranges(restored.browser.document()) == unsupported_ranges(doc)
