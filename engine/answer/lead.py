@@ -272,6 +272,7 @@ _PAGE_HEADER = re.compile(r"^\s*(?:(?:Chapter|Appendix|Part)\s+\S+:.*\s\d+|\d+\s
                           r"|[ivxlc]+)\s*$", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
 _DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
+HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
 
 
 def _sentences(text: str, run: PageRun, heading_path: Sequence[str]) -> list[tuple[int, int]]:
@@ -281,9 +282,11 @@ def _sentences(text: str, run: PageRun, heading_path: Sequence[str]) -> list[tup
     headings = {" ".join(h.split()).casefold() for h in heading_path}
     found: list[tuple[int, int]] = []
     block: list[tuple[int, int]] = []  # the lines of the block being gathered
-    for start, end in _lines(text, run.start, run.end):
+    lines = _lines(text, run.start, run.end)
+    for i, (start, end) in enumerate(lines):
         line = text[start:end].strip()
-        if not line or _breaks(line, headings):
+        following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
+        if not line or _breaks(line, headings) or _untitled_heading(line, following):
             found += _split_block(text, block)
             block = []
             continue
@@ -309,6 +312,16 @@ def _breaks(line: str, headings: set[str]) -> bool:
     if line[-1] in ".,;:" and not _DOT_LEADERS.search(line):
         return False
     return bool(_NUMBERED_HEADING.match(line) or _PAGE_HEADER.match(line) or _DOT_LEADERS.search(line))
+
+
+def _untitled_heading(line: str, following: str) -> bool:
+    """A short capitalised line with no closing punctuation, before a line that starts a
+    sentence: a heading that ingest did not recognise ("Multiple keys" above "It is possible
+    ..."), which would otherwise be glued onto the sentence."""
+    words = line.split()
+    return (len(words) <= HEADING_WORDS and len(line) <= HEADING_CHARS and line[0].isupper()
+            and line[-1] not in ".,;:!?-" and not _CODE.search(line)
+            and bool(following) and following[0].isupper())
 
 
 def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -49,6 +49,25 @@ def test_fragments_never_lead():
     assert [q.text for q in quotes] == ["Prime the pump casing with water until it runs out of the vent."]
 
 
+def test_a_heading_line_ingest_did_not_recognise_is_not_glued_onto_the_sentence():
+    text = ("Multiple keys\n"
+            "It is possible to construct a legend with several keys by placing each key with set key at.\n"
+            "Syntax\n"
+            "set key at <position> sets the position of the key box.")
+    quotes = lead_sentences("How do I construct a legend with several keys?", [passage(text)], weights=TERMS_ONLY)
+    assert quotes[0].text == "It is possible to construct a legend with several keys by placing each key with set key at."
+    assert all(not q.text.startswith(("Multiple keys", "Syntax")) for q in quotes)
+
+
+def test_a_short_line_inside_a_sentence_stays_in_it():
+    text = ("Prime the pump casing with clean water through the\n"
+            "Priming Plug\n"
+            "before the first start.")
+    quotes = lead_sentences("How do I prime the pump casing?", [passage(text)], weights=TERMS_ONLY)
+    assert normal(quotes[0].text) == ("Prime the pump casing with clean water through the Priming Plug "
+                                      "before the first start.")
+
+
 def test_at_most_limit_quotes_each_once_and_the_passage_number_kept():
     first = passage("Nothing here is about the subject of this question at all, sadly.")
     text = "Open the drain valve slowly. Open the drain valve slowly. Then open the drain valve fully."
