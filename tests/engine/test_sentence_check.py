@@ -73,7 +73,7 @@ def test_spans_index_the_answer_itself():
 def test_code_names_are_backticked_called_or_typed_like_code_not_english_compounds():
     assert code_names("Use `read.table` or hist(x) with --vanilla and -fpng, error E-12 on X11.") == \
         ["read.table", "hist", "vanilla", "fpng", "E-12", "X11"]
-    assert code_names("The command-line tool, e.g. this one, is second-level.") == []
+    assert code_names("The command-line tool, e.g. this one, is second-level and FOP-specific.") == []
     assert code_names("```\nset datafile separator\n```", is_code=True) == ["set", "datafile", "separator"]
 
 
@@ -99,6 +99,14 @@ def test_a_made_up_name_is_unsupported_though_its_other_words_are_there():
     good, made_up = "Call read.table with the file name.", "Call `read.tables` with the file name."
     assert check(good) == [(good, True, 1)]
     assert check(made_up) == [(made_up, False, None)]
+
+
+def test_a_copied_source_header_is_not_checked_as_a_claim():
+    answer = "[2] m2.pdf, page 1:\nPrime the pump with clean water before the first start."
+    (checked,) = check_sentences(answer, PASSAGES)
+    assert (checked.supported, checked.source) == (True, 2)
+    (header,) = check_sentences("[3] m3.pdf, pages 4, 5:", PASSAGES)
+    assert not has_content(header)
 
 
 def test_a_sentence_with_nothing_to_check_is_neither_marked_nor_cited():
