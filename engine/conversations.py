@@ -69,6 +69,7 @@ class SavedAnswer:
     error: str = ""
     lead: tuple[Quote, ...] = ()  # the manual's sentences shown before the answer
     sentences: tuple[CheckedSentence, ...] = ()  # the answer's sentences as checked (DoneEvent.sentences)
+    unknown_names: tuple[str, ...] = ()  # a refusal's words that no manual contains
 
     def to_message(self) -> dict:
         if self.error:
@@ -77,7 +78,7 @@ class SavedAnswer:
                 "citations": [c.to_dict() for c in self.citations],
                 "answerable": self.answerable, "well_supported": self.well_supported,
                 "stopped": self.stopped, "meta": self.meta, "lead": [q.to_dict() for q in self.lead],
-                "sentences": [c.to_dict() for c in self.sentences]}
+                "sentences": [c.to_dict() for c in self.sentences], "unknown_names": list(self.unknown_names)}
 
     @classmethod
     def from_message(cls, message: dict) -> "SavedAnswer":
@@ -90,7 +91,8 @@ class SavedAnswer:
                    answerable, message.get("well_supported", True) or not answerable,
                    bool(message.get("stopped")), str(message.get("meta") or ""),
                    lead=tuple(Quote.from_dict(q) for q in message.get("lead") or []),
-                   sentences=tuple(CheckedSentence.from_dict(c) for c in message.get("sentences") or []))
+                   sentences=tuple(CheckedSentence.from_dict(c) for c in message.get("sentences") or []),
+                   unknown_names=tuple(str(n) for n in message.get("unknown_names") or []))
 
 
 def history(messages: list[dict]) -> list[dict]:

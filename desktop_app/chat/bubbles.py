@@ -240,6 +240,7 @@ class AnswerBubble(QFrame):
         s.meta = saved.meta
         s.lead = saved.lead
         s.sentences = saved.sentences
+        s.unknown_names = saved.unknown_names
         bubble._render_lead()
         bubble.set_status("Stopped" if s.stopped else s.meta)
         bubble._update_notice()
@@ -252,7 +253,8 @@ class AnswerBubble(QFrame):
         if s.error:
             return SavedAnswer(error=s.error)
         return SavedAnswer(s.text, s.citations, bool(s.answerable) if s.answerable is not None else True,
-                           s.well_supported, s.stopped, s.meta, lead=s.lead, sentences=s.sentences)
+                           s.well_supported, s.stopped, s.meta, lead=s.lead, sentences=s.sentences,
+                           unknown_names=s.unknown_names)
 
     # -- drawing ----------------------------------------------------------------------------
     def render(self) -> None:

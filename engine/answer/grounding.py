@@ -115,8 +115,11 @@ class Prompt:
 
     @property
     def hidden_strings(self) -> tuple[str, ...]:
-        """The opening fence, which a small model often copies before quoting a source."""
-        return (f"<<{self.marker}>>", f"<<{self.marker}")
+        """The opening fence, which a small model often copies before quoting a source, and
+        the marker alone or mangled ("<b4ca9759>"): eight hex digits hashed from this question
+        can only have come from the prompt. Longest first: each is cut in turn."""
+        m = self.marker
+        return (f"<<{m}>>", f"<<{m}", f"<{m}>", m)
 
     @property
     def stop_strings(self) -> tuple[str, ...]:

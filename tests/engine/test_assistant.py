@@ -405,6 +405,16 @@ def test_the_opening_fence_is_removed_and_the_text_after_it_kept(opening, pieces
     assert guard.answer() == "[1] Prime the pump with water before the first start."
 
 
+@pytest.mark.parametrize("pieces", [*SIZES, "tokens"])
+@pytest.mark.parametrize("leak", [MARKER, f"<{MARKER}>"], ids=["bare", "mangled"])
+def test_the_marker_alone_or_mangled_is_never_shown(leak, pieces):
+    # Seen: a real answer on R-data wrote "f7ca6670" on its own, another "<b4ca9759>".
+    guard = fenced()
+    shown = feed(guard, f"Use read.csv {leak}to read the file [1].", pieces)
+    assert "".join(shown) == "Use read.csv to read the file [1]."
+    assert guard.answer() == "Use read.csv to read the file [1]."
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_a_marker_split_across_pieces_is_never_shown(size):
     for lead in ["", "A", "An", "And", "And "]:  # a piece boundary at every place in each marker

@@ -283,7 +283,8 @@ def test_every_question_gets_its_own_marker():
     assert len(markers) == 20 and all(re.fullmatch(r"[0-9a-f]{8}", m) for m in markers)
     for prompt in prompts:
         assert prompt.stop_strings == ("<</", "\nQuestion:")
-        assert prompt.hidden_strings == (f"<<{prompt.marker}>>", f"<<{prompt.marker}")
+        m = prompt.marker
+        assert prompt.hidden_strings == (f"<<{m}>>", f"<<{m}", f"<{m}>", m)
         assert blocks(prompt)[0]["marker"] == prompt.marker
         assert prompt.messages[-1]["content"].count(prompt.marker) == 4  # twice named, open, close
 

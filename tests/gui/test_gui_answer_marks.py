@@ -177,7 +177,7 @@ def test_the_notice_says_plainly_when_nothing_is_unknown_or_near(qtbot):
 
 
 def test_a_saved_refusal_shows_the_same_way(qtbot):
-    view = chat_showing(qtbot, refusal(unknown=()))
+    view = chat_showing(qtbot, refusal(unknown=("Jupyter",)))
     live = view.last_answer()
     again = ChatView()
     qtbot.addWidget(again)
@@ -187,7 +187,7 @@ def test_a_saved_refusal_shows_the_same_way(qtbot):
     restored = again.last_answer()
     qtbot.waitUntil(restored.notice.isVisible)  # rows added to a shown view appear a moment later
     assert restored.state.answerable is False
-    assert restored.notice.text() == live.notice.text()
+    assert restored.notice.text() == live.notice.text() and "do not mention Jupyter." in live.notice.text()
     assert restored.nearest.toPlainText() == live.nearest.toPlainText()
     opened = []
     again.citationClicked.connect(opened.append)
