@@ -6,8 +6,10 @@
                         it is answerable; before the model starts)
         TextEvent       a piece of the answer, as the model writes it (DoneEvent.answer is
                         the final text: a loop's repeated tail, if shown, is cut from it)
-        CitationsEvent  the sources, each with its document, pages and the passage's own words
-        DoneEvent       timings per stage, tokens, which stages ran
+        CitationsEvent  the sources, each with its document, pages and the passage's own words:
+                        the [n] the model wrote and the passages its sentences came from
+        DoneEvent       the answer's sentences, each checked against the passages (marked
+                        when they do not say it), timings per stage, tokens, which stages ran
         ErrorEvent      an EngineError, in words a person can act on (nothing follows it)
 
 It is the one API that the CLI, the GUI and a server use. The model runs wherever `llm` runs

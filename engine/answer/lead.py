@@ -73,7 +73,7 @@ def candidates(question: str, passages: Sequence[Passage],
     found = [c for n, p in enumerate(passages, 1) for c in _candidates(n, p)]
     for c in found:
         c.terms = _share(term_weights, c.words)
-        c.heading = _share(term_weights, _words(" ".join(c.passage.heading_path)))
+        c.heading = _share(term_weights, words_of(" ".join(c.passage.heading_path)))
         c.rank = 1.0 / c.number
     return found
 
@@ -147,7 +147,7 @@ def _candidates(number: int, passage: Passage) -> list[Candidate]:
             if _is_fragment(text):
                 continue
             span = Span(run.page, run.page_offset(start), run.page_offset(end))
-            found.append(Candidate(number, passage, span, text, _words(text), code=float(_names_code(text))))
+            found.append(Candidate(number, passage, span, text, words_of(text), code=float(_names_code(text))))
     for c, following in zip(found, found[1:]):
         c.next = following if following.span.page == c.span.page else None
     return found
@@ -160,7 +160,8 @@ def _names_code(text: str) -> bool:
     return bool(_CODE.search(text))
 
 
-def _words(text: str) -> set[str]:
+def words_of(text: str) -> set[str]:
+    """The text's words, case folded."""
     return {w.casefold() for w in WORD.findall(text)}
 
 
@@ -270,9 +271,15 @@ _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Ch
                                r"\s+\S.{0,80}$")
 _PAGE_HEADER = re.compile(r"^\s*(?:(?:Chapter|Appendix|Part)\s+\S+:.*\s\d+|\d+\s+.{0,60}|.{0,60}\s\d+|\d+"
                           r"|[ivxlc]+)\s*$", re.IGNORECASE)
-_LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
+LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
 _DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
 HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
+
+
+def text_sentences(text: str, heading_path: Sequence[str] = ()) -> list[tuple[int, int]]:
+    """(start, end) offsets of the sentences of a whole text, split as the lead splits a
+    passage (the sentence checks read passages the same way)."""
+    return _sentences(text, PageRun(0, 0, len(text), ((0, 0),)), heading_path)
 
 
 def _sentences(text: str, run: PageRun, heading_path: Sequence[str]) -> list[tuple[int, int]]:
@@ -290,7 +297,7 @@ def _sentences(text: str, run: PageRun, heading_path: Sequence[str]) -> list[tup
             found += _split_block(text, block)
             block = []
             continue
-        if _LIST_ITEM.match(line):
+        if LIST_ITEM.match(line):
             found += _split_block(text, block)
             block = []
         block.append((start, end))

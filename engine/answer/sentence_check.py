@@ -54,7 +54,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.answer.grounding import cited_numbers, strip_invalid_citations
-from engine.answer.lead import _LIST_ITEM, PageRun, _sentences, _words
+from engine.answer.lead import LIST_ITEM, text_sentences, words_of
 from engine.answer.terms import code_tokens, query_terms
 from engine.types import CheckedSentence, Passage
 
@@ -149,7 +149,7 @@ def answer_sentences(text: str) -> list[tuple[int, int]]:
             continue
         if code_start is not None:
             continue
-        if not line.strip() or _LIST_ITEM.match(line):
+        if not line.strip() or LIST_ITEM.match(line):
             found += _split_prose(text, block)
             block = []
         if line.strip():
@@ -249,11 +249,10 @@ class _PassageText:
     def __init__(self, number: int, passage: Passage):
         self.number = number
         self.text = passage.text
-        self.words = _words(passage.text)
-        run = PageRun(0, 0, len(passage.text), ((0, 0),))
-        spans = _sentences(passage.text, run, passage.heading_path)
+        self.words = words_of(passage.text)
+        spans = text_sentences(passage.text, passage.heading_path)
         self.sentences = [" ".join(passage.text[s:e].split()) for s, e in spans]
-        self.sentence_words = [_words(s) for s in self.sentences]
+        self.sentence_words = [words_of(s) for s in self.sentences]
         self._names: dict[str, bool] = {}
 
     def holds(self, name: str) -> bool:
