@@ -1,7 +1,11 @@
-"""The development QA set end to end on the built-in models: the quality floor CI holds.
+"""The development QA sets end to end on the built-in models: the quality floor CI holds.
 
-The floors sit a little under what was measured (docs/retrieval.md), so that a change that
-makes retrieval, the gate or the answers worse fails here.
+Both sets (tests/qa/r_manuals_dev.jsonl and dev_mixed.jsonl: 202 questions over five families
+of manuals) go through retrieval and the relevance gate; a sample spread over the families also
+gets full answers from the built-in LLM. Issue 13's targets are printed beside what was measured.
+Where a target is met, the floor is the target. Where it is not met yet, the floor sits a
+little under what was measured (docs/benchmarks.md), so that a change that makes retrieval,
+the gate or the answers worse fails here.
 """
 
 from __future__ import annotations
@@ -10,59 +14,121 @@ from pathlib import Path
 
 import pytest
 
-from engine.evaluation.qa import load_qa
+from engine.evaluation.qa import QAItem, load_qa
 from engine.paths import AppPaths
 
-QA = Path(__file__).resolve().parents[1] / "qa" / "r_manuals_dev.jsonl"
-COLLECTION = "r-manuals-dev"
+QA_DIR = Path(__file__).resolve().parents[1] / "qa"
+SETS = (QA_DIR / "r_manuals_dev.jsonl", QA_DIR / "dev_mixed.jsonl")
+COLLECTION = "dev-sets"
+SAMPLE_ANSWERABLE, SAMPLE_UNANSWERABLE = 8, 2  # per family, for the full answers
 
-# Measured: hit@5 0.900, hit@10 0.933, MRR@5 0.752, unanswerable questions refused 0.929, false
-# refusals 0, sources shown containing all keywords 0.833, answers with a keyword 0.15 (a 135M
-# model). refusal_accuracy now counts every question (refused exactly when not answerable);
-# the share of unanswerable questions refused, which it used to be, keeps its own floor.
-FLOORS = {"hit@5": 0.85, "hit@10": 0.88, "mrr@5": 0.70, "refusal_accuracy": 0.8,
-          "unanswerable_refused_rate": 0.8, "evidence_hit_rate": 0.70, "keyword_any_rate": 0.05}
-MAX_FALSE_REFUSALS = 0.10
+# Issue 13's targets, for the report; the floors below are what CI holds.
+TARGETS = {"hit@5": 0.92, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_accuracy": 0.90,
+           "false_refusal_rate": 0.05, "keyword_hit_rate": 0.85, "keyword_hit_generated": 0.40,
+           "loop_rate": 0.0, "deterministic_rate": 1.0}
+RETRIEVAL_FLOORS = {"hit@5": 0.74, "hit@10": 0.80, "mrr@5": 0.58, "refusal_accuracy": 0.87}
+LOWEST_FAMILY_HIT5 = 0.60
+MAX_FALSE_REFUSALS = 0.05  # the target
+ANSWER_FLOORS = {"keyword_hit_rate": 0.45, "lead_hit_rate": 0.40, "deterministic_rate": 1.0}
+MAX_LOOP_RATE = 0.0  # the target
+
+
+def all_items() -> list[QAItem]:
+    return [item for path in SETS for item in load_qa(path)]
+
+
+def sample(items: list[QAItem]) -> list[QAItem]:
+    """The first few answerable and unanswerable questions of each family, in set order."""
+    taken, counts = [], {}
+    for item in items:
+        key = (item.family, item.answerable)
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] <= (SAMPLE_ANSWERABLE if item.answerable else SAMPLE_UNANSWERABLE):
+            taken.append(item)
+    return taken
 
 
 @pytest.fixture(scope="module")
 def dev_data_dir(builtin_data_dir, manuals_dir) -> Path:
-    """The five manuals the set asks about, indexed with the default settings."""
+    """Every manual the sets ask about, in one collection, indexed with the default settings."""
     from engine.store.indexer import Indexer, default_embedder, open_collection
 
     paths = AppPaths(builtin_data_dir)
     embedder = default_embedder(paths)
-    manuals = sorted({manuals_dir / item.doc for item in load_qa(QA) if item.doc})
+    manuals = sorted({manuals_dir / item.doc for item in all_items() if item.doc})
     with open_collection(paths, COLLECTION, embedder) as store:
         outcomes = [e.outcome for e in Indexer(store, embedder).run(manuals) if e.outcome]
-    assert [o.status for o in outcomes] == ["ready"] * len(manuals)
+    assert [o.status for o in outcomes] == ["ready"] * len(manuals), outcomes
     return builtin_data_dir
 
 
 @pytest.mark.slow
-def test_every_keyword_is_on_its_pages(manuals_dir):
-    from tests.qa.check_qa import check
+def test_every_keyword_of_the_r_set_is_on_its_pages(manuals_dir):
+    from tests.qa.check_qa import check  # the mixed set's: tests/engine/test_qa.py
 
-    assert check(QA, manuals_dir) == []
+    assert check(SETS[0], manuals_dir) == []
 
 
-def test_the_set_is_as_large_as_promised():
-    items = load_qa(QA)
+def test_the_sets_are_as_large_as_promised():
+    items = all_items()
     answerable = [i for i in items if i.answerable]
-    assert len(answerable) >= 50
-    assert len(items) - len(answerable) >= 10
+    families = {i.family for i in items}
+    assert len(items) >= 160 and len(families) >= 4 and None not in families
+    assert len(items) - len(answerable) >= len(items) / 4  # a quarter the manuals cannot answer
     assert {i.doc for i in answerable} >= {"R-intro.pdf", "R-admin.pdf", "R-data.pdf", "R-exts.pdf", "R-FAQ.pdf"}
 
 
+def test_the_answer_sample_covers_every_family():
+    taken = sample(all_items())
+    for family in {i.family for i in all_items()}:
+        mine = [i for i in taken if i.family == family]
+        assert sum(i.answerable for i in mine) == SAMPLE_ANSWERABLE
+        assert sum(not i.answerable for i in mine) == SAMPLE_UNANSWERABLE
+
+
+def report(summary: dict, keys) -> None:
+    print("\nmeasure                  measured   target")
+    for key in keys:
+        value = summary.get(key)
+        shown = "-" if value is None else f"{value:.3f}"
+        print(f"{key:24} {shown:>8}   {TARGETS.get(key, '-')}")
+
+
 @pytest.mark.slow
-def test_answers_on_the_development_set_meet_the_floors(dev_data_dir):
+def test_retrieval_and_the_gate_on_both_sets_meet_the_floors(dev_data_dir):
+    from engine.answer.retrieval import Retriever
+    from engine.evaluation.scoring import evaluate, summarize
+    from engine.store.indexer import default_embedder, open_collection
+
+    paths = AppPaths(dev_data_dir)
+    embedder = default_embedder(paths)
+    with open_collection(paths, COLLECTION, embedder, read_only=True) as store:
+        summary = summarize(evaluate(all_items(), Retriever(store, embedder)))
+    lowest = min(group["hit@5"] for group in summary["by_family"].values())
+    summary["lowest family hit@5"] = lowest
+    report(summary, ["hit@1", "hit@5", "hit@10", "mrr@5", "lowest family hit@5", "refusal_accuracy",
+                     "false_refusal_rate", "unanswerable_refused_rate"])
+    for family, group in sorted(summary["by_family"].items()):
+        print(f"  {family:12} hit@5 {group['hit@5']:.3f} mrr@5 {group['mrr@5']:.3f} "
+              f"refusal accuracy {group['refusal_accuracy']:.3f} false refusals {group['false_refusal_rate']:.3f}")
+    for metric, floor in RETRIEVAL_FLOORS.items():
+        assert summary[metric] >= floor, (metric, summary[metric])
+    assert lowest >= LOWEST_FAMILY_HIT5, summary["by_family"]
+    assert summary["false_refusal_rate"] <= MAX_FALSE_REFUSALS, summary["false_refusal_rate"]
+
+
+@pytest.mark.slow
+def test_answers_on_a_sample_of_every_family_meet_the_floors(dev_data_dir):
     from engine.answer.assistant import open_assistant
     from engine.evaluation.scoring import evaluate, summarize
 
     with open_assistant(AppPaths(dev_data_dir), COLLECTION) as assistant:
-        summary = summarize(evaluate(load_qa(QA), assistant.retriever, assistant))
-    print(summary)
-    for metric, floor in FLOORS.items():
-        assert summary[metric] >= floor, (metric, summary)
-    assert summary["false_refusal_rate"] <= MAX_FALSE_REFUSALS, summary
-    assert set(summary["latency_s"]) >= {"embed", "dense", "keyword", "gate", "generate", "first_token"}
+        summary = summarize(evaluate(sample(all_items()), assistant.retriever, assistant, repeat_sample=5))
+    report(summary, ["keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate", "loop_rate",
+                     "deterministic_rate", "caution_on_wrong", "caution_on_right"])
+    latency = summary["latency_s"]
+    print(f"lead p50 {latency['lead']['p50']:.3f} s, first token p50 {latency['first_token']['p50']:.3f} s")
+    for metric, floor in ANSWER_FLOORS.items():
+        assert summary[metric] >= floor, (metric, summary[metric])
+    assert summary["loop_rate"] <= MAX_LOOP_RATE, summary["loop_rate"]
+    assert set(latency) >= {"embed", "dense", "keyword", "gate", "lead", "generate", "first_token"}
