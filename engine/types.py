@@ -58,11 +58,21 @@ class Page:
 
 
 @dataclass(frozen=True)
+class OutlineEntry:
+    """A bookmark of a PDF's outline: the physical page it points to, and its title with the
+    titles of the bookmarks above it ("Commands", "Set-show", "Logscale")."""
+
+    page: int
+    path: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ParsedDocument:
     path: str
     title: str
     pages: tuple[Page, ...]
     warnings: tuple[str, ...] = ()
+    outline: tuple[OutlineEntry, ...] = ()  # in document order; empty when there is none
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from engine.errors import DocumentError
 from engine.ingest.discover import SUPPORTED, discover, is_supported
 from engine.ingest.parse_pool import ParsePool
-from engine.types import DocumentOutcome, Page, ParsedDocument
+from engine.types import DocumentOutcome, OutlineEntry, Page, ParsedDocument
 
 __all__ = ["SUPPORTED", "ParsePool", "discover", "is_supported", "outcome_for", "parse_file"]
 
@@ -62,7 +62,9 @@ def _cleaned(document: ParsedDocument) -> ParsedDocument:
     """Text that SQLite, JSON and tokenizers all accept: no NULs, no lone surrogates."""
     pages = tuple(Page(page.number, _clean(page.text), _clean(page.label))
                   for page in document.pages)
-    return ParsedDocument(document.path, _clean(document.title), pages, document.warnings)
+    outline = tuple(OutlineEntry(entry.page, tuple(_clean(t) for t in entry.path))
+                    for entry in document.outline)
+    return ParsedDocument(document.path, _clean(document.title), pages, document.warnings, outline)
 
 
 def _clean(text: str) -> str:

@@ -179,8 +179,10 @@ _SENTENCE_END = ".!?:"
 class _PageLines:
     """The content lines of one page, with the line tests that need their neighbours."""
 
-    def __init__(self, text: str, lines: list[tuple[int, int]], markdown: bool):
+    def __init__(self, text: str, lines: list[tuple[int, int]], markdown: bool,
+                 guess_titles: bool = True):
         self.markdown = markdown  # '#' lines are headings, not comments in code
+        self.guess_titles = guess_titles  # title-case lines as headings (off under an outline)
         self.text = text
         self.spans = lines
         self.raw = [text[a:b].rstrip("\r") for a, b in lines]
@@ -257,7 +259,7 @@ class _PageLines:
             if "." not in number and (dot or not after_sentence):
                 return None  # "1. Open the lid" is a list item, "3 of them" a wrapped line
             return number.count(".") + 1, " ".join(line.split())
-        if self.title_line(i):
+        if self.guess_titles and self.title_line(i):
             return 0, " ".join(line.split())
         return None
 
@@ -279,6 +281,11 @@ class _PageLines:
         if sum(len(w) >= 4 for w in words) >= 2:
             return True
         return len(words) == 1 and not next_line and (i == 0 or not self.strip[i - 1])
+
+    def mark_heading(self, first: int, last: int) -> None:
+        """Lines the outline says are a heading (the next line's tests read this)."""
+        for i in range(first, last + 1):
+            self._kinds[i] = "heading"
 
     def kind(self, i: int) -> str:
         if self._kinds[i] is None:
@@ -370,6 +377,11 @@ class _Headings:
             names = [" ".join(n.split()) for n in page.label.split(HEADING_SEPARATOR)]
             self.stack = [(0, name, True) for name in names if name][:MAX_HEADING_DEPTH]
 
+    def set_path(self, path: tuple[str, ...]) -> tuple[str, ...]:
+        """A heading whose whole path is known (a PDF bookmark)."""
+        self.stack = [(level, name, True) for level, name in enumerate(path[:MAX_HEADING_DEPTH], 1)]
+        return self.path
+
     def push(self, level: int, text: str) -> tuple[str, ...]:
         explicit = level > 0
         if not explicit:
@@ -397,11 +409,22 @@ def _heading_like_label(label: str) -> bool:
 
 
 def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings,
-                 pdf: bool) -> list[_Block]:
+                 pdf: bool, bookmarks: Sequence[tuple[str, ...]] | None = None) -> list[_Block]:
+    """The page's blocks. `bookmarks`: the paths of the outline's entries for this page, in
+    order, when the document has an outline (None when it has none)."""
     text, found = page.text, []
-    page_lines = _PageLines(text, lines, markdown=not pdf)
+    page_lines = _PageLines(text, lines, markdown=not pdf, guess_titles=bookmarks is None)
+    marks = _bookmark_lines(page_lines, bookmarks or ())
+    for first, (last, _) in marks.items():
+        page_lines.mark_heading(first, last)  # so that the blocks before them end there
     i = 0
     while i < page_lines.count:
+        if i in marks:
+            last, path = marks[i]
+            start, end = trimmed(text, page_lines.spans[i][0], page_lines.spans[last][1])
+            found.append(_Block(start, end, "heading", headings.set_path(path)))
+            i = last + 1
+            continue
         kind = page_lines.kind(i)
         if kind == "blank":
             i += 1
@@ -410,6 +433,7 @@ def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings,
         start, end = trimmed(text, page_lines.spans[i][0], page_lines.spans[last][1])
         if kind == "heading":
             level, title = page_lines.heading(i)
+            level = 0 if bookmarks is not None else level  # below the outline's heading
             found.append(_Block(start, end, "heading", headings.push(level, title)))
         elif start < end:
             name = {"fence": "code", "text": "paragraph"}.get(kind, kind)
@@ -422,12 +446,67 @@ def _lay_out(doc: ParsedDocument) -> list[tuple[Page, list[_Block]]]:
     pdf = doc.path.lower().endswith(".pdf")
     boilerplate = boilerplate_keys(doc.pages, paged=pdf)
     headings = _Headings()
+    bookmarks = _bookmarks_by_page(doc) if pdf else None
     layouts = []
     for page in doc.pages:
         headings.start_page(page, use_label=not pdf)  # PDF labels are page numbers
         lines = _content_lines(page.text, boilerplate)
-        layouts.append((page, _page_blocks(page, lines, headings, pdf)))
+        on_page = bookmarks.get(page.number, ()) if bookmarks is not None else None
+        layouts.append((page, _page_blocks(page, lines, headings, pdf, on_page)))
     return layouts
+
+
+# -- headings from a PDF's outline ----------------------------------------------------------
+MIN_BOOKMARKS = 3  # fewer (a title, a licence) say too little to stand for the headings
+_LABEL_PART = r"(?:\d{1,3}|[a-z]|[ivxlc]{1,6})"
+_SECTION_LABEL = re.compile(rf"^(?:(?:chapter|appendix|part|section|annex)\s*)?"
+                            rf"(?:{_LABEL_PART}(?:\s{_LABEL_PART}){{0,5}})?$")
+
+
+def _bookmarks_by_page(doc: ParsedDocument) -> dict[int, list[tuple[str, ...]]] | None:
+    """The outline's paths per page, or None when the outline is too small to use."""
+    if len(doc.outline) < MIN_BOOKMARKS:
+        return None
+    by_page: dict[int, list[tuple[str, ...]]] = {}
+    for entry in doc.outline:
+        if entry.path:
+            by_page.setdefault(entry.page, []).append(tuple(entry.path))
+    return by_page
+
+
+def _words_of(text: str) -> str:
+    return " ".join(re.findall(r"[^\W_]+", text.casefold()))
+
+
+def _bookmark_lines(lines: _PageLines, paths: Sequence[tuple[str, ...]]) -> dict[int, tuple[int, tuple[str, ...]]]:
+    """Where each bookmark's title stands on the page: {first line: (last line, path)}.
+    A title matches a line (or two, when it wraps) that ends with it after at most a section
+    label ("3.2", "Appendix A", "Part III"); each is looked for after the one before. A
+    title not in the text marks nothing: its text stays with the heading before."""
+    marks: dict[int, tuple[int, tuple[str, ...]]] = {}
+    words = [_words_of(line) for line in lines.strip]
+    at = 0
+    for path in paths:
+        title = _words_of(path[-1])
+        found = _title_at(words, title, at) if title else None
+        if found is not None:
+            marks[found[0]] = (found[1], path)
+            at = found[1] + 1
+    return marks
+
+
+def _title_at(words: list[str], title: str, start: int) -> tuple[int, int] | None:
+    for i in range(start, len(words)):
+        for last in (i, i + 1):
+            if last >= len(words) or not words[i]:
+                break
+            line = words[i] if last == i else words[i] + " " + words[last]
+            if len(line) > 2 * len(title) + 24:
+                break  # a sentence that happens to end with the title
+            if (line == title or line.endswith(" " + title)) and \
+                    _SECTION_LABEL.match(line[:len(line) - len(title)].strip()):
+                return i, last
+    return None
 
 
 # -- pieces: sentences of prose, lines of lists, code and tables ----------------------------------

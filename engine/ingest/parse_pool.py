@@ -17,7 +17,7 @@ Protocol: one JSON object per message over a Pipe (send_bytes / recv_bytes; neve
                      {"op": "parse", "path": str, "cpu_limit_s": float}
                      {"op": "close"}
   worker -> caller   {"ok": true, "document": {"path", "title", "pages": [[number, text, label]],
-                      "warnings": [str]}}
+                      "warnings": [str], "outline": [[page, [title, ...]]]}}
                      {"ok": false, "kind": str, "message": str, "retire": bool}
 A worker that replies with "retire": true exits after the reply (its state is suspect).
 """
@@ -39,7 +39,7 @@ from typing import Protocol
 from engine.child_process import ChildDied, JsonChild, describe_exit, quiet_child
 from engine.errors import DocumentError, EngineProcessError
 from engine.ingest.discover import is_supported
-from engine.types import Page, ParsedDocument
+from engine.types import OutlineEntry, Page, ParsedDocument
 
 MB = 1024 * 1024
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
@@ -275,7 +275,8 @@ def _result_from(reply: dict, path: Path) -> Result:
                              reply.get("kind", "crashed"), str(path))
     document = reply["document"]
     pages = tuple(Page(number, text, label) for number, text, label in document["pages"])
-    return ParsedDocument(str(path), document["title"], pages, tuple(document["warnings"]))
+    outline = tuple(OutlineEntry(page, tuple(titles)) for page, titles in document.get("outline", ()))
+    return ParsedDocument(str(path), document["title"], pages, tuple(document["warnings"]), outline)
 
 
 # -- the worker side ----------------------------------------------------------------------
@@ -330,7 +331,8 @@ def _serve(request: dict, settings: dict) -> tuple[bytes, bool]:
 def _document_json(document: ParsedDocument) -> dict:
     return {"path": document.path, "title": document.title,
             "pages": [[page.number, page.text, page.label] for page in document.pages],
-            "warnings": list(document.warnings)}
+            "warnings": list(document.warnings),
+            "outline": [[entry.page, list(entry.path)] for entry in document.outline]}
 
 
 def _error_json(error: DocumentError, retire: bool) -> dict:

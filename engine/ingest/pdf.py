@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import DocumentError
-from engine.types import Page, ParsedDocument
+from engine.types import OutlineEntry, Page, ParsedDocument
 
 # pypdf's own limits, set in the worker (pypdf keeps them per thread, in a context variable).
 # Defaults of pypdf 7.1 except where noted; a page's text never needs more.
@@ -29,6 +29,8 @@ PYPDF_LIMITS = {
     "jbig2dec_binary": None,  # never start an external decoder: images carry no text
 }
 MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
+MAX_OUTLINE_ENTRIES = 20_000  # a hostile outline costs its headings, not the document
+MAX_OUTLINE_DEPTH = 6  # as deep as chunking keeps heading paths
 # LimitReachedError covers sizes and structure (cycles, depth); only sizes are "too large"
 _SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
 
@@ -51,7 +53,8 @@ def parse_pdf(path: str | Path) -> ParsedDocument:
     if not any(page.text.strip() for page in pages):
         _raise_no_text(path, page_count, image_only, damage)
     warnings = _failure_warnings(failures) + _image_only_warning(image_only)
-    return ParsedDocument(str(path), _title(reader, path), tuple(pages), tuple(warnings))
+    return ParsedDocument(str(path), _title(reader, path), tuple(pages), tuple(warnings),
+                          _outline(reader, page_count))
 
 
 # -- opening ------------------------------------------------------------------------------
@@ -149,6 +152,41 @@ def _title(reader, path: Path) -> str:
         title = None
     title = " ".join(str(title).split()) if title else ""
     return title or path.stem
+
+
+# -- outline ----------------------------------------------------------------------------
+def _outline(reader, page_count: int) -> tuple[OutlineEntry, ...]:
+    """The bookmarks that point to a page, in outline order, each with the titles above it.
+    Headings guessed from the text's lines misfire on many manuals; the outline is what
+    the author declared. A damaged outline only costs the headings."""
+    entries: list[OutlineEntry] = []
+    try:
+        _walk_outline(reader, reader.outline, (), page_count, entries)
+    except Exception as exc:  # pypdf raises many types on damaged outlines
+        logging.getLogger(__name__).info("outline unreadable (%s); headings from the text", describe(exc))
+        return ()
+    return tuple(entries)
+
+
+def _walk_outline(reader, items, above: tuple[str, ...], page_count: int,
+                  entries: list[OutlineEntry]) -> None:
+    """pypdf's outline: a list of bookmarks, each followed by a list of its children."""
+    last: tuple[str, ...] | None = None
+    for item in items:
+        if len(entries) >= MAX_OUTLINE_ENTRIES:
+            return
+        if isinstance(item, list):
+            if last is not None and len(last) < MAX_OUTLINE_DEPTH:
+                _walk_outline(reader, item, last, page_count, entries)
+            continue
+        title = " ".join(str(getattr(item, "title", "") or "").split())
+        try:
+            index = reader.get_destination_page_number(item)
+        except Exception:  # a bookmark to a missing or odd destination: its children still count
+            index = None
+        last = above + (title,) if title else above
+        if title and index is not None and 0 <= index < page_count:
+            entries.append(OutlineEntry(index + 1, last))
 
 
 # -- pages --------------------------------------------------------------------------------
