@@ -1,9 +1,15 @@
 """A collection on disk: SQLite is the source of truth, faiss a cache derived from it.
 
 One folder per collection:
-  collection.sqlite3   documents, chunks (with their float32 embeddings), FTS5 over chunk text, meta
+  collection.sqlite3   documents, chunks (with their float32 embeddings), FTS5 over chunk text
+                       and heading path, meta
   vectors-NNNNNN.faiss the dense index, named in meta together with its SHA-256
   writer.lock          held (OS lock) by the one process allowed to write
+
+Formats (meta schema_version): 1 indexed the text alone in FTS5; 2 adds the heading path as a
+second FTS5 column. A format 1 collection opens and answers as before (keyword search on the
+text); upgrade(), which the indexer calls, rebuilds its FTS index from the chunks table in one
+transaction, so nothing stored is rewritten and nothing is lost.
 
 Durability:
 - WAL with synchronous=FULL: every committed document survives a power cut. This matters
@@ -46,13 +52,40 @@ from engine.types import Chunk, StoredDocument
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: FTS5 also indexes each chunk's heading path (1 is upgraded on open)
+READABLE_VERSIONS = (1, 2)  # 1 opened read-only keeps working, keyword search on text alone
+HEADING_WEIGHT = 1.0  # BM25 weight of the heading-path column beside the text's 1.0
 LOCK_NAME = "writer.lock"
 VECTORS_GLOB = "vectors-*.faiss*"
 READY_STATUSES = ("ready", "ready_with_warnings")
 FAILED_STATUS = "failed"
 _ID_BATCH = 500  # ids per "IN (...)" query, well under SQLite's variable limit
 _MAX_QUERY_TERMS = 64  # bounds the cost of a pasted paragraph as a keyword query
+
+# Default separators: "E-1234" and "R_LIBS_USER" are queried as phrases ("e" "1234"), which
+# also finds "1234" or "LIBS_USER" alone and keeps hyphenated words ("well-known") findable
+# by their parts; tokenchars '-_' would make each code one opaque token. The heading path is
+# indexed as stored (a JSON list: its brackets and quotes are separators), so that a chunk in
+# the middle of a section is found by the section's name too.
+_FTS_SCHEMA = """
+CREATE VIRTUAL TABLE chunks_fts USING fts5(
+    text, heading_path, content='chunks', content_rowid='id',
+    tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+    INSERT INTO chunks_fts(rowid, text, heading_path) VALUES (new.id, new.text, new.heading_path);
+END;
+CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
+    INSERT INTO chunks_fts(chunks_fts, rowid, text, heading_path)
+        VALUES ('delete', old.id, old.text, old.heading_path);
+END;
+"""
+
+_DROP_FTS_V1 = """
+DROP TRIGGER chunks_fts_insert;
+DROP TRIGGER chunks_fts_delete;
+DROP TABLE chunks_fts;
+"""
 
 _SCHEMA = """
 CREATE TABLE meta (
@@ -84,20 +117,7 @@ CREATE TABLE chunks (
     embedding    BLOB NOT NULL
 );
 CREATE INDEX chunks_by_document ON chunks(document_id);
-
--- Default separators: "E-1234" and "R_LIBS_USER" are queried as phrases ("e" "1234"), which
--- also finds "1234" or "LIBS_USER" alone and keeps hyphenated words ("well-known") findable
--- by their parts; tokenchars '-_' would make each code one opaque token.
-CREATE VIRTUAL TABLE chunks_fts USING fts5(
-    text, content='chunks', content_rowid='id', tokenize='unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text);
-END;
-CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);
-END;
-"""
+""" + _FTS_SCHEMA
 
 _DOCUMENT_COLUMNS = """d.id, d.path, d.sha256, d.size, d.mtime, d.status, d.error, d.page_count,
     d.title, d.added_at, (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunk_count"""
@@ -119,6 +139,8 @@ class IndexStore:
         self._vectors: _Vectors | None = None
         self._dirty = False
         self._data_version = 0
+        self._has_heading_column = int(meta["schema_version"]) >= 2
+        self.heading_weight = HEADING_WEIGHT
         self.open_report: dict = {}
 
     # -- opening and closing ---------------------------------------------------------------
@@ -169,6 +191,16 @@ class IndexStore:
         if lock is not None:
             store._remove_stale_vector_files()
         return store
+
+    def upgrade(self) -> bool:
+        """Bring an older collection to this format (the indexer does, before adding); until
+        then it keeps working as it was built. True when something changed."""
+        self._require_writer()
+        if not _upgrade(self._db, self.folder):
+            return False
+        self._meta = _read_meta(self._db, self.folder)
+        self._has_heading_column = True
+        return True
 
     def close(self) -> None:
         """Persist the faiss cache if it changed, then release the database and the lock."""
@@ -322,9 +354,13 @@ class IndexStore:
         match = fts_query(query, prefixes)
         if not match or k <= 0:
             return []
+        if self._has_heading_column:
+            rank, weights = "bm25(chunks_fts, 1.0, ?)", (float(self.heading_weight),)
+        else:
+            rank, weights = "bm25(chunks_fts)", ()
         rows = self._db.execute(
-            "SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?",
-            (match, int(k)))
+            f"SELECT rowid, {rank} AS score FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?",
+            (*weights, match, int(k)))
         return [(row[0], -row[1]) for row in rows]  # FTS5's bm25 is negative: lower is better
 
     def prefix_frequency(self, prefix: str) -> float:
@@ -334,7 +370,7 @@ class IndexStore:
         if not match or " OR " in match or total == 0:
             return 0.0
         found = self._db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-                                 (match + "*",)).fetchone()[0]
+                                 ("text : " + match + "*",)).fetchone()[0]
         return found / total
 
     # -- state -------------------------------------------------------------------------------
@@ -679,6 +715,26 @@ def _create_schema(db: sqlite3.Connection, embedder_id: str, dimension: int) -> 
         raise
 
 
+def _upgrade(db: sqlite3.Connection, folder: Path) -> bool:
+    """Format 1 -> 2 in one transaction: the FTS index is rebuilt from the chunks table with
+    the heading paths (seconds; no text or embedding is touched, so nothing is lost)."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None or int(row[0]) != 1:
+        return False
+    started = time.perf_counter()
+    db.executescript("BEGIN IMMEDIATE;" + _DROP_FTS_V1 + _FTS_SCHEMA)
+    try:
+        db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+        _set_meta(db, schema_version=SCHEMA_VERSION)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    log.info("collection %s upgraded to format %d (keyword index with headings) in %.1f s",
+             folder, SCHEMA_VERSION, time.perf_counter() - started)
+    return True
+
+
 def _set_meta(db: sqlite3.Connection, **values) -> None:
     db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                    [(key, str(value)) for key, value in values.items()])
@@ -690,9 +746,9 @@ def _read_meta(db: sqlite3.Connection, folder: Path) -> dict:
     except sqlite3.OperationalError as exc:  # no meta table: not one of our collections
         raise EngineError(f"'{folder}' does not hold a collection this app can read ({exc}).") from exc
     version = int(meta.get("schema_version", 0))
-    if version != SCHEMA_VERSION:
-        raise EngineError(f"The collection in '{folder}' has format {version}, this app reads format "
-                          f"{SCHEMA_VERSION}; use a matching version of the app or index the documents "
+    if version not in READABLE_VERSIONS:
+        raise EngineError(f"The collection in '{folder}' has format {version}, this app reads formats "
+                          f"up to {SCHEMA_VERSION}; use a matching version of the app or index the documents "
                           "again.")
     return meta
 

@@ -23,7 +23,7 @@ from engine.llm.local import CancelFlag
 from engine.models.manifest import sha256_file
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import IndexStore
-from engine.types import DocumentOutcome, IndexProgress, ParsedDocument
+from engine.types import Chunk, DocumentOutcome, IndexProgress, ParsedDocument
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ class Indexer:
         (find_documents: existing files, each once, in the order to index them); yields an
         event when a document starts, after each embedding step (with its pages done), and
         when it ends."""
+        self.store.upgrade()  # an older collection's keyword index gains the headings
         files = [Path(normal_path(p)) for p in (discover(inputs) if files is None else files)]
         clock = _Clock({path: path.stat().st_size for path in files})
         todo = []
@@ -138,10 +139,21 @@ class Indexer:
         for start in range(0, len(chunks), step):
             if _cancelled(cancel):
                 raise _Cancelled
-            texts = [c.text for c in chunks[start:start + step]]
+            texts = [embedded_text(c) for c in chunks[start:start + step]]
             parts.append(self.embedder.encode_documents(texts, batch_size=self.settings.embed_batch))
             yield clock.working(path, pages, chunks[min(start + step, len(chunks)) - 1].page)
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dimension), np.float32)
+
+
+EMBEDDED_HEADINGS = 2  # the section and the one above it ("Set-show > Logscale")
+
+
+def embedded_text(chunk: Chunk) -> str:
+    """What the embedder reads for a chunk: its nearest headings, then its text. A chunk in
+    the middle of a section often never names its topic; its headings do (measured in
+    docs/retrieval.md, issue 13). Only the vector sees this; the stored text stays the page's."""
+    headings = chunk.heading_path[-EMBEDDED_HEADINGS:]
+    return " > ".join(headings) + "\n" + chunk.text if headings else chunk.text
 
 
 def _status(parsed: ParsedDocument, chunks) -> tuple[str, str]:
