@@ -4,6 +4,9 @@
     python bench/bench_retrieval.py              # tables in docs/retrieval.md, plot docs/retrieval-hitk.svg
     python bench/bench_retrieval.py --answers    # also the full answers (built-in LLM): keywords, latency
     python bench/bench_retrieval.py --no-doc     # stdout only
+    python bench/bench_retrieval.py --families [--before DATA_DIR]
+        # issue 13: both development sets, per family, every variant tried, side by side;
+        # rewrites only the "Issue 13: across families" section of docs/retrieval.md
 
 Indexes the five R manuals of the development set (tests/qa/r_manuals_dev.jsonl) once per
 chunk size into bench/.cache/retrieval-<size> (reused while the engine's chunking and
@@ -29,6 +32,7 @@ from engine.paths import AppPaths  # noqa: E402
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection  # noqa: E402
 
 QA = ROOT / "tests" / "qa" / "r_manuals_dev.jsonl"
+DEV_SETS = (QA, ROOT / "tests" / "qa" / "dev_mixed.jsonl")
 MANUALS = ROOT / "tests" / ".manuals"
 CACHE = ROOT / "bench" / ".cache"
 DOCS = ROOT / "docs"
@@ -54,7 +58,13 @@ def main() -> int:
     parser.add_argument("--latency", action="store_true",
                         help="also time the first token at several prompt budgets (slow)")
     parser.add_argument("--no-doc", action="store_true", help="do not write docs/")
+    parser.add_argument("--families", action="store_true",
+                        help="issue 13: both development sets, per family, the variants side by side")
+    parser.add_argument("--before", type=Path, help="with --families: also a data dir indexed "
+                        "before issue 13 (format 1, e.g. /tmp/lead-data), read-only")
     args = parser.parse_args()
+    if args.families:
+        return _families(args.before, write_doc=not args.no_doc)
     items = load_qa(QA)
     embedder = default_embedder(AppPaths(CACHE / "retrieval-models").ensure())
     rows, gates, curves = [], {}, {}
@@ -149,6 +159,112 @@ def _latency(items) -> list[dict]:
 def _p50(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2] if ordered else 0.0
+
+
+# -- issue 13: across families ----------------------------------------------------------------
+BEFORE = dict(dense_weight=1.0)  # the retrieval settings before issue 13
+# Each index: how it is built. "guessed headings" is the chunker before issue 13 (heading lines
+# guessed from the text, the PDF outline unused, nothing but the text embedded).
+FAMILY_INDEXES = {
+    "guessed headings": IndexSettings(outline_headings=False, embedded_headings=0),
+    "outline headings": IndexSettings(embedded_headings=0),
+    "outline + embedded": IndexSettings(),
+    "outline + embedded, 128 tokens": IndexSettings(chunk_tokens=128),
+}
+# (index, variant, retrieval settings, FTS weight of the heading-path column)
+FAMILY_VARIANTS = [
+    ("guessed headings", "before: text-only FTS, dense weight 1", RetrievalSettings(**BEFORE), 0.0),
+    ("outline headings", "outline, text-only FTS", RetrievalSettings(**BEFORE), 0.0),
+    ("outline headings", "outline, FTS heading column", RetrievalSettings(**BEFORE), 1.0),
+    ("outline + embedded", "+ headings embedded", RetrievalSettings(**BEFORE), 1.0),
+    ("outline + embedded", "+ dense weight 1.5 (chosen)", RetrievalSettings(), 1.0),
+    ("outline + embedded", "chosen, FTS heading weight 2", RetrievalSettings(), 2.0),
+    ("outline + embedded", "chosen, RRF k=20", RetrievalSettings(rrf_k=20), 1.0),
+    ("outline + embedded", "chosen, 80 candidates per side", RetrievalSettings(candidates=80), 1.0),
+    ("outline + embedded", "chosen, no neighbour merging", RetrievalSettings(merge_neighbours=False), 1.0),
+    ("outline + embedded, 128 tokens", "chosen at 128-token chunks", RetrievalSettings(), 1.0),
+]
+FAMILY_SECTION = "## Issue 13: across families"
+
+
+def _families(before: Path | None, write_doc: bool) -> int:
+    items = [item for qa in DEV_SETS for item in load_qa(qa)]
+    embedder = default_embedder(AppPaths(CACHE / "retrieval-models").ensure())
+    rows = []
+    if before is not None:  # the collection as users have it today: format 1, read as it is
+        with open_collection(AppPaths(before), embedder=embedder, read_only=True) as store:
+            rows.append(_family_row(f"{before.name}: as indexed before", items, store, embedder,
+                                    RetrievalSettings(**BEFORE)))
+    for index, settings in FAMILY_INDEXES.items():
+        paths = _family_index(index, settings, items, embedder)
+        with open_collection(paths, embedder=embedder, read_only=True) as store:
+            for name, retrieval, heading_weight in ((v, r, w) for i, v, r, w in FAMILY_VARIANTS if i == index):
+                store.heading_weight = heading_weight
+                rows.append(_family_row(name, items, store, embedder, retrieval))
+    if write_doc:
+        _write_family_section(rows, items)
+    return 0
+
+
+def _family_index(name: str, settings: IndexSettings, items, embedder) -> AppPaths:
+    slug = "".join(ch if ch.isalnum() else "-" for ch in name)
+    paths = AppPaths(CACHE / f"families-{slug}").ensure()
+    manuals = sorted({MANUALS / item.doc for item in items if item.doc})
+    with open_collection(paths, embedder=embedder) as store:
+        for _ in Indexer(store, embedder, settings).run(manuals):
+            pass
+    return paths
+
+
+def _family_row(name: str, items, store, embedder, settings: RetrievalSettings) -> dict:
+    results = evaluate(items, Retriever(store, embedder, settings=settings))
+    summary = summarize(results)
+    row = {"variant": name, **{k: summary[k] for k in ("hit@1", "hit@5", "hit@10", "mrr@5",
+                                                       "refusal_accuracy", "false_refusal_rate")},
+           "search_p50_ms": round(1000 * _p50([sum(r.timings_s.values()) for r in results]), 1),
+           "families": {f: {"hit@5": v["hit@5"], "mrr@5": v["mrr@5"]} for f, v in sorted(summary["by_family"].items())}}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _write_family_section(rows: list[dict], items) -> None:
+    families = list(rows[0]["families"])
+    answerable = sum(item.answerable for item in items)
+    head = ("| variant | hit@1 | hit@5 | hit@10 | MRR@5 | " + " | ".join(f"{f} hit@5 / MRR@5" for f in families)
+            + " | refusal acc. | false refusals | search p50 |")
+    lines = [FAMILY_SECTION, "",
+             f"Written by `bench/bench_retrieval.py --families` over both development sets "
+             f"({len(items)} questions, {answerable} answerable, five families of manuals), "
+             "retrieval only, every variant in the same run. Each row changes one thing from the "
+             "row above it, except the rows that start with \"chosen\", which each change one "
+             "thing from the chosen configuration. Refusal accuracy and false refusals are the "
+             "relevance gate's (engine/answer/grounding.py, not re-calibrated here) on each variant's "
+             "passages.", "", head, "|" + "---|" * (8 + len(families))]
+    for r in rows:
+        cells = " | ".join(f"{v['hit@5']:.2f} / {v['mrr@5']:.2f}" for v in r["families"].values())
+        lines.append(f"| {r['variant']} | {r['hit@1']:.3f} | {r['hit@5']:.3f} | {r['hit@10']:.3f} | "
+                     f"{r['mrr@5']:.3f} | {cells} | {r['refusal_accuracy']:.3f} | "
+                     f"{r['false_refusal_rate']:.3f} | {r['search_p50_ms']} ms |")
+    lines.append("")
+    doc = DOCS / "retrieval.md"
+    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Retrieval quality\n"
+    notes = _section(text, FAMILY_SECTION + " - notes")  # hand-written, kept as it is
+    text = _without_section(_without_section(text, FAMILY_SECTION + " - notes"), FAMILY_SECTION)
+    doc.write_text(text.rstrip() + "\n\n" + "\n".join(lines) + ("\n" + notes if notes else ""),
+                   encoding="utf-8")
+
+
+def _section(text: str, heading: str) -> str:
+    start = text.find("\n" + heading + "\n")
+    if start < 0:
+        return ""
+    end = text.find("\n## ", start + len(heading) + 2)
+    return text[start + 1:end if end >= 0 else len(text)].rstrip() + "\n"
+
+
+def _without_section(text: str, heading: str) -> str:
+    section = _section(text, heading)
+    return text.replace(section, "") if section else text
 
 
 # -- docs ------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ skips what is already stored and carries on.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ class IndexSettings:
     parse_workers: int = 1
     parse_time_limit_s: float = 120.0
     parse_memory_limit_mb: int = 2048
+    outline_headings: bool = True  # a PDF's bookmarks as its headings (False: guessed from lines)
+    embedded_headings: int = 2  # headings the embedder reads before a chunk's text (0: none)
 
 
 class _Cancelled(Exception):
@@ -121,6 +124,8 @@ class Indexer:
         if isinstance(parsed, DocumentError):
             self.store.record_failure(str(path), status="failed", error=str(parsed), **fingerprint)
             return DocumentOutcome(str(path), "failed", str(parsed))
+        if not self.settings.outline_headings:
+            parsed = dataclasses.replace(parsed, outline=())
         chunks = chunk_document(parsed, self.embedder.count_tokens, target_tokens=self.settings.chunk_tokens,
                                 overlap_tokens=self.settings.overlap_tokens,
                                 count_tokens_batch=self.embedder.count_tokens_batch)
@@ -139,21 +144,19 @@ class Indexer:
         for start in range(0, len(chunks), step):
             if _cancelled(cancel):
                 raise _Cancelled
-            texts = [embedded_text(c) for c in chunks[start:start + step]]
+            texts = [embedded_text(c, self.settings.embedded_headings) for c in chunks[start:start + step]]
             parts.append(self.embedder.encode_documents(texts, batch_size=self.settings.embed_batch))
             yield clock.working(path, pages, chunks[min(start + step, len(chunks)) - 1].page)
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dimension), np.float32)
 
 
-EMBEDDED_HEADINGS = 2  # the section and the one above it ("Set-show > Logscale")
-
-
-def embedded_text(chunk: Chunk) -> str:
-    """What the embedder reads for a chunk: its nearest headings, then its text. A chunk in
+def embedded_text(chunk: Chunk, headings: int = 2) -> str:
+    """What the embedder reads for a chunk: its nearest `headings` (the section and the one
+    above it: "Set-show > Logscale"), then its text. A chunk in
     the middle of a section often never names its topic; its headings do (measured in
     docs/retrieval.md, issue 13). Only the vector sees this; the stored text stays the page's."""
-    headings = chunk.heading_path[-EMBEDDED_HEADINGS:]
-    return " > ".join(headings) + "\n" + chunk.text if headings else chunk.text
+    path = chunk.heading_path[-headings:] if headings > 0 else ()
+    return " > ".join(path) + "\n" + chunk.text if path else chunk.text
 
 
 def _status(parsed: ParsedDocument, chunks) -> tuple[str, str]:
