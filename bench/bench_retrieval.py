@@ -162,7 +162,7 @@ def _p50(values: list[float]) -> float:
 
 
 # -- issue 13: across families ----------------------------------------------------------------
-BEFORE = dict(dense_weight=1.0)  # the retrieval settings before issue 13
+BEFORE = dict(dense_weight=1.0, rrf_k=60)  # the retrieval settings before issue 13
 # Each index: how it is built. "guessed headings" is the chunker before issue 13 (heading lines
 # guessed from the text, the PDF outline unused, nothing but the text embedded).
 FAMILY_INDEXES = {
@@ -173,13 +173,16 @@ FAMILY_INDEXES = {
 }
 # (index, variant, retrieval settings, FTS weight of the heading-path column)
 FAMILY_VARIANTS = [
-    ("guessed headings", "before: text-only FTS, dense weight 1", RetrievalSettings(**BEFORE), 0.0),
+    ("guessed headings", "before: text-only FTS, dense weight 1, RRF k=60", RetrievalSettings(**BEFORE), 0.0),
+    ("guessed headings", "before's index, chosen retrieval settings", RetrievalSettings(), 0.0),
     ("outline headings", "outline, text-only FTS", RetrievalSettings(**BEFORE), 0.0),
     ("outline headings", "outline, FTS heading column", RetrievalSettings(**BEFORE), 1.0),
     ("outline + embedded", "+ headings embedded", RetrievalSettings(**BEFORE), 1.0),
-    ("outline + embedded", "+ dense weight 1.5 (chosen)", RetrievalSettings(), 1.0),
+    ("outline + embedded", "+ dense weight 1.5", RetrievalSettings(**dict(BEFORE, dense_weight=1.5)), 1.0),
+    ("outline + embedded", "+ RRF k=20 (chosen)", RetrievalSettings(), 1.0),
     ("outline + embedded", "chosen, FTS heading weight 2", RetrievalSettings(), 2.0),
-    ("outline + embedded", "chosen, RRF k=20", RetrievalSettings(rrf_k=20), 1.0),
+    ("outline + embedded", "chosen, RRF k=10", RetrievalSettings(rrf_k=10), 1.0),
+    ("outline + embedded", "chosen, dense weight 2", RetrievalSettings(dense_weight=2.0), 1.0),
     ("outline + embedded", "chosen, 80 candidates per side", RetrievalSettings(candidates=80), 1.0),
     ("outline + embedded", "chosen, no neighbour merging", RetrievalSettings(merge_neighbours=False), 1.0),
     ("outline + embedded, 128 tokens", "chosen at 128-token chunks", RetrievalSettings(), 1.0),
