@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import PurePath
 from typing import Literal
@@ -180,10 +181,26 @@ class Passage:
     keyword_score: float | None = None  # BM25 (higher is better), when keyword search found it
     rerank_score: float | None = None
     anchor: int = 0  # which span is the chunk that ranked: a citation opens its page
+    # (physical page, printed label) for its pages whose printed label differs ("5" on PDF
+    # page 10), in page order; empty for other pages, other formats and older collections
+    page_labels: tuple[tuple[int, str], ...] = ()
 
     @property
     def page(self) -> int:
         return self.spans[self.anchor].page
+
+    def page_label(self, page: int) -> str:
+        """What a physical page is called in print: its label, else its number."""
+        return next((label for number, label in self.page_labels if number == page), str(page))
+
+    def pages_text(self, pages: Sequence[int] | None = None, joiner: str = ", ") -> str:
+        """"page 12", or "page 5 (PDF page 10)" where the printed label differs, so that a
+        person finds it both in print and in a viewer. `pages` defaults to all of its pages."""
+        pages = self.pages if pages is None else tuple(pages)
+        word = "pages" if len(pages) > 1 else "page"
+        numbers = joiner.join(str(p) for p in pages)
+        labels = joiner.join(self.page_label(p) for p in pages)
+        return f"{word} {numbers}" if labels == numbers else f"{word} {labels} (PDF {word} {numbers})"
 
     @property
     def pages(self) -> tuple[int, ...]:
@@ -218,6 +235,7 @@ class Quote:
     def to_dict(self) -> dict:
         return {"number": self.number, "text": self.text, "document": self.document,
                 "path": self.passage.path, "page": self.page,
+                "page_label": self.passage.page_label(self.page),
                 "span": [self.span.page, self.span.start, self.span.end]}
 
     @classmethod
@@ -228,12 +246,18 @@ class Quote:
         text = str(data.get("text") or "")
         passage = Passage(document_id=0, path=path, title=str(data.get("document") or path), chunk_ids=(),
                           spans=(Span(page, start, end),), text=text, heading_path=(), score=0.0,
-                          similarity=0.0)
+                          similarity=0.0, page_labels=_labels_of([page], [data.get("page_label")]))
         return cls(int(data.get("number") or 0), text, passage, Span(page, start, end))
 
     def as_passage(self) -> Passage:
         """The quote's passage narrowed to the quote: opening it highlights this sentence only."""
         return replace(self.passage, spans=(self.span,), text=self.text, anchor=0)
+
+
+def _labels_of(pages: Sequence[int], labels: Sequence) -> tuple[tuple[int, str], ...]:
+    """Passage.page_labels from saved labels aligned with `pages` (older saves have none)."""
+    return tuple((page, str(label)) for page, label in zip(pages, labels)
+                 if label and str(label) != str(page))
 
 
 @dataclass(frozen=True)
@@ -246,7 +270,8 @@ class Citation:
     def to_dict(self) -> dict:
         p = self.passage
         return {"number": self.number, "document": p.document, "path": p.path,
-                "pages": list(p.pages), "page": p.page, "quote": self.quote, "cited": self.cited,
+                "pages": list(p.pages), "page": p.page, "page_label": p.page_label(p.page),
+                "page_labels": [p.page_label(n) for n in p.pages], "quote": self.quote, "cited": self.cited,
                 "heading_path": list(p.heading_path), "text": p.text,
                 "spans": [[s.page, s.start, s.end] for s in p.spans], "anchor": p.anchor}
 
@@ -268,7 +293,8 @@ class Citation:
         passage = Passage(document_id=0, path=path, title=str(data.get("document") or path),
                           chunk_ids=(), spans=spans, text=str(data.get("text") or ""),
                           heading_path=tuple(data.get("heading_path") or ()), score=0.0,
-                          similarity=0.0, anchor=anchor)
+                          similarity=0.0, anchor=anchor,
+                          page_labels=_labels_of(pages, data.get("page_labels") or ()))
         return cls(int(data.get("number") or 0), passage, str(data.get("quote") or ""),
                    bool(data.get("cited", True)))
 

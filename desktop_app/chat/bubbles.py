@@ -392,7 +392,7 @@ def lead_html(quotes) -> str:
     its document and page; every string from a manual is escaped."""
     lines = [f'<p style="margin:0 0 2px 0"><b>{LEAD_TITLE}</b></p>']
     for index, quote in enumerate(quotes, 1):
-        where = html.escape(f"{quote.document}, page {quote.page}")
+        where = html.escape(f"{quote.document}, {quote.passage.pages_text((quote.page,))}")
         lines.append(f'<p style="margin:2px 0 2px 0">\u201c{html.escape(quote.text)}\u201d '
                      f'<a href="cite:{index}">[{quote.number}] {where}</a></p>')
     return "".join(lines)

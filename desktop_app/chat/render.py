@@ -51,10 +51,11 @@ NEAREST_TITLE = "Nearest passages"
 HEADING_CHARS = 48  # a passage's heading on its one line, beside its document and page
 
 def page_label(passage: Passage) -> str:
+    """"page 12", "pages 12–13", or "page 5 (PDF page 10)" where the printed label differs."""
     pages = passage.pages
     if len(pages) > 1:
-        return f"pages {pages[0]}–{pages[-1]}"
-    return f"page {passage.page}"
+        return passage.pages_text((pages[0], pages[-1]), joiner="–")
+    return passage.pages_text((passage.page,))
 
 
 # -- safe rendering ---------------------------------------------------------------------------

@@ -725,11 +725,18 @@ class SourceView(QWidget):
         if self._mode == "text" and self._text_doc is not None and self._text_doc.numbers:
             index = self._page_index(self._text_doc, self._page)
             label = self._text_doc.labels[index]
-        where = f"page {self._page}"
+        printed = self._printed_label() if self._mode == "pdf" else ""
+        where = f"page {printed} (PDF page {self._page})" if printed else f"page {self._page}"
         if label and label != self._title_name:
             where += f" ({label})"
         self.title.set_full_text(f"{self._title_name} — {where}")
         self.title.setToolTip(self._path)
+
+    def _printed_label(self) -> str:
+        """The shown PDF page's printed label (as the citations name it), "" when it is just
+        its number. QtPdf reads the same /PageLabels tree as the indexer, for any page."""
+        label = " ".join(self.document.pageLabel(self._page - 1).split())
+        return label if label and label != str(self._page) else ""
 
     def _set_note(self) -> None:
         if not self._passage.strip():

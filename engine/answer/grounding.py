@@ -201,7 +201,7 @@ def _fence(marker: str) -> tuple[str, str]:
 
 
 def _source_block(number: int, passage: Passage, marker: str) -> str:
-    pages = ", ".join(str(n) for n in passage.pages)
+    pages = ", ".join(passage.page_label(n) for n in passage.pages)  # printed: what a model cites
     page_word = "pages" if len(passage.pages) > 1 else "page"
     header = f"[{number}] {passage.document}, {page_word} {pages}:"
     return _without(marker, f"{header}\n{passage.text}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -150,7 +150,16 @@ class Retriever:
                 continue  # removed since the search (another process deleted the document)
             used.update(chunk["id"] for chunk in group)
             passages.append(_passage(group, candidate, found))
-        return passages
+        return self._labelled(passages)
+
+    def _labelled(self, passages: list[Passage]) -> list[Passage]:
+        """The passages with the printed labels of their pages, read in one query."""
+        labels = self.store.page_labels((p.document_id, page) for p in passages for page in p.pages)
+        if not labels:
+            return passages
+        return [replace(p, page_labels=tuple((page, labels[p.document_id, page]) for page in p.pages
+                                             if (p.document_id, page) in labels))
+                for p in passages]
 
     def _group(self, chunk_id: int, pool: set[int], used: set[int]) -> list[dict]:
         """The chunk, with the neighbours of its section that also ranked well, or that finish

@@ -123,7 +123,8 @@ def _print_lead(quotes) -> None:
         return
     print("From the manuals:")
     for quote in quotes:
-        print(f"  \u201c{quote.text}\u201d ({quote.document}, page {quote.page}) [{quote.number}]")
+        where = quote.passage.pages_text((quote.page,))
+        print(f"  \u201c{quote.text}\u201d ({quote.document}, {where}) [{quote.number}]")
     print(flush=True)
 
 
@@ -163,10 +164,8 @@ def _print_sources(citations) -> None:
     cited = any(c.cited for c in citations)
     print("\nSources:" if cited else "\nPassages (the answer cites none of them):")
     for c in citations:
-        pages = ", ".join(str(n) for n in c.passage.pages)
-        word = "pages" if len(c.passage.pages) > 1 else "page"
         quote = c.quote if len(c.quote) <= QUOTE_WIDTH else c.quote[:QUOTE_WIDTH - 1] + "…"
-        print(f"  [{c.number}] {c.passage.document}, {word} {pages}: \"{quote}\"")
+        print(f"  [{c.number}] {c.passage.document}, {c.passage.pages_text()}: \"{quote}\"")
 
 
 def _print_stats(stats) -> None:
@@ -197,7 +196,8 @@ def _print_json(question: str, events) -> dict | None:
 
 def _citation_json(citation) -> dict:
     found = citation.to_dict()
-    return {key: found[key] for key in ("number", "document", "path", "page", "pages", "quote", "cited")}
+    return {key: found[key] for key in ("number", "document", "path", "page", "page_label", "pages",
+                                           "page_labels", "quote", "cited")}
 
 
 def _sentence_json(answer: str, sentence) -> dict:
@@ -206,7 +206,7 @@ def _sentence_json(answer: str, sentence) -> dict:
 
 def _quote_json(quote) -> dict:
     found = quote.to_dict()
-    return {key: found[key] for key in ("number", "text", "document", "path", "page", "span")}
+    return {key: found[key] for key in ("number", "text", "document", "path", "page", "page_label", "span")}
 
 
 def _utf8_safe(stream) -> None:

@@ -31,6 +31,7 @@ PYPDF_LIMITS = {
 MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
 MAX_OUTLINE_ENTRIES = 20_000  # a hostile outline costs its headings, not the document
 MAX_OUTLINE_DEPTH = 6  # as deep as chunking keeps heading paths
+MAX_LABEL_CHARS = 40  # a printed page label ("iv", "A-3"); a longer one is not a page number
 # LimitReachedError covers sizes and structure (cycles, depth); only sizes are "too large"
 _SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
 
@@ -43,11 +44,14 @@ def apply_pypdf_limits() -> None:
 
 
 def parse_pdf(path: str | Path) -> ParsedDocument:
-    """The text of each physical page (1-based); pages that fail are skipped with a warning."""
+    """The text of each physical page (1-based), labelled with the page's printed label where
+    the PDF declares one that differs from its number; pages that fail are skipped with a
+    warning."""
     path = Path(path)
     with _pypdf_log() as damage:
         reader, page_count = _open(path)
-        pages, failures, image_only = _read_pages(reader, page_count)
+        labels = _page_labels(reader, page_count)
+        pages, failures, image_only = _read_pages(reader, page_count, labels)
     if not pages:
         _raise_unreadable(path, failures, page_count)
     if not any(page.text.strip() for page in pages):
@@ -189,8 +193,28 @@ def _walk_outline(reader, items, above: tuple[str, ...], page_count: int,
             entries.append(OutlineEntry(index + 1, last))
 
 
+# -- page labels ------------------------------------------------------------------------
+def _page_labels(reader, page_count: int) -> dict[int, str]:
+    """{physical page: printed label} for the pages whose label differs from their number
+    ("T-1", "iv", "5" on page 10). Without /PageLabels in the catalog pypdf numbers the
+    pages 1, 2, 3, which says nothing; a damaged label tree only costs the labels."""
+    try:
+        if "/PageLabels" not in reader.root_object:
+            return {}
+        labels = reader.page_labels
+    except Exception as exc:  # pypdf raises many types on damaged number trees
+        logging.getLogger(__name__).info("page labels unreadable (%s); page numbers instead", describe(exc))
+        return {}
+    found = {}
+    for number, label in enumerate(labels[:page_count], start=1):
+        label = " ".join(str(label).split())
+        if label and label != str(number) and len(label) <= MAX_LABEL_CHARS:
+            found[number] = label
+    return found
+
+
 # -- pages --------------------------------------------------------------------------------
-def _read_pages(reader, page_count: int):
+def _read_pages(reader, page_count: int, labels: dict[int, str]):
     """(pages read, {reason: [page numbers]} for pages that failed, image-only page numbers)."""
     pages, failures, image_only = [], {}, []
     for number in range(1, page_count + 1):
@@ -200,7 +224,7 @@ def _read_pages(reader, page_count: int):
         except Exception as exc:  # one bad page must not cost the others
             failures.setdefault(_page_reason(exc), []).append(number)
             continue
-        pages.append(Page(number, text))
+        pages.append(Page(number, text, labels.get(number, "")))
         if not text.strip() and _has_images(page):
             image_only.append(number)
     return pages, failures, image_only

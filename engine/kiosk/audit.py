@@ -17,7 +17,8 @@ AuditSink is the same fed one event at a time, as the assistant's worker iterate
 An AuditEntry (frozen; to_dict() / to_json()) holds: time (ISO 8601 UTC, "Z"), question,
 answerable (the gate's verdict; None if the ask failed first) and refused (its negation, in the
 JSON), passages [{document, page}] in the order the model got them, citations [{number,
-document, page}] the answer actually cites, model, model_version, collection,
+document, page}] the answer actually cites (each with page_label, the printed label, where
+a PDF prints another than the physical page), model, model_version, collection,
 collection_version, session (optional), error (the message shown, if the ask failed) and
 finish_reason (stop / length / cancelled). Source(document, page, number) is one of those.
 
@@ -68,9 +69,17 @@ class Source:
     document: str  # the file name, as citations show it
     page: int
     number: int | None = None
+    page_label: str = ""  # the printed label, where it differs from the physical page
+
+    @classmethod
+    def of(cls, passage, number: int | None = None) -> "Source":
+        label = passage.page_label(passage.page)
+        return cls(passage.document, passage.page, number, "" if label == str(passage.page) else label)
 
     def to_dict(self) -> dict:
         data = {"document": self.document, "page": self.page}
+        if self.page_label:
+            data["page_label"] = self.page_label
         return data if self.number is None else {"number": self.number, **data}
 
 
@@ -115,10 +124,9 @@ class AuditEntry:
             kind = getattr(event, "kind", "")
             if kind == "passages":
                 answerable = event.answerable
-                passages = tuple(Source(p.document, p.page) for p in event.passages)
+                passages = tuple(Source.of(p) for p in event.passages)
             elif kind == "citations":
-                citations = tuple(Source(c.passage.document, c.passage.page, c.number)
-                                  for c in event.citations if c.cited)
+                citations = tuple(Source.of(c.passage, c.number) for c in event.citations if c.cited)
             elif kind == "done":
                 finish = event.stats.finish_reason
             elif kind == "error":

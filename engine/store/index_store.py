@@ -11,6 +11,11 @@ second FTS5 column. A format 1 collection opens and answers as before (keyword s
 text); upgrade(), which the indexer calls, rebuilds its FTS index from the chunks table in one
 transaction, so nothing stored is rewritten and nothing is lost.
 
+page_labels holds the printed page labels of PDFs ("5" on physical page 10). It needs no
+format of its own: a writer creates it when missing, and a reader takes a collection without
+it as one whose pages have no labels (documents indexed before it have none until indexed
+again). An older app ignores the table, and deleting a document cascades to it.
+
 Durability:
 - WAL with synchronous=FULL: every committed document survives a power cut. This matters
   beyond losing work: a faiss file may only cover chunk ids that SQLite will still have after
@@ -119,6 +124,15 @@ CREATE TABLE chunks (
 CREATE INDEX chunks_by_document ON chunks(document_id);
 """ + _FTS_SCHEMA
 
+_LABELS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS page_labels (
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    page        INTEGER NOT NULL,
+    label       TEXT NOT NULL,
+    PRIMARY KEY (document_id, page)
+) WITHOUT ROWID;
+"""
+
 _DOCUMENT_COLUMNS = """d.id, d.path, d.sha256, d.size, d.mtime, d.status, d.error, d.page_count,
     d.title, d.added_at, (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunk_count"""
 
@@ -185,6 +199,8 @@ class IndexStore:
         mismatch = _embedder_mismatch(meta, embedder_id, dimension, folder)
         if mismatch and not read_only:
             raise EngineError(mismatch)
+        if not read_only:
+            db.execute(_LABELS_SCHEMA)
         store = cls(folder, db, lock, meta, mismatch)
         if not mismatch:
             store._load_vectors()
@@ -252,9 +268,11 @@ class IndexStore:
 
     def add_document(self, path: str | Path, sha256: str, size: int, mtime: float, title: str,
                      page_count: int, chunks: list[Chunk], embeddings: np.ndarray,
-                     status: str = "ready", error: str = "") -> int:
-        """Store a document with its chunks in one transaction, replacing any document with
-        the same path. Returns the new document id."""
+                     status: str = "ready", error: str = "",
+                     page_labels: dict[int, str] | None = None) -> int:
+        """Store a document with its chunks (and the printed labels of its pages, {physical
+        page: label}) in one transaction, replacing any document with the same path. Returns
+        the new document id."""
         self._require_writable()
         if status not in READY_STATUSES:
             raise ValueError(f"status must be one of {READY_STATUSES}, not {status!r}")
@@ -266,6 +284,9 @@ class IndexStore:
                 'INSERT INTO chunks (document_id, page, start, "end", text, heading_path, embedding)'
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 _chunk_rows(document_id, chunks, vectors))
+            self._db.executemany("INSERT INTO page_labels (document_id, page, label) VALUES (?, ?, ?)",
+                                 [(document_id, int(page), _clean(str(label)))
+                                  for page, label in sorted((page_labels or {}).items()) if label])
             new_ids = self._chunk_ids_of(document_id)
         self._after_commit(removed, new_ids, vectors)
         return document_id
@@ -329,6 +350,24 @@ class IndexStore:
                     ORDER BY c.id LIMIT :after + 1)""",
             {"id": chunk_id, "before": before, "after": after})
         return sorted((_chunk_dict(row) for row in rows), key=lambda c: c["id"])
+
+    def page_labels(self, pages: Iterable[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        """{(document id, physical page): printed label} for those of these pages that have
+        one. A collection from before labels were kept has none."""
+        wanted = sorted({(int(d), int(p)) for d, p in pages})
+        found: dict[tuple[int, int], str] = {}
+        for start in range(0, len(wanted), _ID_BATCH // 2):
+            batch = wanted[start:start + _ID_BATCH // 2]
+            rows = ",".join("(?, ?)" for _ in batch)
+            sql = f"SELECT document_id, page, label FROM page_labels WHERE (document_id, page) IN (VALUES {rows})"
+            try:
+                result = self._db.execute(sql, [v for pair in batch for v in pair]).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" not in str(exc):
+                    raise
+                return {}  # read-only and older than the table
+            found.update(((row[0], row[1]), row[2]) for row in result)
+        return found
 
     def search_dense(self, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Chunk ids and cosine scores (inner product of normalised vectors), best first."""

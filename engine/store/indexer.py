@@ -132,7 +132,8 @@ class Indexer:
         embeddings = yield from self._embed(path, chunks, len(parsed.pages), cancel, clock)
         status, reason = _status(parsed, chunks)
         self.store.add_document(str(path), title=parsed.title, page_count=len(parsed.pages), chunks=chunks,
-                                embeddings=embeddings, status=status, error=reason, **fingerprint)
+                                embeddings=embeddings, status=status, error=reason,
+                                page_labels=printed_labels(parsed), **fingerprint)
         return DocumentOutcome(str(path), status, reason, len(parsed.pages), len(chunks))
 
     def _embed(self, path: Path, chunks, pages: int, cancel, clock: "_Clock"):
@@ -157,6 +158,14 @@ def embedded_text(chunk: Chunk, headings: int = 2) -> str:
     docs/retrieval.md, issue 13). Only the vector sees this; the stored text stays the page's."""
     path = chunk.heading_path[-headings:] if headings > 0 else ()
     return " > ".join(path) + "\n" + chunk.text if path else chunk.text
+
+
+def printed_labels(parsed: ParsedDocument) -> dict[int, str]:
+    """{physical page: printed label} of a PDF. Other formats' page labels name sections or
+    line ranges ("lines 1-120"), which citations do not show as page numbers."""
+    if not parsed.path.lower().endswith(".pdf"):
+        return {}
+    return {page.number: page.label for page in parsed.pages if page.label}
 
 
 def _status(parsed: ParsedDocument, chunks) -> tuple[str, str]:
