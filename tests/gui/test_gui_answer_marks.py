@@ -24,6 +24,7 @@ from engine.answer.assistant import (
 from engine.answer.grounding import Relevance
 from engine.conversations import SavedAnswer
 from engine.types import CheckedSentence, Citation, Passage, Span
+from tests.helpers.rich_text import anchor_hrefs
 
 LONG = " ".join(f"Sentence {i} of a long passage about the pump housing and its seals." for i in range(40))
 
@@ -119,19 +120,6 @@ def anchor_point(browser, href: str) -> QPoint:
 
 def click(qtbot, browser, href: str) -> None:
     qtbot.mouseClick(browser.viewport(), Qt.MouseButton.LeftButton, pos=anchor_point(browser, href))
-
-
-def hrefs(doc) -> list[str]:
-    found = []
-    block = doc.begin()
-    while block.isValid():
-        it = block.begin()
-        while not it.atEnd():
-            if it.fragment().charFormat().isAnchor():
-                found.append(it.fragment().charFormat().anchorHref())
-            it += 1
-        block = block.next()
-    return found
 
 
 # -- the refusal -------------------------------------------------------------------------------
@@ -256,7 +244,7 @@ def test_an_unsupported_sentence_is_marked_and_the_others_cite_their_passage(qtb
     assert text.count(UNSUPPORTED_TAG) == 1
     assert "Fill the casing with clean water [1]." in text  # the checker's source, as a citation
     assert "bleed valve [2]." in text and "[2] [2]" not in text  # the model cited it already
-    assert hrefs(doc)[:2] == ["cite:1", "cite:2"]
+    assert anchor_hrefs(doc)[:2] == ["cite:1", "cite:2"]
 
 
 def test_a_click_on_a_sentence_citation_opens_its_page(qtbot):
@@ -323,7 +311,7 @@ def test_a_saved_answer_shows_the_same_marks(qtbot):
     qtbot.addWidget(restored)
     assert restored.browser.toPlainText() == live.browser.toPlainText()
     assert unsupported_ranges(restored.browser.document()) == [UNSUPPORTED]
-    assert hrefs(restored.browser.document()) == hrefs(live.browser.document())
+    assert anchor_hrefs(restored.browser.document()) == anchor_hrefs(live.browser.document())
     opened = []
     restored.citationClicked.connect(opened.append)
     restored.browser.anchorClicked.emit(QUrl("cite:1"))

@@ -41,6 +41,7 @@ from tests.helpers.pump_chat import (
     answer_of,
     start_controller,
 )
+from tests.helpers.rich_text import anchor_hrefs
 
 
 # -- data dirs and the controller -------------------------------------------------------------
@@ -173,7 +174,7 @@ def test_answer_streams_into_the_view_and_is_saved_as_messages(qtbot, chat):
     assert bubble.browser.isVisible() and event.answer.split()[0] in bubble.browser.toPlainText()
     assert len({text for text in flushes}) >= 1  # the timer redrew the growing answer
     assert "[1] pump.pdf, page" in bubble.browser.toPlainText()
-    assert _hrefs(bubble.browser.document())[-len(bubble.state.citations):] == \
+    assert anchor_hrefs(bubble.browser.document())[-len(bubble.state.citations):] == \
         [f"cite:{c.number}" for c in bubble.state.citations]
     user, answer = chat.messages()
     assert user == {"role": "user", "content": QUESTION}
@@ -310,7 +311,7 @@ def test_markdown_links_and_images_are_inert(qtbot, monkeypatch):
     assert '<img src="file:///etc/passwd">' in text  # raw HTML shown as text, not rendered
     assert "[image: y]" in text and "cat /etc/passwd" in text
     assert browser.refused == [] and "root:" not in text  # nothing was loaded, nothing asked
-    hrefs = _hrefs(browser.document())
+    hrefs = anchor_hrefs(browser.document())
     assert hrefs and all(h.startswith("cite:") for h in hrefs), hrefs
     clicked = []
     bubble.citationClicked.connect(clicked.append)
@@ -319,20 +320,6 @@ def test_markdown_links_and_images_are_inert(qtbot, monkeypatch):
     assert clicked == [] and opened == [] and browser.source().isEmpty()
     browser.anchorClicked.emit(QUrl("cite:1"))
     assert clicked == [citation] and opened == [] and browser.source().isEmpty()
-
-
-def _hrefs(doc) -> list[str]:
-    found = []
-    block = doc.begin()
-    while block.isValid():
-        it = block.begin()
-        while not it.atEnd():
-            fmt = it.fragment().charFormat()
-            if fmt.isAnchor():
-                found.append(fmt.anchorHref())
-            it += 1
-        block = block.next()
-    return found
 
 
 def test_code_blocks_wrap_in_a_fixed_font(qtbot):

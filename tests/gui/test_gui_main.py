@@ -26,6 +26,7 @@ from engine.paths import AppPaths
 from tests.helpers.events import wait_event
 from tests.helpers.pdf_factory import write_pdf
 from tests.helpers.pump_chat import ANSWER, ANSWER_MS, LOAD_MS
+from tests.helpers.rich_text import anchor_hrefs
 from tests.helpers.stall import Heartbeat
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
@@ -376,19 +377,6 @@ def r_intro(tmp_path_factory, manuals_dir) -> AppPaths:
     return paths
 
 
-def answer_links(doc) -> list[str]:
-    """The cite: links of an answer's own text, the source list under it left out."""
-    found, block = [], doc.begin()
-    while block.isValid() and block.text() not in ("Sources", "Passages the answer was written from"):
-        it = block.begin()
-        while not it.atEnd():
-            if it.fragment().charFormat().isAnchor():
-                found.append(it.fragment().charFormat().anchorHref())
-            it += 1
-        block = block.next()
-    return found
-
-
 @pytest.mark.slow
 def test_a_real_answer_marks_its_checked_sentences(qtbot, r_intro, builtin_llm_dir, manuals_dir):
     from desktop_app.chat.bubbles import AnswerBubble
@@ -402,7 +390,7 @@ def test_a_real_answer_marks_its_checked_sentences(qtbot, r_intro, builtin_llm_d
     unsupported = [s for s in event.sentences if not s.supported and event.answer[s.start:s.end].strip()]
     assert len(unsupported_ranges(doc)) == len(unsupported) == doc.toPlainText().count(UNSUPPORTED_TAG)
     sources = {s.source for s in event.sentences if s.supported and s.source is not None}
-    assert sources and {f"cite:{n}" for n in sources} <= set(answer_links(doc))
+    assert sources and {f"cite:{n}" for n in sources} <= set(anchor_hrefs(doc, until=("Sources", "Passages the answer was written from")))
     pages = {c.number: c.passage.page for c in bubble.state.citations}
     for number in sorted(sources):  # each sentence's citation opens its passage's page
         with qtbot.waitSignal(window.source.sourceShown, timeout=10_000) as shown:
