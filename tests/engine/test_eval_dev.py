@@ -26,10 +26,13 @@ SAMPLE_ANSWERABLE, SAMPLE_UNANSWERABLE = 8, 2  # per family, for the full answer
 TARGETS = {"hit@5": 0.92, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_accuracy": 0.90,
            "false_refusal_rate": 0.05, "keyword_hit_rate": 0.85, "keyword_hit_generated": 0.40,
            "loop_rate": 0.0, "deterministic_rate": 1.0}
-RETRIEVAL_FLOORS = {"hit@5": 0.74, "hit@10": 0.80, "mrr@5": 0.58, "refusal_accuracy": 0.87}
-LOWEST_FAMILY_HIT5 = 0.60
+# Measured (docs/benchmarks.md, "Issue 13: before and after"): hit@5 0.865, hit@10 0.912, MRR@5
+# 0.653, lowest family hit@5 0.762, refusal accuracy 0.896, false refusals 0.027; on the sample,
+# keyword hit (whole answer) 0.475, lead hit 0.450, no loops, every repeat identical.
+RETRIEVAL_FLOORS = {"hit@5": 0.84, "hit@10": 0.89, "mrr@5": 0.63, "refusal_accuracy": 0.88}
+LOWEST_FAMILY_HIT5 = 0.72
 MAX_FALSE_REFUSALS = 0.05  # the target
-ANSWER_FLOORS = {"keyword_hit_rate": 0.45, "lead_hit_rate": 0.40, "deterministic_rate": 1.0}
+ANSWER_FLOORS = {"keyword_hit_rate": 0.42, "lead_hit_rate": 0.40, "deterministic_rate": 1.0}  # the last: the target
 MAX_LOOP_RATE = 0.0  # the target
 
 
