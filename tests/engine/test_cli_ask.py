@@ -187,9 +187,10 @@ def test_ask_json_has_the_lead_with_document_page_number_and_span(tiny_ask, caps
     assert main(["ask", "How do I replace the filter cartridge?", "--json", *tiny_ask]) == 0
     record = json.loads(capsys.readouterr().out)
     first = record["lead"][0]
-    assert set(first) == {"number", "text", "document", "path", "page", "span"}
+    assert set(first) == {"number", "text", "document", "path", "page", "page_label", "span"}
     assert (first["text"], first["document"], first["page"], first["number"]) == \
         ("Replace filter cartridge yearly.", "filter.md", 1, 1)
+    assert first["page_label"] == "1"  # no printed label: the page number
     assert first["span"] == [1, 0, len("Replace filter cartridge yearly.")]
     assert record["citations"][0]["number"] == 1
 
