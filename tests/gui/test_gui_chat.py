@@ -374,3 +374,23 @@ def test_a_new_font_size_redraws_the_answers(qtbot):
     font.setPointSize(font.pointSize() + 8)
     bubble.setFont(font)
     qtbot.waitUntil(lambda: bubble.browser.document().defaultFont().pointSize() == font.pointSize())
+
+
+def test_citations_and_the_lead_name_the_printed_page_and_the_pdf_page(qtbot):
+    from engine.types import Quote
+
+    text = "Prime the pump with water."
+    labels = ((10, "5"), (11, "6"))
+    passage = Passage(7, "/manuals/pump.pdf", "pump", (1, 2), (Span(10, 0, 26), Span(11, 0, 4)), text,
+                      ("Priming",), 1.0, 0.9, page_labels=labels)
+    bubble = finished_bubble(qtbot, "Prime it [1].", [Citation(1, passage, text, True)])
+    assert "[1] pump.pdf, pages 5–6 (PDF pages 10–11)" in bubble.browser.toPlainText()
+    bubble.set_lead([Quote(1, text, passage, Span(10, 0, 26))])
+    assert "[1] pump.pdf, page 5 (PDF page 10)" in bubble.lead_view.toPlainText()
+    clicked = []
+    bubble.citationClicked.connect(clicked.append)
+    bubble.lead_view.anchorClicked.emit(QUrl("cite:1"))
+    assert clicked[0].passage.page == 10  # opening it goes to the physical page
+    unlabelled = finished_bubble(qtbot, "Prime it [1].", [make_citation(page=2)])
+    assert "[1] pump.pdf, page 2" in unlabelled.browser.toPlainText()
+    assert "PDF page" not in unlabelled.browser.toPlainText()

@@ -464,3 +464,18 @@ def test_focusing_the_view_focuses_what_it_shows(qtbot, view, manual, tmp_path):
     show(qtbot, view, tmp_path / "gone.txt", 1, "")
     view.setFocus()
     assert view.focusWidget() is view.message
+
+
+def test_the_title_names_the_printed_page_beside_the_pdf_page_as_it_moves(qtbot, view, tmp_path):
+    from tests.helpers.pdf_factory import write_pdf
+
+    pages = ["Cover of the pump manual.", "Preface about safety.", "Prime the pump with water."]
+    path = write_pdf(tmp_path / "pump.pdf", pages, [(0, 1, "/r", None, 1), (2, 2, "/D", None, 3)])
+    assert show(qtbot, view, path, 2, pages[1])[1] == 2  # opened at the physical page
+    assert view.current_page() == 2 and view.pdf_view.pageNavigator().currentPage() == 1
+    assert view.title_text() == "pump.pdf — page ii (PDF page 2)"
+    qtbot.mouseClick(view.next_button, Qt.MouseButton.LeftButton)
+    assert view.title_text() == "pump.pdf — page 3"  # printed as its number: said once
+    qtbot.mouseClick(view.previous_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(view.previous_button, Qt.MouseButton.LeftButton)
+    assert view.title_text() == "pump.pdf — page i (PDF page 1)"
