@@ -50,7 +50,8 @@ DocumentStatus = Literal["ready", "ready_with_warnings", "failed"]
 @dataclass(frozen=True)
 class Page:
     """One page of a document's text. For PDFs `number` is the physical page (1-based, as a
-    viewer counts); for other formats it numbers sections or blocks of lines, and `label`
+    viewer counts) and `label` its printed label where the PDF declares one that differs
+    ("5" on page 10); for other formats it numbers sections or blocks of lines, and `label`
     says which ("lines 1-120", a heading)."""
 
     number: int
