@@ -39,6 +39,7 @@ from desktop_app.chat.render import (
     nearest_html,
     render_answer,
 )
+from engine.answer.grounding import not_mentioned
 from engine.conversations import SavedAnswer
 from engine.types import CheckedSentence, Citation, Quote
 
@@ -402,18 +403,12 @@ def not_found_html(unknown_names: tuple[str, ...], passages_below: bool) -> str:
     """The refusal's notice: it names the question's words that no manual mentions."""
     parts = [f"<b>{NOT_FOUND_TITLE}.</b>"]
     if unknown_names:
-        parts.append(f"The manuals do not mention {html.escape(joined(unknown_names))}.")
+        parts.append(html.escape(not_mentioned(unknown_names)))
     else:
         parts.append("Nothing in the indexed manuals answers this.")
     if passages_below:
         parts.append("The nearest passages are below, in case they help.")
     return " ".join(parts)
-
-
-def joined(words) -> str:
-    """"a", "a or b", "a, b or c"."""
-    words = list(words)
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def answer_meta(stats) -> str:

@@ -65,6 +65,16 @@ def judge_relevance(question: str, passages: Sequence[Passage], frequency: Calla
     return Relevance(similarity, coverage, score, score >= threshold, missing, unknown)
 
 
+def not_mentioned(unknown_names: Sequence[str]) -> str:
+    """A refusal's reason in words: "The manuals do not mention Jupyter, Conda or PyPI."
+    Empty when there are no such words."""
+    names = list(unknown_names)
+    if not names:
+        return ""
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return f"The manuals do not mention {listed}."
+
+
 def _unknown_names(question: str, frequencies: dict[str, float],
                    common_word: Callable[[str], bool] | None) -> tuple[str, ...]:
     """The words of the question found in no chunk at all that are not common English. A

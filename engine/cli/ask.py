@@ -94,10 +94,14 @@ def _chat(args, paths) -> int:
 def _print_answer(events) -> str | None:
     """Prints the lead sentences, streams the text, then lists the sources; the answer, or
     None after an error."""
+    from engine.answer.grounding import not_mentioned
+
     _utf8_safe(sys.stdout)
     answer, citations = None, ()
     for event in events:
-        if event.kind == "lead":
+        if event.kind == "passages" and not event.answerable and event.relevance.unknown_names:
+            print(not_mentioned(event.relevance.unknown_names))
+        elif event.kind == "lead":
             _print_lead(event.quotes)
         elif event.kind == "text":
             sys.stdout.write(event.text)

@@ -329,6 +329,16 @@ def test_an_off_topic_question_is_not_answered(common, capsys):
 
 
 @pytest.mark.slow
+def test_a_refusal_names_the_words_no_manual_mentions(common, capsys):
+    assert main(["ask", "How do I run the pump from a Jupyter notebook?", "--json", *common]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["answerable"] is False and record["stats"]["relevance"]["unknown_names"] == ["Jupyter"]
+    assert main(["ask", "How do I run the pump from a Jupyter notebook?", *common]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"The manuals do not mention Jupyter.\n{NOT_FOUND}")
+
+
+@pytest.mark.slow
 def test_an_empty_question_is_an_error(common, capsys):
     assert main(["ask", "   ", *common]) == 1
     assert "error: The question is empty" in capsys.readouterr().err
