@@ -172,6 +172,13 @@ def test_builtin_model_facts(builtin):
 
 
 @pytest.mark.slow
+def test_builtin_vocabulary_tells_common_words_from_names(builtin):
+    # The relevance gate's list of common English words (engine/answer/grounding.py).
+    assert all(builtin.is_common_word(w) for w in ("favourite", "Colleague", "Germany", "pressure"))
+    assert not any(builtin.is_common_word(w) for w in ("Jupyter", "MuseScore", "sparklyr", "teardrops"))
+
+
+@pytest.mark.slow
 def test_builtin_model_ranks_related_text_first(builtin):
     query = builtin.encode_queries("How do I replace the oil filter?")
     passages = builtin.encode_documents([

@@ -12,11 +12,13 @@ import pytest
 from engine.answer.grounding import (
     COVERAGE_WEIGHT,
     DEFAULT_THRESHOLD,
+    NAME_PENALTY,
     SYSTEM_PROMPT,
     TEMPLATE_TOKENS,
     build_prompt,
     cited_numbers,
     judge_relevance,
+    not_mentioned,
     strip_invalid_citations,
 )
 from engine.answer.retrieval import Retriever
@@ -113,6 +115,34 @@ def test_an_off_topic_question_is_not_relevant(collection):
     assert not relevance.relevant and relevance.coverage == 0.0
     assert relevance.missing_terms == ("install", "docker", "kubernet")
     assert relevance.similarity == 0.21
+
+
+COMMON = {"how", "do", "i", "clean", "the", "chiller", "condenser", "coil", "with", "my", "favourite",
+          "brush", "from", "a", "phone"}
+
+
+def test_a_name_no_manual_contains_costs_the_penalty_a_common_word_does_not(collection):
+    top = [passage(COLLECTION[3], similarity=0.7)]
+    plain = judge_relevance("How do I clean the chiller condenser coil?", top, collection.prefix_frequency,
+                            common_word=COMMON.__contains__)
+    common = judge_relevance("How do I clean the chiller condenser coil with my favourite brush?", top,
+                             collection.prefix_frequency, common_word=COMMON.__contains__)
+    named = judge_relevance("How do I clean the chiller condenser coil from Jupyter?", top,
+                            collection.prefix_frequency, common_word=COMMON.__contains__)
+    assert plain.relevant and plain.unknown_names == ()
+    assert common.unknown_names == () and common.score > plain.score - NAME_PENALTY
+    assert named.unknown_names == ("Jupyter",) and not named.relevant  # as typed, not its stem
+    assert named.score == pytest.approx(named.similarity + COVERAGE_WEIGHT * named.coverage - NAME_PENALTY)
+    # a word the manuals contain is never a name, however rare elsewhere; without a word list, none is
+    assert judge_relevance("How do I clean the chiller condenser?", top, collection.prefix_frequency,
+                           common_word=lambda word: False).unknown_names == ()
+    assert judge_relevance("How do I clean it from Jupyter?", top, collection.prefix_frequency).unknown_names == ()
+
+
+def test_the_refusal_says_which_words_no_manual_mentions():
+    assert not_mentioned(()) == ""
+    assert not_mentioned(("Jupyter",)) == "The manuals do not mention Jupyter."
+    assert not_mentioned(["Jupyter", "Conda", "PyPI"]) == "The manuals do not mention Jupyter, Conda or PyPI."
 
 
 def test_similar_sounding_question_about_something_never_mentioned_is_not_relevant(collection):
