@@ -289,7 +289,7 @@ def _sentences(text: str, run: PageRun, heading_path: Sequence[str]) -> list[tup
     headings = {" ".join(h.split()).casefold() for h in heading_path}
     found: list[tuple[int, int]] = []
     block: list[tuple[int, int]] = []  # the lines of the block being gathered
-    lines = _lines(text, run.start, run.end)
+    lines = line_spans(text, run.start, run.end)
     for i, (start, end) in enumerate(lines):
         line = text[start:end].strip()
         following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
@@ -304,7 +304,8 @@ def _sentences(text: str, run: PageRun, heading_path: Sequence[str]) -> list[tup
     return found + _split_block(text, block)
 
 
-def _lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
+def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """(start, end) of each line of text[start:end], as offsets into `text`."""
     lines, at = [], start
     for line in text[start:end].split("\n"):
         lines.append((at, at + len(line)))
@@ -353,7 +354,7 @@ def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int
 def _by_lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """A long run cut at line ends into pieces of at most MAX_CHARS (a longer line alone)."""
     pieces, first, last = [], start, start
-    for s, e in _lines(text, start, end):
+    for s, e in line_spans(text, start, end):
         if e - first > MAX_CHARS and last > first:
             pieces.append(trimmed(text, first, last))
             first = s

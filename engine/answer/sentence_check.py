@@ -54,8 +54,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.answer.grounding import cited_numbers, strip_invalid_citations
-from engine.answer.lead import LIST_ITEM, text_sentences, words_of
+from engine.answer.lead import LIST_ITEM, line_spans, text_sentences, words_of
 from engine.answer.terms import code_tokens, query_terms
+from engine.ingest.chunking import trimmed
 from engine.types import CheckedSentence, Passage
 
 COSINE_WEIGHT = 0.5
@@ -137,7 +138,7 @@ def answer_sentences(text: str) -> list[tuple[int, int]]:
     found: list[tuple[int, int]] = []
     block: list[tuple[int, int]] = []  # the prose lines gathered
     code_start: int | None = None
-    for start, end in _lines(text):
+    for start, end in line_spans(text, 0, len(text)):
         line = text[start:end]
         if _FENCE.match(line):
             if code_start is None:
@@ -155,17 +156,9 @@ def answer_sentences(text: str) -> list[tuple[int, int]]:
         if line.strip():
             block.append((start, end))
     if code_start is not None:
-        found.append(_trimmed(text, code_start, len(text)))
+        found.append(trimmed(text, code_start, len(text)))
     found += _split_prose(text, block)
     return sorted(span for span in found if span[1] > span[0])
-
-
-def _lines(text: str) -> list[tuple[int, int]]:
-    lines, at = [], 0
-    for line in text.split("\n"):
-        lines.append((at, at + len(line)))
-        at += len(line) + 1
-    return lines
 
 
 def _split_prose(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -178,18 +171,10 @@ def _split_prose(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int
         word = before[-1].lstrip("(\"'`*").casefold() if before else ""
         if not before or word in ABBREVIATIONS or (len(before) == 1 and re.fullmatch(r"\d{1,2}|[a-z]", word)):
             continue  # "e.g." or a list's "1." ends no sentence
-        found.append(_trimmed(text, at, match.end()))
+        found.append(trimmed(text, at, match.end()))
         at = match.end()
-    found.append(_trimmed(text, at, end))
+    found.append(trimmed(text, at, end))
     return found
-
-
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
 
 
 # -- what a sentence says ------------------------------------------------------------------------
