@@ -35,6 +35,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
+from engine.ingest.chunking import trimmed
 from engine.types import CheckedSentence, Citation, Passage
 
 log = logging.getLogger(__name__)
@@ -324,7 +325,7 @@ def mark_sentences(doc: QTextDocument, answer: str, sentences: tuple[CheckedSent
     align = _Alignment(answer, doc.toRawText())
     inserts = []  # (position, text, format); applied from the end, so positions hold
     for sentence in sentences:
-        start, end = _trimmed(answer, sentence.start, sentence.end)
+        start, end = trimmed(answer, max(0, sentence.start), min(len(answer), sentence.end))
         shown_start, shown_end = align.start(start), align.end(end)
         if shown_start is None or shown_end is None or shown_start >= shown_end:
             continue
@@ -361,15 +362,6 @@ def unsupported_ranges(doc: QTextDocument) -> list[str]:
             it += 1
         block = block.next()
     return found + (["".join(run)] if run else [])
-
-
-def _trimmed(text: str, start: int, end: int) -> tuple[int, int]:
-    start, end = max(0, start), min(len(text), end)
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return start, end
 
 
 def _markers(text: str) -> set[int]:
