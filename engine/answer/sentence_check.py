@@ -182,8 +182,8 @@ _BACKTICKED = re.compile(r"`([^`\n]+)`")
 _CALLED = re.compile(r"([A-Za-z_][\w.]*)\s?\(")
 _OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*")  # "-fpng", "--vanilla"
 _COMPOUND = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+")  # "command-line", "FOP-specific": words, not code
-# A source's header as the prompt writes it, which a small model copies: "[2] R-exts.pdf, page 155:"
-# "[2] R-exts.pdf, page 155:" as the prompt heads a source; printed labels too ("page iv", "T-1").
+# A source's header as the prompt writes it, which a small model copies: "[2] R-exts.pdf, page 155:";
+# printed page labels too ("page iv", "T-1").
 _SOURCE_HEADER = re.compile(r"^[ \t]*\[\d{1,3}\][ \t]+[^\n]*?,[ \t]+pages?[ \t]+[\w.\-, ]+:[ \t]*$", re.MULTILINE)
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.:\-]*\w|[A-Za-z_]")
 _MARKUP = re.compile(r"```\w*|[`*_#]{1,3}(?=\w)|(?<=\w)[`*_]{1,3}|^\s*(?:[-*•]|\d{1,2}[.)])\s+", re.MULTILINE)
