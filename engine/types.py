@@ -166,6 +166,15 @@ class Span:
     end: int
 
 
+def pages_text(pages: Sequence[int], labels: Sequence[str], joiner: str = ", ") -> str:
+    """"page 12", or "page 5 (PDF page 10)" where the printed labels (aligned with the
+    physical `pages`) differ from the numbers: one wording for citations and the source view."""
+    word = "pages" if len(pages) > 1 else "page"
+    numbers = joiner.join(str(p) for p in pages)
+    printed = joiner.join(labels)
+    return f"{word} {numbers}" if printed == numbers else f"{word} {printed} (PDF {word} {numbers})"
+
+
 @dataclass(frozen=True)
 class Passage:
     """Retrieved text: one chunk, or neighbouring chunks of one document merged."""
@@ -198,10 +207,7 @@ class Passage:
         """"page 12", or "page 5 (PDF page 10)" where the printed label differs, so that a
         person finds it both in print and in a viewer. `pages` defaults to all of its pages."""
         pages = self.pages if pages is None else tuple(pages)
-        word = "pages" if len(pages) > 1 else "page"
-        numbers = joiner.join(str(p) for p in pages)
-        labels = joiner.join(self.page_label(p) for p in pages)
-        return f"{word} {numbers}" if labels == numbers else f"{word} {labels} (PDF {word} {numbers})"
+        return pages_text(pages, [self.page_label(p) for p in pages], joiner)
 
     @property
     def pages(self) -> tuple[int, ...]:

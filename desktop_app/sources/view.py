@@ -57,7 +57,7 @@ from PySide6.QtWidgets import (
 
 from desktop_app.controllers.sources import SourceReader
 from engine.ingest.locate import locate_passage, same_letters
-from engine.types import Page, Span
+from engine.types import Page, Span, pages_text
 
 log = logging.getLogger(__name__)
 
@@ -726,7 +726,7 @@ class SourceView(QWidget):
             index = self._page_index(self._text_doc, self._page)
             label = self._text_doc.labels[index]
         printed = self._printed_label() if self._mode == "pdf" else ""
-        where = f"page {printed} (PDF page {self._page})" if printed else f"page {self._page}"
+        where = pages_text((self._page,), (printed or str(self._page),))
         if label and label != self._title_name:
             where += f" ({label})"
         self.title.set_full_text(f"{self._title_name} — {where}")
