@@ -7,8 +7,9 @@ Each page's text is split into blocks (headings, paragraphs, list runs, code, ta
 are packed whole into chunks of at most `target_tokens`, and only a block too big for a chunk
 of its own is split, at lines or sentences, then words. A chunk after the first of a page
 starts with about `overlap_tokens` of the previous chunk's tail, except where a new section
-begins. A tail smaller than `min_tokens` is merged into its neighbour, so a chunk holds at
-most `target_tokens + min_tokens` tokens (token counts of pieces cut at whitespace add up).
+begins. A tail smaller than `min_tokens` is merged into its neighbour on the page, so a chunk
+holds at most `target_tokens + min_tokens` tokens (token counts of pieces cut at whitespace add
+up); a page too short to reach `min_tokens` is a small chunk of its own, never dropped.
 
 Running headers and footers are left out of every chunk (see `boilerplate_keys`); the spans
 still point into the original page text.
@@ -714,8 +715,10 @@ def _next_draft(text: str, previous: _Draft, carried: list[_Unit], unit: _Unit, 
 
 
 def _merge_small(drafts: list[_Draft], sizes: _Sizes) -> list[_Draft]:
-    """Heading-only drafts and bodies under `min_tokens` join a neighbour when the result
-    stays within target + min_tokens, and are dropped otherwise."""
+    """Heading-only drafts and bodies under `min_tokens` join a neighbour on the page when
+    the result stays within target + min_tokens, and are a small chunk of their own
+    otherwise: a short page ("Door code: 7731.") is indexed, never dropped. A chunk never
+    spans pages (citations open one page), so a short page cannot join its neighbour's."""
     limit = sizes.target + sizes.minimum
     kept: list[_Draft] = []
     for index, draft in enumerate(drafts):
@@ -729,6 +732,8 @@ def _merge_small(drafts: list[_Draft], sizes: _Sizes) -> list[_Draft]:
             following.units[:0] = draft.units
             following.start = draft.start
             following.overlap_tokens += draft.overlap_tokens
+        else:
+            kept.append(draft)
     return kept
 
 
