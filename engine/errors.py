@@ -1,5 +1,8 @@
 """Errors the engine raises. Each message tells a person what went wrong and what to do."""
 
+import contextlib
+import errno
+from collections.abc import Callable
 from pathlib import Path
 
 from engine.types import DocumentOutcome
@@ -75,3 +78,46 @@ class DocumentError(EngineError):
         """This failure as a DocumentOutcome (status "failed", the message as the reason)."""
         return DocumentOutcome(path=self.path, status="failed", reason=str(self))
 
+
+
+# -- a full disk ---------------------------------------------------------------------------------
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+class DiskFullError(EngineError, OSError):
+    """A write failed because the disk holding `folder` (or the person's quota there) is full.
+
+    Still an OSError with errno ENOSPC, so code that already survives a failed write (by
+    catching OSError) keeps doing so; the message names the folder and the room to make.
+    `needed_bytes` is what the write needed, or, with `at_least`, the least it needed."""
+
+    def __init__(self, folder, needed_bytes: int = 0, *, at_least: bool = False):
+        megabytes = max(1, -(-int(needed_bytes) // 1_000_000))
+        message = (f"The disk holding {folder} is full: free {'at least ' if at_least else ''}"
+                   f"{megabytes} MB and try again.")
+        super().__init__(errno.ENOSPC, message)
+        self.folder = str(folder)
+        self.needed_bytes = int(needed_bytes)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """True for an OSError that says the disk or the quota is full."""
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
+
+
+@contextlib.contextmanager
+def disk_full_as_error(folder, needed_bytes: int | Callable[[], int] = 0, *, at_least: bool = False):
+    """Inside the block, an OSError for a full disk becomes DiskFullError naming `folder`; any
+    other error passes unchanged. `needed_bytes` may be a function, called only on failure."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        needed = needed_bytes() if callable(needed_bytes) else needed_bytes
+        raise DiskFullError(folder, needed, at_least=at_least) from exc
