@@ -12,24 +12,29 @@ import os
 import tempfile
 from pathlib import Path
 
+from engine.errors import disk_full_as_error
+
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
     """Writes under a temporary name in the same folder, fsyncs, renames it over `path`, then
-    fsyncs the folder so that the rename survives a power cut. The file is the user's alone
+    fsyncs the folder so that the rename survives a power cut. A full disk raises
+    DiskFullError (an OSError) and leaves no temporary behind. The file is the user's alone
     (mode 0o600, as mkstemp creates it; the rename keeps it)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data.encode("utf-8") if isinstance(data, str) else data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temp_name)
-        raise
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    with disk_full_as_error(path.parent, len(data)):  # DiskFullError, the temporary gone
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp_name, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp_name)
+            raise
     fsync_folder(path.parent)
 
 

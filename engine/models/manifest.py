@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from engine.errors import disk_full_as_error
+
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 20
 
@@ -70,24 +72,40 @@ def first_mismatch(folder: Path, *, hashes: bool = False) -> str | None:
 
 
 @contextlib.contextmanager
-def atomic_folder(final: Path) -> Iterator[Path]:
-    """Yields a temporary folder; on success it replaces `final` in one rename."""
-    final.parent.mkdir(parents=True, exist_ok=True)
+def atomic_folder(final: Path, needed_bytes: int | None = None) -> Iterator[Path]:
+    """Yields a temporary folder; on success it replaces `final` in one rename. On a failure
+    the temporary folder is removed; a full disk raises DiskFullError naming the folder, with
+    `needed_bytes` as the room to make (when not given: at least what was written so far)."""
     tmp = final.parent / f".{final.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    room = needed_bytes if needed_bytes is not None else lambda: _tree_size(tmp)
     try:
-        yield tmp
-        _fsync_tree(tmp)
-        old = None
-        if final.exists():
-            old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
-            os.replace(final, old)
-        os.replace(tmp, final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        with disk_full_as_error(final.parent, room, at_least=needed_bytes is None):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+            yield tmp
+            _fsync_tree(tmp)
+            _swap_in(tmp, final)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_in(tmp: Path, final: Path) -> None:
+    old = None
+    if final.exists():
+        old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(final, old)
+    os.replace(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _tree_size(folder: Path) -> int:
+    """Bytes in the files under `folder` (0 when it cannot be read)."""
+    try:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    except OSError:
+        return 0
 
 
 def remove_stale_temporaries(parent: Path) -> None:

@@ -51,7 +51,7 @@ import faiss
 import numpy as np
 
 from engine.atomic_file import fsync_folder
-from engine.errors import EngineError
+from engine.errors import EngineError, disk_full_as_error
 from engine.paths import DB_NAME
 from engine.types import Chunk, StoredDocument
 
@@ -843,13 +843,19 @@ def _batches(items: list[int]) -> Iterator[list[int]]:
 
 
 def _write_durably(path: Path, data) -> None:
-    """Write under a temporary name, fsync, rename, fsync the folder: never a torn file."""
+    """Write under a temporary name, fsync, rename, fsync the folder: never a torn file. On a
+    failure the temporary is removed; a full disk raises DiskFullError naming the folder."""
     temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    with disk_full_as_error(path.parent, memoryview(data).nbytes):
+        try:
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
     fsync_folder(path.parent)
 
 
