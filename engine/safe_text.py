@@ -3,6 +3,7 @@
     visible("CLICK\\x1b]8;;http://evil.example\\x1b\\\\ ME")   # 'CLICK\\\\x1b]8;;http://evil...'
     clip(text, 160)                                          # visible(), then cut at 160, "…"
     SafeFormatter("%(levelname)s %(message)s")               # a logging.Formatter that does the same
+    logging.lastResort = SafeStderrHandler()                 # the CLI's warnings on stderr, made visible
 
 A terminal acts on some characters instead of showing them: ESC starts CSI/OSC sequences (colours,
 cursor moves, the window title, OSC 8 hyperlinks whose target is hidden), the other C0 and C1
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 
 # C0 controls but tab and newline, DEL, C1 controls; then the bidi embeddings, overrides,
 # isolates and marks, and the zero-width space, joiners, word joiner and BOM.
@@ -63,3 +65,21 @@ class SafeFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return visible(super().format(record))
+
+
+class SafeStderrHandler(logging.StreamHandler):
+    """What logging.lastResort does (WARNING and up, the message alone, to whatever sys.stderr
+    is at the time) with SafeFormatter."""
+
+    def __init__(self, level: int = logging.WARNING):
+        super().__init__()
+        self.setLevel(level)
+        self.setFormatter(SafeFormatter())
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass  # always the current sys.stderr

@@ -13,6 +13,7 @@ import sys
 
 from engine.cli.common import paths_of, usage
 from engine.errors import EngineError
+from engine.safe_text import visible
 
 
 def add_commands(commands, common) -> None:
@@ -77,5 +78,5 @@ def _audit(paths, count: int) -> int:
     if not lines and count:
         print(f"The audit log is empty (no records in {folder}).", file=sys.stderr)
     for line in lines:
-        print(line)
+        print(visible(line))  # lines written before the audit log escaped everything
     return 0

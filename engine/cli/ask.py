@@ -10,6 +10,7 @@ import threading
 from engine.cli.common import CANCELLED_EXIT, collection_option, ctrl_c_sets, llm_folder, paths_of
 from engine.errors import EngineError
 from engine.evaluation.scoring import REPEAT_SAMPLE
+from engine.safe_text import clip, visible
 
 QUOTE_WIDTH = 160
 NOT_IN_MANUALS = "[not in the manuals]"
@@ -93,18 +94,20 @@ def _chat(args, paths) -> int:
 
 def _print_answer(events) -> str | None:
     """Prints the lead sentences, streams the text, then lists the sources; the answer, or
-    None after an error."""
+    None after an error. Every text from a manual or the model goes through visible(): a
+    document's escape sequences never reach the terminal."""
     from engine.answer.grounding import not_mentioned
+    from engine.answer.sentence_check import needs_caution
 
     _utf8_safe(sys.stdout)
     answer, citations = None, ()
     for event in events:
         if event.kind == "passages" and not event.answerable and event.relevance.unknown_names:
-            print(not_mentioned(event.relevance.unknown_names))
+            print(visible(not_mentioned(event.relevance.unknown_names)))
         elif event.kind == "lead":
             _print_lead(event.quotes)
         elif event.kind == "text":
-            sys.stdout.write(event.text)
+            sys.stdout.write(visible(event.text))
             sys.stdout.flush()
         elif event.kind == "citations":
             sys.stdout.write("\n")
@@ -112,12 +115,13 @@ def _print_answer(events) -> str | None:
         elif event.kind == "done":
             answer = event.answer
             _print_checked(event.answer, event.sentences)
-            if event.stats.answerable and not event.stats.well_supported:
-                print(f"\nNote: {_caution(event.stats)}; check it against the passages below.")
+            if event.stats.answerable and needs_caution(event.answer, event.sentences, event.stats.well_supported):
+                print(f"\nNote: {_caution(event.stats, event.answer, event.sentences)}; "
+                      "check it against the passages below.")
             _print_sources(citations)
             _print_stats(event.stats)
         elif event.kind == "error":
-            print(f"error: {event.message}", file=sys.stderr)
+            print(f"error: {visible(event.message)}", file=sys.stderr)
     return answer
 
 
@@ -128,7 +132,7 @@ def _print_lead(quotes) -> None:
     print("From the manuals:")
     for quote in quotes:
         where = quote.passage.pages_text((quote.page,))
-        print(f"  \u201c{quote.text}\u201d ({quote.document}, {where}) [{quote.number}]")
+        print(f"  \u201c{visible(quote.text)}\u201d ({visible(quote.document)}, {where}) [{quote.number}]")
     print(flush=True)
 
 
@@ -147,14 +151,18 @@ def _print_checked(answer: str, sentences) -> None:
 def checked_line(answer: str, sentence) -> str:
     """One checked sentence as the CLI shows it: its text, then "[n]" (its source, unless it
     cites it already) or NOT_IN_MANUALS. A code block keeps its lines, indented."""
-    text = answer[sentence.start:sentence.end].replace("\n", "\n    ")
+    text = visible(answer[sentence.start:sentence.end]).replace("\n", "\n    ")
     if not sentence.supported:
         return f"{text} {NOT_IN_MANUALS}"
     mark = f"[{sentence.source}]"
     return text if mark in text else f"{text} {mark}"
 
 
-def _caution(stats) -> str:
+def _caution(stats, answer: str = "", sentences=()) -> str:
+    from engine.answer.sentence_check import unsupported_actions
+
+    if stats.well_supported and unsupported_actions(answer, sentences):
+        return "an address or command in this answer is not in the manuals"
     if stats.checked is None:
         return "much of this answer is not in the manuals"
     if not stats.checked:
@@ -168,8 +176,8 @@ def _print_sources(citations) -> None:
     cited = any(c.cited for c in citations)
     print("\nSources:" if cited else "\nPassages (the answer cites none of them):")
     for c in citations:
-        quote = c.quote if len(c.quote) <= QUOTE_WIDTH else c.quote[:QUOTE_WIDTH - 1] + "…"
-        print(f"  [{c.number}] {c.passage.document}, {c.passage.pages_text()}: \"{quote}\"")
+        quote = clip(c.quote, QUOTE_WIDTH)  # made visible first: the cut never splits an escape
+        print(f"  [{c.number}] {visible(c.passage.document)}, {c.passage.pages_text()}: \"{quote}\"")
 
 
 def _print_stats(stats) -> None:

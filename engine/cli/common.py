@@ -10,6 +10,7 @@ import threading
 
 from engine.llm.hardware import PROVIDER_CHOICES
 from engine.paths import DEFAULT_COLLECTION
+from engine.safe_text import visible
 
 CANCELLED_EXIT = 130  # the shell's code for a command stopped by Ctrl-C
 
@@ -70,7 +71,7 @@ def progress_line(label: str):
     shown = {"text": "", "width": 0}
 
     def report(fraction: float, message: str) -> None:
-        text = f"{label}: {fraction * 100:3.0f}% {message}"
+        text = f"{label}: {fraction * 100:3.0f}% {visible(message)}"
         if text != shown["text"]:
             sys.stderr.write("\r" + text.ljust(shown["width"]))
             sys.stderr.flush()

@@ -8,6 +8,7 @@ import sys
 import threading
 
 from engine.cli.common import CANCELLED_EXIT, ctrl_c_sets, llm_folder, paths_of
+from engine.safe_text import visible
 
 # Small models follow a short plain instruction better than their own long default persona.
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -55,7 +56,7 @@ def _write_stream(stream) -> None:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")  # a console that cannot show every character
     for piece in stream:
-        sys.stdout.write(piece)
+        sys.stdout.write(visible(piece))
         sys.stdout.flush()
     sys.stdout.write("\n")
     sys.stdout.flush()

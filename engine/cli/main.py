@@ -6,6 +6,7 @@ Heavy modules are imported inside the commands, so that `--help` answers at once
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
@@ -13,9 +14,12 @@ from engine import __version__
 from engine.cli import admin, ask, generate, index, models
 from engine.cli.common import CANCELLED_EXIT, common_options
 from engine.errors import EngineError
+from engine.safe_text import SafeStderrHandler, visible
 
 
 def main(argv: list[str] | None = None) -> int:
+    if not isinstance(logging.lastResort, SafeStderrHandler):  # warnings name files and passages
+        logging.lastResort = SafeStderrHandler()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -27,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except EngineError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {visible(str(exc))}", file=sys.stderr)  # file names may hold escapes
         return 1
     except KeyboardInterrupt:
         print("\nCancelled.", file=sys.stderr)

@@ -52,6 +52,7 @@ from pathlib import Path
 
 from engine.errors import EngineError
 from engine.models.manifest import MANIFEST
+from engine.safe_text import UNSAFE
 from engine.types import StoredDocument
 
 log = logging.getLogger(__name__)
@@ -109,9 +110,11 @@ class AuditEntry:
         return data
 
     def to_json(self) -> str:
-        """One line of JSON, no newline, even for readers that also break lines at U+2028."""
+        """One line of JSON, no newline, even for readers that also break lines at U+2028; the
+        controls, bidi and zero-width characters json leaves raw (DEL, C1, U+202E...) escaped
+        too, so a question or file name cannot drive the terminal of someone reading the log."""
         text = json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True)
-        return text.translate(_LINE_BREAKS)
+        return UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text.translate(_LINE_BREAKS))
 
     @classmethod
     def from_events(cls, question: str, events: Iterable, *, model: str = "",
