@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from pathlib import Path
 from typing import NoReturn
 
@@ -28,12 +29,16 @@ PYPDF_LIMITS = {
     "xform_maximum_invocations_per_extraction": 5_000,
     "jbig2dec_binary": None,  # never start an external decoder: images carry no text
 }
+UNSUPPORTED_COMPRESSION = "the file uses an unsupported compression"
 MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
 MAX_OUTLINE_ENTRIES = 20_000  # a hostile outline costs its headings, not the document
 MAX_OUTLINE_DEPTH = 6  # as deep as chunking keeps heading paths
 MAX_LABEL_CHARS = 40  # a printed page label ("iv", "A-3"); a longer one is not a page number
 # LimitReachedError covers sizes and structure (cycles, depth); only sizes are "too large"
 _SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
+_FILTER_NAME = re.compile(r"\b(\w+Decode)\b")  # "BrotliDecode", "Unsupported filter /FooDecode"
+# pypdf names its decoders' modules in nothing it raises; these say which filter failed
+_DECODER_MODULES = {"brotli": "BrotliDecode", "zlib": "FlateDecode"}
 
 
 def apply_pypdf_limits() -> None:
@@ -124,6 +129,8 @@ def _open_error(path: Path, exc: Exception) -> DocumentError:
         return DocumentError.of("empty", path)
     if isinstance(exc, FileNotDecryptedError):
         return DocumentError.of("encrypted", path, "a password is needed to open it")
+    if (compression := _unsupported_compression(exc)) is not None:
+        return unsupported_compression(path, compression)
     if _is_size_limit(exc):
         return DocumentError.of("too_large", path, describe(exc))
     if not _has_pdf_header(path):
@@ -235,11 +242,47 @@ def _is_size_limit(exc: Exception) -> bool:
 
     if isinstance(exc, MemoryError):
         return True
-    return isinstance(exc, LimitReachedError) and any(
-        word in str(exc).lower() for word in _SIZE_WORDS)
+    return (isinstance(exc, LimitReachedError) and not _is_decode_failure(exc)
+            and any(word in str(exc).lower() for word in _SIZE_WORDS))
+
+
+def _is_decode_failure(exc: Exception) -> bool:
+    """pypdf reports a decoder's error on damaged data (brotli.error, zlib.error) as a
+    LimitReachedError raised from it: the stream is damaged, not too large."""
+    from pypdf.errors import LimitReachedError
+
+    cause = exc.__cause__
+    return cause is not None and not isinstance(cause, (LimitReachedError, MemoryError))
+
+
+def _unsupported_compression(exc: Exception) -> str | None:
+    """The filter's name ("BrotliDecode") when pypdf cannot decode a stream's compression:
+    no decoder for it, or a decoder package that is missing. pypdf's own advice (pip
+    install ...) is no use to someone with an installed app."""
+    from pypdf.errors import DependencyError
+
+    text = str(exc)
+    if isinstance(exc, DependencyError) or (
+            isinstance(exc, NotImplementedError) and "filter" in text.lower()):
+        match = _FILTER_NAME.search(text)
+        return match.group(1) if match else "unknown"
+    return None
+
+
+def unsupported_compression(path: Path, compression: str) -> DocumentError:
+    return DocumentError(f"'{path.name}' uses an unsupported compression ({compression}), so "
+                         "its text cannot be read. Save it again as a standard PDF from the "
+                         "application that made it, or remove it.", "unsupported", str(path))
 
 
 def _page_reason(exc: Exception) -> str:
+    if (compression := _unsupported_compression(exc)) is not None:
+        return f"{UNSUPPORTED_COMPRESSION} ({compression})"
+    if _is_decode_failure(exc) and "decompress" in str(exc).lower():
+        cause = exc.__cause__
+        decoder = _DECODER_MODULES.get(type(cause).__module__.split(".")[0], "")
+        detail = " ".join(str(cause).split())[:160] or type(cause).__name__
+        return f"a compressed stream is damaged ({decoder + ': ' if decoder else ''}{detail})"
     if _is_size_limit(exc):
         return f"too large to read within the limits ({describe(exc)})"
     return describe(exc)
@@ -259,6 +302,8 @@ def _raise_unreadable(path: Path, failures: dict[str, list[int]], page_count: in
     if not failures:
         raise DocumentError.of("empty", path, "it has no pages")
     reason = next(iter(failures))
+    if reason.startswith(UNSUPPORTED_COMPRESSION):
+        raise unsupported_compression(path, reason[len(UNSUPPORTED_COMPRESSION):].strip(" ()"))
     kind = "too_large" if reason.startswith("too large") else "invalid"
     raise DocumentError.of(kind, path, f"none of its {page_count} pages could be read: {reason}")
 
