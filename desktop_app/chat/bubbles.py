@@ -40,6 +40,7 @@ from desktop_app.chat.render import (
     render_answer,
 )
 from engine.answer.grounding import not_mentioned
+from engine.answer.sentence_check import needs_caution
 from engine.conversations import SavedAnswer
 from engine.types import CheckedSentence, Citation, Quote
 
@@ -189,7 +190,9 @@ class AnswerBubble(QFrame):
         s.sentences = tuple(sentences)
         s.answerable = stats.answerable
         s.unknown_names = tuple(stats.relevance.unknown_names) or s.unknown_names
-        s.well_supported = stats.well_supported or not stats.answerable
+        # an address or command no passage holds calls for the caution however well the rest is
+        # supported; saved with the message, so a reopened conversation shows it too
+        s.well_supported = not needs_caution(answer, s.sentences, stats.well_supported) or not stats.answerable
         s.finished = True
         s.meta = answer_meta(stats)
         self.set_status(s.meta)

@@ -1,8 +1,10 @@
 """Safe rich text for answers: an answer is Markdown written by a model, so it is rendered
 inertly. Raw HTML is shown as text (MarkdownNoHTML), images become their alt text before any
-layout could load them, every link the model wrote is turned into plain text, no browser follows
-a link or loads a resource, and the only links are our own "cite:N" ones (the [N] markers and the
-source list).
+layout could load them, every link the model wrote is turned into plain text followed by where
+it pointed ("the support site (http://evil.example/fw.exe)": a friendly name never hides an
+address), no browser follows a link or loads a resource, and the only links are our own "cite:N"
+ones (the [N] markers and the source list). Whether the passages hold such an address is the
+sentence check's to say (sentence_check.py): one they do not is marked "not in the manuals".
 
     doc = render_answer(text, font, palette, {1: citation})   # an InertDocument
     mark_sentences(doc, text, checked_sentences, {1: citation}, palette)   # once the answer is done
@@ -89,6 +91,7 @@ def _make_inert(doc: QTextDocument, font: QFont, palette: QPalette) -> None:
     fixed = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont).families()
     tint = palette.color(QPalette.ColorRole.AlternateBase)
     edits = []  # (position, length, what, alt); applied from the end, so positions hold
+    links = []  # (start, end, href) of each run of the model's link text
     block = doc.begin()
     while block.isValid():
         it = block.begin()
@@ -101,13 +104,17 @@ def _make_inert(doc: QTextDocument, font: QFont, palette: QPalette) -> None:
             elif (fmt.isAnchor() or fmt.hasProperty(QTextFormat.Property.AnchorHref)
                   or _is_code(fmt)):
                 edits.append((fragment.position(), fragment.length(), "restyle", ""))
+                if fmt.anchorHref():
+                    _extend_links(links, fragment.position(), fragment.length(), fmt.anchorHref())
             it += 1
         if block.blockFormat().nonBreakableLines() or block.blockFormat().hasProperty(
                 QTextFormat.Property.BlockCodeFence):
             edits.append((block.position(), 0, "code block", ""))
         block = block.next()
+    edits += [(end, 0, "address", href) for start, end, href in links
+              if not _shows_address(doc, start, end, href)]
     cursor = QTextCursor(doc)
-    for position, length, what, alt in sorted(edits, key=lambda e: e[0], reverse=True):
+    for position, length, what, alt in sorted(edits, key=lambda e: (e[0], e[2] == "address"), reverse=True):
         cursor.setPosition(position)
         if what == "code block":
             fmt = QTextBlockFormat(cursor.blockFormat())
@@ -120,6 +127,9 @@ def _make_inert(doc: QTextDocument, font: QFont, palette: QPalette) -> None:
             chars = QTextCharFormat()
             chars.setFontFamilies(fixed)
             cursor.mergeCharFormat(chars)
+            continue
+        if what == "address":
+            cursor.insertText(f" ({alt})", QTextCharFormat())
             continue
         cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
         if what == "image":
@@ -136,6 +146,21 @@ def _make_inert(doc: QTextDocument, font: QFont, palette: QPalette) -> None:
             fmt.setFontFamilies(fixed)
             fmt.setBackground(tint)
         cursor.setCharFormat(fmt)
+
+
+def _extend_links(links: list, position: int, length: int, href: str) -> None:
+    """Adds a fragment of link text; one link's fragments (bold inside it...) make one run."""
+    if links and links[-1][1] == position and links[-1][2] == href:
+        links[-1] = (links[-1][0], position + length, href)
+    else:
+        links.append((position, position + length, href))
+
+
+def _shows_address(doc: QTextDocument, start: int, end: int, href: str) -> bool:
+    """Whether the link's text already is its address (an autolinked "www.x.org", "a@b.org")."""
+    text = "".join(doc.characterAt(i) for i in range(start, end)).strip()
+    bare = re.sub(r"^(?:[a-z]+:(?://)?)", "", href, flags=re.IGNORECASE).rstrip("/")
+    return text.rstrip("/") in (href.rstrip("/"), bare)
 
 
 def _is_code(fmt: QTextCharFormat) -> bool:

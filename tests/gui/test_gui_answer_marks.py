@@ -261,7 +261,8 @@ def test_marks_follow_the_markdown_the_model_wrote(qtbot):
                                     ("Run it on diesel.", False, None), ("See [the manual](http://x.org) too.", False, 2)])
     bubble = answered_bubble(qtbot, answer, checked)
     doc = bubble.browser.document()
-    assert unsupported_ranges(doc) == ["Run it on diesel.", "See the manual too."]
+    # a link's address is shown beside its text (issue 14), and marked with it
+    assert unsupported_ranges(doc) == ["Run it on diesel.", "See the manual (http://x.org) too."]
     assert "Fill the casing with water [1]." in doc.toPlainText()
     assert doc.toPlainText().count(UNSUPPORTED_TAG) == 2
 
