@@ -121,3 +121,16 @@ def disk_full_as_error(folder, needed_bytes: int | Callable[[], int] = 0, *, at_
             raise
         needed = needed_bytes() if callable(needed_bytes) else needed_bytes
         raise DiskFullError(folder, needed, at_least=at_least) from exc
+
+
+# -- a damaged collection ------------------------------------------------------------------------
+class CollectionDamagedError(EngineError):
+    """A collection's database is damaged beyond what can be rebuilt from what is left of it.
+
+    `moved_to` is the folder its files were set aside in (never deleted), or "" when they
+    could not be moved (another process was writing the collection)."""
+
+    def __init__(self, message: str, folder="", moved_to=""):
+        super().__init__(message)
+        self.folder = str(folder)
+        self.moved_to = str(moved_to)

@@ -37,6 +37,7 @@ Durability:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -53,6 +54,7 @@ import numpy as np
 from engine.atomic_file import fsync_folder
 from engine.errors import EngineError, disk_full_as_error
 from engine.paths import DB_NAME
+from engine.store import health
 from engine.types import Chunk, StoredDocument
 
 log = logging.getLogger(__name__)
@@ -140,6 +142,20 @@ _CHUNK_COLUMNS = """c.id, c.document_id, d.path, d.title, c.page, c.start, c."en
     c.heading_path"""
 
 
+def _damage_is_engine_error(method):
+    """A read or write that meets damaged data raises CollectionDamagedError, saying what to do,
+    instead of a bare sqlite3 or decode error."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except (sqlite3.DatabaseError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            if not health.is_damage(exc):
+                raise
+            raise health.read_error(self.folder, exc) from exc
+    return guarded
+
+
 class IndexStore:
     """One collection. Use from one thread at a time; open it with IndexStore.open()."""
 
@@ -171,23 +187,25 @@ class IndexStore:
         """
         folder = Path(folder)
         db_path = folder / DB_NAME
-        if not db_path.exists() and (read_only or not create):
+        if health.is_fresh(db_path) and (read_only or not create):
             raise EngineError(f"There is no collection in '{folder}'; index some documents into it first.")
         lock = None if read_only else _take_writer_lock(folder)
         try:
+            repaired = _check_on_open(folder, db_path, lock)
             db = _connect(db_path, read_only)
             try:
-                return cls._from_connection(folder, db, lock, embedder_id, dimension, read_only)
+                store = cls._from_connection(folder, db, lock, embedder_id, dimension, read_only)
             except BaseException:
                 db.close()
                 raise
         except BaseException as exc:
             if lock is not None:
                 lock.close()
-            if type(exc) is sqlite3.DatabaseError:  # not a database, malformed (not locked, not I/O)
-                raise EngineError(f"The collection in '{folder}' is damaged ({exc}); "
-                                  "remove the folder and index the documents again.") from exc
+            if health.is_damage(exc) and not isinstance(exc, EngineError):
+                raise health.read_error(folder, exc) from exc
             raise
+        store.open_report["repaired"] = repaired
+        return store
 
     @classmethod
     def _from_connection(cls, folder, db, lock, embedder_id, dimension, read_only) -> "IndexStore":
@@ -252,6 +270,7 @@ class IndexStore:
 
     # -- documents ---------------------------------------------------------------------------
 
+    @_damage_is_engine_error
     def find_document(self, path: str | Path) -> StoredDocument | None:
         row = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.path = ?",
                                (str(path),)).fetchone()
@@ -262,10 +281,12 @@ class IndexStore:
         known = self.find_document(path)
         return known is not None and known.sha256 == sha256
 
+    @_damage_is_engine_error
     def list_documents(self) -> list[StoredDocument]:
         rows = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d ORDER BY d.path")
         return [StoredDocument(**row) for row in rows]
 
+    @_damage_is_engine_error
     def add_document(self, path: str | Path, sha256: str, size: int, mtime: float, title: str,
                      page_count: int, chunks: list[Chunk], embeddings: np.ndarray,
                      status: str = "ready", error: str = "",
@@ -291,6 +312,7 @@ class IndexStore:
         self._after_commit(removed, new_ids, vectors)
         return document_id
 
+    @_damage_is_engine_error
     def record_failure(self, path: str | Path, sha256: str, size: int, mtime: float,
                        status: str = FAILED_STATUS, error: str = "") -> int:
         """Keep a document that could not be indexed listed with its reason (no chunks)."""
@@ -303,6 +325,7 @@ class IndexStore:
         self._after_commit(removed, [], None)
         return document_id
 
+    @_damage_is_engine_error
     def remove_document(self, path_or_id: str | Path | int) -> bool:
         """Remove a document, its chunks and their vectors. False when there was none."""
         self._require_writer()
@@ -325,6 +348,7 @@ class IndexStore:
             raise KeyError(f"no chunk {chunk_id} in this collection")
         return found[0]
 
+    @_damage_is_engine_error
     def chunks(self, chunk_ids: Iterable[int]) -> list[dict]:
         """The chunks that exist among these ids, in the order asked, with their document."""
         wanted = [int(i) for i in chunk_ids]
@@ -336,6 +360,7 @@ class IndexStore:
             found.update((row["id"], _chunk_dict(row)) for row in self._db.execute(sql, batch))
         return [found[i] for i in wanted if i in found]
 
+    @_damage_is_engine_error
     def neighbours(self, chunk_id: int, before: int = 1, after: int = 1) -> list[dict]:
         """The chunk and up to before/after chunks next to it in the same document, in order."""
         rows = self._db.execute(
@@ -351,6 +376,7 @@ class IndexStore:
             {"id": chunk_id, "before": before, "after": after})
         return sorted((_chunk_dict(row) for row in rows), key=lambda c: c["id"])
 
+    @_damage_is_engine_error
     def page_labels(self, pages: Iterable[tuple[int, int]]) -> dict[tuple[int, int], str]:
         """{(document id, physical page): printed label} for those of these pages that have
         one. A collection from before labels were kept has none."""
@@ -369,6 +395,7 @@ class IndexStore:
             found.update(((row[0], row[1]), row[2]) for row in result)
         return found
 
+    @_damage_is_engine_error
     def search_dense(self, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Chunk ids and cosine scores (inner product of normalised vectors), best first."""
         self._require_embedder()
@@ -378,6 +405,7 @@ class IndexStore:
         existing = self._existing_chunk_ids([chunk_id for chunk_id, _ in hits])
         return [(chunk_id, score) for chunk_id, score in hits if chunk_id in existing]
 
+    @_damage_is_engine_error
     def embeddings(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
         """The stored (normalised) embeddings of the chunks that exist among these ids."""
         found: dict[int, np.ndarray] = {}
@@ -386,6 +414,7 @@ class IndexStore:
             found.update(zip(ids, vectors))
         return found
 
+    @_damage_is_engine_error
     def search_keyword(self, query: str, k: int, prefixes: Iterable[str] = ()) -> list[tuple[int, float]]:
         """Chunk ids and BM25 scores (higher is better), best first. Any text is a safe query:
         each word is searched as a quoted phrase, so FTS5 syntax in it means nothing.
@@ -402,6 +431,7 @@ class IndexStore:
             (*weights, match, int(k)))
         return [(row[0], -row[1]) for row in rows]  # FTS5's bm25 is negative: lower is better
 
+    @_damage_is_engine_error
     def prefix_frequency(self, prefix: str) -> float:
         """The fraction of chunks with a word that starts with `prefix` (0 for an empty one)."""
         match = fts_query(prefix)
@@ -419,6 +449,7 @@ class IndexStore:
         self._require_embedder()
         return np.sort(self._vectors.ids())
 
+    @_damage_is_engine_error
     def stats(self) -> dict:
         counts = dict(self._db.execute("SELECT status, count(*) FROM documents GROUP BY status").fetchall())
         chunks = self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -444,6 +475,7 @@ class IndexStore:
         """SQLite's PRAGMA quick_check: "ok", or what is wrong."""
         return "\n".join(row[0] for row in self._db.execute("PRAGMA quick_check"))
 
+    @_damage_is_engine_error
     def flush(self) -> bool:
         """Persist the faiss cache if it changed. True when a file was written."""
         self._require_writer()
@@ -703,6 +735,34 @@ def _take_writer_lock(folder: Path):
         raise EngineError(f"The collection '{folder.name}' is being indexed by another process; "
                           "wait for it to finish (or stop it) and try again.")
     return handle
+
+
+def _check_on_open(folder: Path, db_path: Path, lock) -> list[str]:
+    """Check (and repair) the database before it is used; see engine/store/health.py. A reader
+    repairs too when no writer is at work (it holds the writer lock meanwhile), since an
+    FTS5 integrity-check needs a writable connection."""
+    if health.is_fresh(db_path):
+        return []
+    guard = lock if lock is not None else _writer_lock_if_free(folder)
+    try:
+        return health.check(folder, db_path, lambda: _connect(db_path, guard is None),
+                            can_repair=guard is not None)
+    finally:
+        if guard is not None and guard is not lock:
+            guard.close()
+
+
+def _writer_lock_if_free(folder: Path):
+    """The writer lock when nobody holds it and the folder may be written; else None."""
+    try:
+        handle = open(folder / LOCK_NAME, "a+b")
+    except OSError:
+        return None
+    handle.seek(0)
+    if _try_lock(handle):
+        return handle
+    handle.close()
+    return None
 
 
 def _try_lock(handle) -> bool:

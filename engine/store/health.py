@@ -1,0 +1,344 @@
+"""The health of a collection's database, checked when it is opened, and its repair.
+
+A damaged collection is never replaced silently. What can be rebuilt from what is intact is
+rebuilt: the FTS5 keyword index from the chunks table, and a document whose stored rows are
+unreadable is emptied and marked failed, so that the next index run reads it again from its
+file (faiss follows the chunks table on its own). A database that cannot be read at all (not
+SQLite, empty, its pages broken) has its files moved aside into `<name>.damaged-<time>` next
+to the collection, never deleted, and CollectionDamagedError says where and what to do.
+
+The checks are cheap (about 0.1 s on a 25 MB collection of 6,000 chunks): SQLite's
+quick_check, FTS5's own integrity-check (which needs a writable connection, so only a process
+that may write runs it), and a scan that decodes every stored text and checks every embedding.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import CollectionDamagedError
+
+log = logging.getLogger(__name__)
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+ASIDE_MARK = ".damaged-"
+REREAD_REASON = ("Its stored text was damaged and has been removed; it is read again from its file "
+                 "on the next index run.")
+STATUSES = ("ready", "ready_with_warnings", "failed")
+_FTS_SHADOWS = ("data", "idx", "docsize", "config")
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+_DAMAGE_WORDS = ("malformed", "corrupt", "not a database", "decode", "vtable constructor", "no such table",
+                 "no such column", "file is not", "encrypted")
+
+
+@dataclass
+class Findings:
+    """What a check found that can be repaired."""
+
+    fts: str = ""  # why the keyword index must be rebuilt; "" when it is sound
+    reread: dict[int, str] = field(default_factory=dict)  # document id -> path, to read again
+    unnamed: set[int] = field(default_factory=set)  # documents whose path itself is unreadable
+
+    def __bool__(self) -> bool:
+        return bool(self.fts or self.reread or self.unnamed)
+
+
+def is_fresh(db_path: Path) -> bool:
+    """True when there is no database yet to lose: no file, or an empty one that never got a
+    table (a creation that stopped at once) with no vectors or WAL beside it."""
+    if not db_path.exists():
+        return True
+    if db_path.stat().st_size > 0:
+        return False
+    folder = db_path.parent
+    wal = db_path.with_name(db_path.name + "-wal")
+    return not any(folder.glob("vectors-*.faiss")) and not (wal.exists() and wal.stat().st_size > 0)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """True for an error that says the stored data is damaged (not busy, full or read-only)."""
+    if isinstance(exc, (UnicodeDecodeError, json.JSONDecodeError)):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    text = str(exc).lower()
+    return type(exc) is sqlite3.DatabaseError or any(word in text for word in _DAMAGE_WORDS)
+
+
+def check(folder: Path, db_path: Path, connect: Callable[[], sqlite3.Connection], *,
+          can_repair: bool) -> list[str]:
+    """Check the database on open and repair what can be. Returns what was repaired, in words
+    (empty when it was sound). Raises CollectionDamagedError, with the files moved aside when
+    can_repair (this process holds the writer lock), for damage nothing can be rebuilt from."""
+    reason, findings = _inspect(db_path, connect, can_repair)
+    if not reason and findings and can_repair:
+        try:
+            return _repair(connect, findings)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            reason = f"it could not be repaired: {exc}"
+    if reason:
+        raise refused(folder, reason, can_repair)
+    if findings:
+        log.warning("collection %s is damaged (%s) and will be repaired by the next process that writes it",
+                    folder, _describe(findings))
+    return []
+
+
+def refused(folder: Path, reason: str, move: bool) -> CollectionDamagedError:
+    """The error for a collection nothing can be rebuilt from; its files are moved aside first
+    when `move` (the caller holds the writer lock and has closed its connections)."""
+    name = folder.name
+    if not move:
+        return CollectionDamagedError(
+            f"The collection '{name}' in '{folder}' is damaged ({reason}). Stop the program that is "
+            "indexing it, then open it again: its files will be set aside and you can index the "
+            "manuals again, or restore the folder from a backup.", folder)
+    aside = set_aside(folder)
+    log.error("collection %s is damaged (%s); its files were moved to %s", folder, reason, aside)
+    return CollectionDamagedError(
+        f"The collection '{name}' could not be opened: its database '{folder / 'collection.sqlite3'}' "
+        f"is damaged ({reason}). Its files were moved to '{aside}' (nothing was deleted). Index the "
+        "manuals again to rebuild the collection, or restore the folder from a backup.", folder, aside)
+
+
+def set_aside(folder: Path) -> Path:
+    """Move the database, its WAL and the faiss files into `<folder>.damaged-<time>`, next to
+    the collection; the writer lock stays. Returns the new folder."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = folder.with_name(f"{folder.name}{ASIDE_MARK}{stamp}")
+    number = 1
+    while aside.exists():
+        number += 1
+        aside = folder.with_name(f"{folder.name}{ASIDE_MARK}{stamp}-{number}")
+    aside.mkdir(parents=True)
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith("collection.sqlite3") or path.name.startswith("vectors-"):
+            os.replace(path, aside / path.name)
+    return aside
+
+
+def read_error(folder: Path, exc: BaseException) -> CollectionDamagedError:
+    """The error for a read or write that met damaged data in an open collection."""
+    return CollectionDamagedError(
+        f"The collection '{folder.name}' could not be read: part of its database is damaged ({_short(exc)}). "
+        "Index the manuals again (the next index run repairs what it can); if that fails, move the "
+        f"folder '{folder}' aside and index them into a new collection, or restore a backup.", folder)
+
+
+# -- checking --------------------------------------------------------------------------------------
+
+
+def _inspect(db_path: Path, connect, can_repair: bool) -> tuple[str, Findings]:
+    """(why nothing can be rebuilt, or ""; what can be repaired)."""
+    with db_path.open("rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header != SQLITE_HEADER:
+        what = "the file is empty" if not header else "the file is not an SQLite database"
+        return what, Findings()
+    try:
+        db = connect()
+        try:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+                return "it holds none of a collection's tables", Findings()
+            problem = _quick_check(db)
+            if problem:
+                return f"SQLite's check found: {problem}", Findings()
+            findings = _damaged_rows(db, _dimension(db))
+            findings.fts = _fts_problem(db) if can_repair else ""
+            return "", findings
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        if not is_damage(exc):
+            raise
+        return _short(exc), Findings()
+
+
+def _quick_check(db: sqlite3.Connection) -> str:
+    rows = [row[0] for row in db.execute("PRAGMA quick_check")]
+    return "" if rows == ["ok"] else "; ".join(rows[:3])
+
+
+def _dimension(db: sqlite3.Connection) -> int:
+    row = db.execute("SELECT value FROM meta WHERE key = 'dimension'").fetchone()
+    try:
+        return int(row[0])
+    except (TypeError, ValueError) as exc:
+        raise sqlite3.DatabaseError("the collection's dimension is unreadable") from exc
+
+
+def _fts_problem(db: sqlite3.Connection) -> str:
+    """FTS5's integrity-check (the index against the chunks it was built from); "" when sound."""
+    try:
+        db.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+    except sqlite3.DatabaseError as exc:
+        return _short(exc) if is_damage(exc) else ""
+    return ""
+
+
+def _damaged_rows(db: sqlite3.Connection, dimension: int) -> Findings:
+    """Documents with a row that cannot be read back: text that is not UTF-8, a heading path
+    that is not JSON, an embedding of the wrong size or not finite, an unknown status."""
+    findings = Findings()
+    names: dict[int, str] = {}
+    for row in db.execute("SELECT id, CAST(path AS BLOB), CAST(sha256 AS BLOB), CAST(status AS BLOB),"
+                          " CAST(error AS BLOB), CAST(title AS BLOB) FROM documents"):
+        texts = _decoded(row[1:])
+        if texts is None or not texts[0]:
+            findings.unnamed.add(row[0])
+            continue
+        names[row[0]] = texts[0]
+        if texts[2] not in STATUSES:
+            findings.reread[row[0]] = texts[0]
+    sql = "SELECT document_id, CAST(text AS BLOB), CAST(heading_path AS BLOB), embedding FROM chunks"
+    for document_id, text, heading_path, embedding in db.execute(sql):
+        if document_id in findings.unnamed or document_id in findings.reread:
+            continue
+        if not _chunk_readable(text, heading_path, embedding, dimension):
+            if document_id in names:
+                findings.reread[document_id] = names[document_id]
+            else:
+                findings.unnamed.add(document_id)
+    for (document_id,) in _label_rows_unreadable(db):
+        if document_id in names and document_id not in findings.reread:
+            findings.reread[document_id] = names[document_id]
+    return findings
+
+
+def _label_rows_unreadable(db: sqlite3.Connection) -> list[tuple[int]]:
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'page_labels'").fetchone() is None:
+        return []
+    rows = db.execute("SELECT document_id, CAST(label AS BLOB) FROM page_labels")
+    return [(row[0],) for row in rows if _decoded(row[1:]) is None]
+
+
+def _decoded(values) -> list[str] | None:
+    try:
+        return [bytes(value or b"").decode("utf-8") for value in values]
+    except UnicodeDecodeError:
+        return None
+
+
+def _chunk_readable(text, heading_path, embedding, dimension: int) -> bool:
+    decoded = _decoded((text, heading_path))
+    if decoded is None or not isinstance(embedding, bytes) or len(embedding) != 4 * dimension:
+        return False
+    try:
+        if not isinstance(json.loads(decoded[1]), list):
+            return False
+    except json.JSONDecodeError:
+        return False
+    return bool(np.isfinite(np.frombuffer(embedding, dtype=np.float32)).all())
+
+
+# -- repairing -------------------------------------------------------------------------------------
+
+
+def _repair(connect, findings: Findings) -> list[str]:
+    """Repair in this order: the damaged documents' rows (the keyword index left alone, it may
+    be unreadable), an emptied keyword index when it was damaged, then the keyword index rebuilt
+    from the chunks table."""
+    done = []
+    if findings.reread or findings.unnamed:
+        _clear_documents(connect, findings)
+    if findings.fts:
+        _reset_fts(connect)
+    _run(connect, "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+    if findings.fts:
+        done.append(f"the keyword index was damaged ({findings.fts}) and was rebuilt from the stored chunks")
+    if findings.reread:
+        names = ", ".join(sorted(Path(p).name for p in findings.reread.values()))
+        done.append(f"{len(findings.reread)} document(s) had damaged stored text and are read again from "
+                    f"their files on the next index run: {names}")
+    if findings.unnamed:
+        done.append(f"{len(findings.unnamed)} document(s) whose file name was damaged were removed; "
+                    "add them again")
+    log.warning("collection repaired: %s", "; ".join(done))
+    return done
+
+
+def _reset_fts(connect) -> None:
+    """Empty the keyword index's own tables and give them what a new, empty index of this
+    SQLite holds: a damaged index cannot even be opened to be rebuilt."""
+    db = connect()
+    try:
+        definition = db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
+        fresh = sqlite3.connect(":memory:")
+        try:
+            fresh.execute(definition)
+            empty = {name: fresh.execute(f"SELECT * FROM chunks_fts_{name}").fetchall() for name in _FTS_SHADOWS}
+        finally:
+            fresh.close()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for name, rows in empty.items():
+                db.execute(f"DELETE FROM chunks_fts_{name}")
+                if rows:
+                    marks = ",".join("?" * len(rows[0]))
+                    db.executemany(f"INSERT INTO chunks_fts_{name} VALUES ({marks})", rows)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.close()
+
+
+def _clear_documents(connect, findings: Findings) -> None:
+    db = connect()
+    try:
+        triggers = [row[0] for row in db.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")]
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            for name in [row[0] for row in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")]:
+                db.execute(f'DROP TRIGGER "{name}"')  # the rebuild that follows covers their work
+            for document_id in findings.reread:
+                db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+                if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'page_labels'").fetchone():
+                    db.execute("DELETE FROM page_labels WHERE document_id = ?", (document_id,))
+                db.execute("UPDATE documents SET status = 'failed', sha256 = '', title = '', error = ?,"
+                           " page_count = 0 WHERE id = ?", (REREAD_REASON, document_id))
+            for document_id in findings.unnamed:
+                db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+                db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+            for sql in triggers:
+                db.execute(sql)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        db.close()
+
+
+def _run(connect, sql: str) -> None:
+    db = connect()
+    try:
+        db.execute(sql)
+    finally:
+        db.close()
+
+
+def _describe(findings: Findings) -> str:
+    parts = [f"keyword index: {findings.fts}"] if findings.fts else []
+    if findings.reread or findings.unnamed:
+        parts.append(f"{len(findings.reread) + len(findings.unnamed)} document(s) with unreadable rows")
+    return "; ".join(parts)
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) <= 160 else text[:157] + "..."
