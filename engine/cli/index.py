@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 from engine.cli.common import collection_option, ctrl_c_sets, paths_of, usage
@@ -48,9 +49,10 @@ def _index(args, paths) -> int:
     embedder = default_embedder(paths.ensure())
     with open_collection(paths, args.collection, embedder) as store, ctrl_c_sets(cancel, STOPPING):
         bar = _ProgressBar(sys.stderr)
+        timer = _DocumentTimer()
         files = discover(args.inputs)  # once: the indexer takes the files as they are
         for event in Indexer(store, embedder).run(files=files, cancel=cancel):
-            _report(event, bar, args.json)
+            _report(event, bar, args.json, timer.see(event))
         bar.finish()
         if cancel.is_set():
             print(f"Stopped after {bar.last.documents_done if bar.last else 0} documents; "
@@ -60,16 +62,50 @@ def _index(args, paths) -> int:
     return 0
 
 
-def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool) -> None:
+SLOW_DOCUMENT_S = 30.0  # a document that held the run this long is named, with its time
+
+
+def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool,
+            took: "_Took | None") -> None:
     bar.show(event)
     outcome = event.outcome
-    if outcome is None:
+    if outcome is None or took is None:
         return
     if as_json:
         print(json.dumps({"path": outcome.path, "status": outcome.status, "reason": outcome.reason,
-                          "pages": outcome.pages, "chunks": outcome.chunks}), flush=True)
-    elif outcome.status != "ready":
+                          "pages": outcome.pages, "chunks": outcome.chunks,
+                          "seconds": round(took.seconds, 3), "read_s": round(took.read_s, 3)}),
+              flush=True)
+        return
+    if outcome.status != "ready":
         bar.note(f"{outcome.status.replace('_', ' ')}: {outcome.reason}")
+    if took.seconds >= SLOW_DOCUMENT_S:
+        bar.note(f"{Path(outcome.path).name} took {_duration(took.seconds)} "
+                 f"({_duration(took.read_s)} of it reading the file)")
+
+
+@dataclass(frozen=True)
+class _Took:
+    seconds: float  # how long the document held the run: reading, chunking, embedding, storing
+    read_s: float  # of those, waiting for its parse (a parse ahead of its turn is not counted)
+
+
+class _DocumentTimer:
+    """Each finished document's duration, from the run's events: the indexer turns to a
+    document when the one before it is finished, gets its parse (the "started" event), then
+    embeds and stores it (the "finished" event). elapsed_s is the run's clock."""
+
+    def __init__(self):
+        self._last_finish = 0.0
+        self._started: dict[str, float] = {}
+
+    def see(self, event: IndexProgress) -> _Took | None:
+        if event.outcome is None:
+            self._started.setdefault(event.current_file, event.elapsed_s)
+            return None
+        began, self._last_finish = self._last_finish, event.elapsed_s
+        parsed = self._started.pop(event.current_file, began)
+        return _Took(event.elapsed_s - began, parsed - began)
 
 
 def _summary(bar: "_ProgressBar", store) -> None:
