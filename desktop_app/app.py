@@ -124,7 +124,11 @@ class Heartbeat(QObject):
 class QuitOnSigterm(QObject):
     """SIGTERM (systemctl stop, a shutdown, a logout) closes the app like its Quit: a clean exit,
     not a crash for the crash-loop count. Qt's event loop wakes up on the signal through
-    signal.set_wakeup_fd; `close` (set per mode) then closes the window on the GUI thread."""
+    signal.set_wakeup_fd (and a slow timer, in case a wake-up is missed, lets Python run its
+    handlers); `close` (set per mode) then closes the window on the GUI thread, and every event
+    loop is left, a modal dialog's too: an open error dialog kept the app up before."""
+
+    WAKE_MS = 500  # how often Python gets to run a pending signal handler at the latest
 
     def __init__(self):
         super().__init__()
@@ -139,10 +143,21 @@ class QuitOnSigterm(QObject):
         self._previous = signal.signal(signal.SIGTERM, self._on_signal)
         self._notifier = QSocketNotifier(self._read.fileno(), QSocketNotifier.Type.Read, self)
         self._notifier.activated.connect(self._drain)
+        self._wake = QTimer(self)
+        self._wake.timeout.connect(lambda: None)  # returning to Python runs pending handlers
+        self._wake.start(self.WAKE_MS)
 
     def _on_signal(self, signum, frame) -> None:  # runs on the GUI thread, in Python's handler
         log.info("SIGTERM: closing")
-        QTimer.singleShot(0, self.close)
+        QTimer.singleShot(0, self._close_and_quit)
+
+    def _close_and_quit(self) -> None:
+        """Close as Quit does, then leave every event loop: QApplication.quit() also ends a
+        modal dialog's nested loop, which closing the window alone does not."""
+        try:
+            self.close()
+        finally:
+            QApplication.quit()
 
     def _drain(self) -> None:
         try:
@@ -155,6 +170,7 @@ class QuitOnSigterm(QObject):
         if self._installed:
             self._installed = False
             self._notifier.setEnabled(False)
+            self._wake.stop()
             signal.signal(signal.SIGTERM, self._previous)
             signal.set_wakeup_fd(self._previous_fd)
             self._read.close()
