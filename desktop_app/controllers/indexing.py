@@ -315,8 +315,10 @@ class IndexController(QObject):
     _closeRequested = Signal()
 
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, parent: QObject | None = None,
-                 *, index_settings: IndexSettings | None = None):
+                 *, index_settings: IndexSettings | None = None, clock=time.monotonic):
         super().__init__(parent)
+        self._clock = clock  # seconds; tests drive their own
+        self._indexing_since = 0.0  # when self._indexing became the file being read or embedded
         self._inbox = _Inbox()
         self._stored: dict[str, StoredDocument] = {}  # path -> as store.list_documents() has it
         # path -> ticket, and what is known so far (StoredDocument fields: status, error, ...)
@@ -449,6 +451,13 @@ class IndexController(QObject):
             self._busy = False
             self.busyChanged.emit(False)
 
+    def indexing_now(self) -> tuple[str, float] | None:
+        """(path, seconds so far) of the document being read or embedded, if one is."""
+        path = self._indexing
+        if path is None or self._live.get(path, {}).get("status") != "indexing":
+            return None
+        return path, self._clock() - self._indexing_since
+
     def documents(self) -> list[StoredDocument]:
         """What documentsChanged sends: stored documents with their live states merged in."""
         merged = {path: document for path, document in self._stored.items() if path not in self._hidden}
@@ -496,7 +505,7 @@ class IndexController(QObject):
             self._live[path] = {"status": "indexing", "ticket": self._run_ticket, "error": "",
                                 "page_count": event.document_pages,
                                 "pages_done": event.document_pages_done if event.document_pages else None}
-            self._indexing = path
+            self._set_indexing(path)
         else:
             outcome = event.outcome
             if path in self._stored:
@@ -560,9 +569,13 @@ class IndexController(QObject):
             entry = self._live.get(path)
             if entry is not None and entry["status"] == "queued" and entry["ticket"] <= self._run_ticket:
                 entry["status"] = "indexing"
-                self._indexing = path
+                self._set_indexing(path)
                 return
             self._run_next += 1
+
+    def _set_indexing(self, path: str) -> None:
+        if path != self._indexing:
+            self._indexing, self._indexing_since = path, self._clock()
 
     def _schedule_emit(self) -> None:
         if not self._closed and not self._emit_timer.isActive():

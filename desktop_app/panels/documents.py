@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, Qt
+from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, Qt, QTimer
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -42,6 +42,8 @@ FILE_FILTERS = ";;".join([
 PATH_ROLE = Qt.ItemDataRole.UserRole
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
 _PROGRESS_STEPS = 1000
+SLOW_DOCUMENT_S = 5  # a document read or embedded this long is named, with its time so far
+_SLOW_TICK_MS = 1000  # how often that time is redrawn
 _EMPTY_HINT = "No documents yet. Drop manuals or folders on the window, or choose “Add documents…”."
 
 
@@ -84,6 +86,13 @@ def duration_text(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
+def slow_document_text(path: str, seconds: float) -> str:
+    """'Indexing big.pdf — 40 s' once one document has taken SLOW_DOCUMENT_S, else ''."""
+    if seconds < SLOW_DOCUMENT_S:
+        return ""
+    return f"Indexing {Path(path).name} — {duration_text(seconds)}"
+
+
 def progress_text(event: IndexProgress) -> str:
     """'3/10 documents · 5.2 pages/s · ETA 40 s' (rate and ETA once they are known)."""
     parts = [f"{event.documents_done}/{event.documents_total} documents"]
@@ -106,6 +115,10 @@ class DocumentsPanel(QWidget):
         self._shown: list[StoredDocument] = []  # what the rows show, in their order
         self._stats = controller.stats
         self._last_folder = str(Path.home())
+        self._progress = ""  # the run's last progress line, without the slow document's
+        # Nothing arrives from the engine while one document is parsed: a timer redraws its time.
+        self.slow_timer = QTimer(self, interval=_SLOW_TICK_MS)
+        self.slow_timer.timeout.connect(self._show_run_state)
         self.setAcceptDrops(True)
         self.setAccessibleName("Documents panel")
         self._build()
@@ -271,15 +284,25 @@ class DocumentsPanel(QWidget):
         if event.bytes_total > 0:
             self.progress_bar.setRange(0, _PROGRESS_STEPS)
             self.progress_bar.setValue(min(_PROGRESS_STEPS, event.bytes_done * _PROGRESS_STEPS // event.bytes_total))
-        self.progress_label.setText(progress_text(event))
+        self._progress = progress_text(event)
+        self._show_run_state()
+
+    def _show_run_state(self) -> None:
+        """The progress line, and below it the document that is taking long, if one is."""
+        now = self._controller.indexing_now() if self._controller.busy else None
+        slow = slow_document_text(*now) if now is not None else ""
+        self.progress_label.setText(f"{self._progress}\n{slow}" if slow else self._progress)
 
     def _show_busy(self, busy: bool) -> None:
         self.cancel_button.setEnabled(busy)
         self.progress_bar.setVisible(busy)
         if busy:
             self.progress_bar.setRange(0, 0)  # moving until the first event gives a fraction
-            self.progress_label.setText("Starting…")
+            self._progress = "Starting…"
+            self.progress_label.setText(self._progress)
+            self.slow_timer.start()
         else:
+            self.slow_timer.stop()
             self.progress_bar.setRange(0, _PROGRESS_STEPS)
             self.progress_bar.setValue(0)
             self.progress_label.setText(self._summary())
