@@ -14,10 +14,13 @@ def add_commands(commands, common) -> None:
 
     listing = actions.add_parser("list", parents=[common], help="the models and their status")
     listing.add_argument("--json", action="store_true", help="one JSON object per model")
+    listing.add_argument("--verify", action="store_true",
+                         help="check every file's SHA-256 against its manifest (reads each file)")
     listing.set_defaults(run=_models_list)
 
     prepare = actions.add_parser("prepare", parents=[common],
-                                 help="convert the built-in models for use (once)")
+                                 help="convert the built-in models for use (once); checks the "
+                                      "prepared files' SHA-256s and prepares damaged ones again")
     prepare.set_defaults(run=_models_prepare)
 
     importing = actions.add_parser("import", parents=[common],
@@ -29,7 +32,7 @@ def add_commands(commands, common) -> None:
 def _models_list(args) -> int:
     from engine.models.registry import list_models
 
-    infos = list_models(paths_of(args), args.provider)
+    infos = list_models(paths_of(args), args.provider, verify=args.verify)
     if args.json:
         for info in infos:
             print(json.dumps(info.to_dict()))
@@ -42,15 +45,30 @@ def _models_list(args) -> int:
 
 
 def _models_prepare(args) -> int:
-    from engine.models.registry import BUILTIN_EMBEDDER, BUILTIN_LLM, prepare_builtin_llm, resolve_embedder
+    from engine.errors import ModelError
+    from engine.models.registry import (BUILTIN_EMBEDDER, BUILTIN_LLM, package_file_mismatch,
+                                        prepare_builtin_llm, resolve_embedder)
 
     paths = paths_of(args)
+    damaged = _damaged(paths, args.provider)
     with progress_line(f"Preparing {BUILTIN_LLM.name}") as progress:
-        folder = prepare_builtin_llm(paths, progress)
-    print(f"{BUILTIN_LLM.name}: ready in {folder}")
+        folder = prepare_builtin_llm(paths, progress, verify=True)
+    repaired = " (its damaged files were prepared again)" if BUILTIN_LLM.name in damaged else ""
+    print(f"{BUILTIN_LLM.name}: ready in {folder}{repaired}")
     files = resolve_embedder(paths)
+    problem = package_file_mismatch(BUILTIN_EMBEDDER) if paths.bundled_models is None else None
+    if problem:
+        raise ModelError(f"{BUILTIN_EMBEDDER.name} is damaged: {problem}")
     print(f"{BUILTIN_EMBEDDER.name}: ready in {files.model.parent}")
     return 0
+
+
+def _damaged(paths, provider: str) -> set[str]:
+    """The names of the built-in models whose files do not match their SHA-256s."""
+    from engine.models.registry import BUILTINS, list_models
+
+    builtin = {model.name for model in BUILTINS}
+    return {i.name for i in list_models(paths, provider, verify=True) if i.name in builtin and i.status == "invalid"}
 
 
 def _models_import(args) -> int:

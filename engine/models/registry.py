@@ -6,9 +6,11 @@ llama-cpp, and these packages are only carriers of model files.
 
 from __future__ import annotations
 
+import base64
 import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import re
 import shutil
@@ -31,6 +33,7 @@ from engine.models.manifest import (
 from engine.models.versions import GGUF_CONVERTER
 from engine.paths import AppPaths
 
+log = logging.getLogger(__name__)
 Progress = Callable[[float, str], None]
 KINDS = ("llm", "embedder", "reranker")
 PREPARE_HINT = "run 'offline-assistant-cli models prepare'"
@@ -167,12 +170,14 @@ def _write_stamp(paths: AppPaths, gguf: Path, sha256: str) -> None:
     os.replace(tmp, target)
 
 
-def _llm_status(paths: AppPaths, gguf: Path, *, may_hash: bool) -> str:
-    """'ready', 'needs preparation' or 'invalid' for the prepared folder of `gguf`."""
+def _llm_status(paths: AppPaths, gguf: Path, *, may_hash: bool, verify: bool = False) -> str:
+    """'ready', 'needs preparation' or 'invalid' for the prepared folder of `gguf`. With
+    `verify`, every file's SHA-256 is checked against the manifest (a same-size change to
+    model.onnx or genai_config.json passes the size check alone)."""
     folder = builtin_llm_folder(paths)
     if not folder.is_dir():
         return "needs preparation"
-    if not verify_manifest(folder):
+    if not verify_manifest(folder, hashes=verify):
         return "invalid"
     source = read_manifest(folder).get("source") or {}
     if source.get("size") != gguf.stat().st_size or not source.get("sha256"):
@@ -187,9 +192,10 @@ def _llm_status(paths: AppPaths, gguf: Path, *, may_hash: bool) -> str:
     return "needs preparation"
 
 
-def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None) -> Path:
+def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None, *, verify: bool = False) -> Path:
     """The built-in LLM's ONNX GenAI folder, converted from its GGUF unless already current
-    (an installed app carries it prepared)."""
+    (an installed app carries it prepared). With `verify` (`models prepare`), a folder whose
+    files do not match their manifest's SHA-256s is converted again: that repairs it."""
     bundled = bundled_folder(paths, BUILTIN_LLM)
     if bundled is not None:
         return checked_bundled(bundled)
@@ -197,8 +203,12 @@ def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None) -> Pa
     if gguf is None:
         raise _missing_error(BUILTIN_LLM)
     folder = builtin_llm_folder(paths)
-    if _llm_status(paths, gguf, may_hash=True) == "ready":
+    status = _llm_status(paths, gguf, may_hash=True, verify=verify)
+    if status == "ready":
         return folder
+    if status == "invalid":
+        log.warning("the prepared model in %s is damaged (%s); preparing it again", folder,
+                    first_mismatch(folder, hashes=True))
     from engine.models.gguf_import import import_gguf  # numpy, onnx and gguf: only when converting
 
     paths.models.mkdir(parents=True, exist_ok=True)
@@ -208,16 +218,16 @@ def prepare_builtin_llm(paths: AppPaths, progress: Progress | None = None) -> Pa
     return folder
 
 
-def _builtin_llm_info(paths: AppPaths, provider: str) -> ModelInfo:
+def _builtin_llm_info(paths: AppPaths, provider: str, verify: bool = False) -> ModelInfo:
     bundled = bundled_folder(paths, BUILTIN_LLM)
     if bundled is not None:
-        return _bundled_info(BUILTIN_LLM, bundled, provider)
+        return _bundled_info(BUILTIN_LLM, bundled, provider, verify)
     gguf = find_package_file(BUILTIN_LLM.files[0])
     folder = builtin_llm_folder(paths)
     if gguf is None:
         status, size = "missing", 0
     else:
-        status = _llm_status(paths, gguf, may_hash=False)
+        status = _llm_status(paths, gguf, may_hash=False, verify=verify)
         size = _folder_size(folder) if status == "ready" else gguf.stat().st_size
     return ModelInfo(BUILTIN_LLM.name, "llm", _source_text(BUILTIN_LLM), size,
                      BUILTIN_LLM.licence, status, provider, folder if gguf else None)
@@ -242,15 +252,37 @@ def resolve_embedder(paths: AppPaths, name: str | None = None) -> EmbedderFiles:
     return files
 
 
-def _builtin_embedder_info(paths: AppPaths, provider: str) -> ModelInfo:
+def _builtin_embedder_info(paths: AppPaths, provider: str, verify: bool = False) -> ModelInfo:
     bundled = bundled_folder(paths, BUILTIN_EMBEDDER)
     if bundled is not None:
-        return _bundled_info(BUILTIN_EMBEDDER, bundled, provider)
+        return _bundled_info(BUILTIN_EMBEDDER, bundled, provider, verify)
     files = builtin_embedder_files()
     size = files.model.stat().st_size + files.tokenizer.stat().st_size if files else 0
+    status = "ready" if files else "missing"
+    if files and verify and package_file_mismatch(BUILTIN_EMBEDDER):
+        status = "invalid"
     return ModelInfo(BUILTIN_EMBEDDER.name, "embedder", _source_text(BUILTIN_EMBEDDER), size,
-                     BUILTIN_EMBEDDER.licence, "ready" if files else "missing", provider,
-                     files.model if files else None)
+                     BUILTIN_EMBEDDER.licence, status, provider, files.model if files else None)
+
+
+def package_file_mismatch(model: BuiltinModel) -> str | None:
+    """Which of the model's package files differs from the SHA-256 its package's RECORD lists
+    (pip writes one per installed file), or None when all match or none is recorded."""
+    for package in model.files:
+        try:
+            files = importlib.metadata.distribution(package.dist).files or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        wanted = f"{package.module}/{package.relpath}"
+        for record in files:
+            if str(record).replace("\\", "/") != wanted or record.hash is None or record.hash.mode != "sha256":
+                continue
+            path = Path(record.locate())
+            digest = base64.urlsafe_b64encode(bytes.fromhex(sha256_file(path))).rstrip(b"=").decode()
+            if digest != record.hash.value:
+                return (f"{path} has been changed; reinstall its package: "
+                        f"pip install --force-reinstall {package.dist}=={package.version}")
+    return None
 
 
 # -- the built-in models as an installed app carries them: prepared, read-only -----------------
@@ -277,8 +309,8 @@ def checked_bundled(folder: Path) -> Path:
     return folder
 
 
-def _bundled_info(model: BuiltinModel, folder: Path, provider: str) -> ModelInfo:
-    status = "ready" if verify_manifest(folder) else "invalid"  # sizes now; hashes when used
+def _bundled_info(model: BuiltinModel, folder: Path, provider: str, verify: bool = False) -> ModelInfo:
+    status = "ready" if verify_manifest(folder, hashes=verify) else "invalid"  # hashes when used
     return ModelInfo(model.name, model.kind, f"bundled ({_source_text(model)})",
                      _folder_size(folder), model.licence, status, provider, folder)
 
@@ -326,12 +358,12 @@ def _kind_of(folder: Path, manifest: dict | None) -> str:
     return "llm"  # a folder whose manifest names no kind is a language model
 
 
-def _imported_info(folder: Path, provider: str) -> ModelInfo:
+def _imported_info(folder: Path, provider: str, verify: bool = False) -> ModelInfo:
     manifest = read_manifest(folder)
     source = (manifest or {}).get("source") or {}
     origin = source.get("file") or Path(str(source.get("path") or "")).name or "unknown"
     licence = source.get("license") or source.get("licence") or "unknown"
-    status = "ready" if manifest is not None and verify_manifest(folder) else "invalid"
+    status = "ready" if manifest is not None and verify_manifest(folder, hashes=verify) else "invalid"
     return ModelInfo(folder.name, _kind_of(folder, manifest), f"imported from {origin}",
                      _folder_size(folder), str(licence), status, provider, folder)
 
@@ -341,13 +373,14 @@ def _folder_size(folder: Path) -> int:
 
 
 # -- the public calls ---------------------------------------------------------------------
-def list_models(paths: AppPaths, provider: str = "auto") -> list[ModelInfo]:
-    """Built-in models first, then those imported into the data dir."""
+def list_models(paths: AppPaths, provider: str = "auto", *, verify: bool = False) -> list[ModelInfo]:
+    """Built-in models first, then those imported into the data dir. Sizes are checked against
+    the manifests; with `verify`, every file's SHA-256 too (seconds: each file is read)."""
     from engine.llm.hardware import choose_provider
 
     chosen = choose_provider(provider)
-    infos = [_builtin_llm_info(paths, chosen), _builtin_embedder_info(paths, chosen)]
-    infos += [_imported_info(folder, chosen) for folder in _imported_folders(paths)]
+    infos = [_builtin_llm_info(paths, chosen, verify), _builtin_embedder_info(paths, chosen, verify)]
+    infos += [_imported_info(folder, chosen, verify) for folder in _imported_folders(paths)]
     return infos
 
 
