@@ -446,6 +446,16 @@ def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings,
 def _lay_out(doc: ParsedDocument) -> list[tuple[Page, list[_Block]]]:
     pdf = doc.path.lower().endswith(".pdf")
     boilerplate = boilerplate_keys(doc.pages, paged=pdf)
+    layouts = _lay_out_without(doc, boilerplate, pdf)
+    if boilerplate and not any(blocks for _, blocks in layouts):
+        # Every line looked like a running header ("Potato 1", "Potato 2"... one per page):
+        # then the lines are the document, and are kept.
+        layouts = _lay_out_without(doc, set(), pdf)
+    return layouts
+
+
+def _lay_out_without(doc: ParsedDocument, boilerplate: set[str],
+                     pdf: bool) -> list[tuple[Page, list[_Block]]]:
     headings = _Headings()
     bookmarks = _bookmarks_by_page(doc) if pdf else None
     layouts = []

@@ -63,3 +63,12 @@ def test_a_one_line_file_is_indexed_and_found(tmp_path, tiny_embedder):
         assert (Path(outcome.path).name, outcome.status, outcome.chunks) == ("door.txt", "ready", 1)
         hits = store.search_keyword("valve", 5)
         assert hits and store.chunk(hits[0][0])["text"] == "Open the valve."
+
+
+def test_a_document_that_is_all_one_line_per_page_is_not_taken_for_running_headers():
+    # each page's only line looks like a running header ("Potato 1", "Potato 2", ...)
+    pages = tuple(Page(n, f"Potato {n}") for n in range(1, 7))
+    chunks = chunk_document(ParsedDocument("potato.pdf", "P", pages), words)
+    assert [c.text for c in chunks] == [f"Potato {n}" for n in range(1, 7)]
+    same = tuple(Page(n, "Background") for n in range(1, 7))
+    assert len(chunk_document(ParsedDocument("same.pdf", "S", same), words)) == 6
