@@ -48,6 +48,7 @@ from engine.paths import DEFAULT_COLLECTION, AppPaths
 log = logging.getLogger(__name__)
 
 TITLE = "Offline Assistant"
+DAMAGED_COLLECTION = "is damaged"  # in every CollectionDamagedError message
 STYLE = """
 #chatView, #transcript, #transcriptScroll { background: palette(alternate-base); }
 #userBubble { background: palette(highlight); border-radius: 14px; }
@@ -75,7 +76,10 @@ class MainWindow(QMainWindow):
                  assistant_settings=None):
         super().__init__()
         self.paths = paths
-        self.settings = settings if settings is not None else load_settings(paths.settings_file)
+        self._notices: list[str] = []  # what was set aside (damaged files), told once
+        self._told: set[str] = set()
+        self.notice_box: QMessageBox | None = None
+        self.settings = settings if settings is not None else load_settings(paths.settings_file, self._notices)
         self._closed = False
         self._prepare_job: PrepareJob | None = None
         self.prepare_dialog: QProgressDialog | None = None
@@ -99,6 +103,8 @@ class MainWindow(QMainWindow):
         self._connect()
 
         self.conversations.restore()
+        self._notices += self.conversations.store.take_notices()
+        QTimer.singleShot(0, self._show_pending_notices)  # once the window is up
         if needs_preparation(paths, self.settings, llm_folder):
             self._prepare_model()
         else:
@@ -402,6 +408,30 @@ class MainWindow(QMainWindow):
 
     def _show_index_failure(self, message: str) -> None:
         self.statusBar().showMessage(message, 15000)
+        if DAMAGED_COLLECTION in message:  # its files were set aside: say so where it stays
+            self.show_notice(message)
+
+    def _show_pending_notices(self) -> None:
+        notices, self._notices = self._notices, []
+        for notice in notices:
+            self.show_notice(notice)
+
+    def show_notice(self, message: str) -> None:
+        """Tell the person once what was set aside and where, in one box that does not block
+        the window (a second notice is added to the box while it is open)."""
+        if message in self._told:
+            return
+        self._told.add(message)
+        log.warning("told the user: %s", message)
+        if self.notice_box is not None and self.notice_box.isVisible():
+            self.notice_box.setText(self.notice_box.text() + "\n\n" + message)
+            return
+        box = QMessageBox(QMessageBox.Icon.Warning, f"{TITLE}: damaged files set aside", message,
+                          QMessageBox.StandardButton.Ok, self)
+        box.setObjectName("setAsideNotice")
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        self.notice_box = box
+        box.show()
 
     def _on_chat_busy(self, busy: bool) -> None:
         self.stop_action.setEnabled(busy)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass, fields
@@ -80,8 +81,11 @@ class Settings:
                                  temperature=self.temperature)
 
 
-def load_settings(path: str | Path) -> Settings:
-    """The settings stored at `path`; the defaults for whatever is missing or wrong there."""
+def load_settings(path: str | Path, set_aside: list[str] | None = None) -> Settings:
+    """The settings stored at `path`; the defaults for whatever is missing or wrong there. A
+    file that cannot be parsed is renamed `settings.toml.damaged` (so that the next save does
+    not overwrite it), and a sentence saying so is appended to `set_aside`, for the window to
+    tell the person once."""
     path = Path(path)
     try:
         raw = path.read_bytes()
@@ -94,6 +98,11 @@ def load_settings(path: str | Path) -> Settings:
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         log.warning("The settings file %s is damaged (%s); using the defaults", path, error)
+        aside = _set_aside(path)
+        if set_aside is not None:
+            where = f"it was renamed '{aside}'" if aside else "it was left where it is"
+            set_aside.append(f"The settings file '{path}' was damaged ({error}), so the default settings "
+                             f"are in use; {where}. Set your settings again in Settings.")
         return Settings()
     values = {}
     for f in fields(Settings):
@@ -104,6 +113,17 @@ def load_settings(path: str | Path) -> Settings:
             log.warning("Settings file %s: %s", path, problem)
         values[f.name] = value
     return Settings(**values)
+
+
+def _set_aside(path: Path) -> Path | None:
+    """Rename a damaged file to NAME.damaged (an older one of that name is replaced)."""
+    aside = path.with_name(path.name + ".damaged")
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        log.warning("could not set %s aside: %s", path, exc)
+        return None
+    return aside
 
 
 def save_settings(path: str | Path, settings: Settings) -> None:

@@ -110,6 +110,16 @@ def history(messages: list[dict]) -> list[dict]:
 class ConversationStore:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
+        self.set_aside: list[Path] = []  # damaged files renamed *.damaged, for take_notices()
+
+    def take_notices(self) -> list[str]:
+        """What was set aside since the last call, as one sentence (each file told once)."""
+        files, self.set_aside = self.set_aside, []
+        if not files:
+            return []
+        names = ", ".join(f"'{p.name}'" for p in files)
+        return [f"{len(files)} saved conversation(s) could not be read and were set aside in "
+                f"'{self.folder}': {names}. The other conversations are unchanged."]
 
     def create(self, title: str = "New conversation") -> Conversation:
         now = time.time()
@@ -165,12 +175,17 @@ class ConversationStore:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("conversation file %s is damaged (%s); set aside", path, exc)
-            _set_aside(path)
+            aside = _set_aside(path)
+            if aside is not None:
+                self.set_aside.append(aside)
             return None
 
 
-def _set_aside(path: Path) -> None:
+def _set_aside(path: Path) -> Path | None:
+    aside = path.with_suffix(".damaged")
     try:
-        os.replace(path, path.with_suffix(".damaged"))
+        os.replace(path, aside)
     except OSError as exc:
         log.warning("could not set %s aside: %s", path, exc)
+        return None
+    return aside

@@ -242,3 +242,14 @@ def test_a_bad_inbox_folder_is_logged(tmp_path, caplog):
     assert "'inbox_folder' must be a folder path" in caplog.text
     assert "'inbox_poll_s' = 1.0 is outside 2..3600; using 2.0" in caplog.text
     assert Settings(inbox_folder=3, inbox_poll_s=0).inbox_folder is None  # made in code: the same rules
+
+
+def test_a_damaged_file_is_set_aside_and_said_once(tmp_path):
+    path = tmp_path / "settings.toml"
+    path.write_bytes(b"font_size = \xff")
+    told: list[str] = []
+    assert load_settings(path, told) == Settings()
+    assert len(told) == 1 and str(path) in told[0] and "settings.toml.damaged" in told[0]
+    assert (tmp_path / "settings.toml.damaged").read_bytes() == b"font_size = \xff" and not path.exists()
+    told.clear()
+    assert load_settings(path, told) == Settings() and told == []  # nothing left to tell

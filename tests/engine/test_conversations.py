@@ -70,3 +70,12 @@ def test_a_saved_answer_keeps_its_checked_sentences_and_an_older_one_has_none():
     assert again.sentences == checked and again.well_supported is False
     del message["sentences"]
     assert SavedAnswer.from_message(message).sentences == ()
+
+
+def test_what_was_set_aside_is_told_once(tmp_path):
+    store = ConversationStore(tmp_path)
+    (tmp_path / "0123abcd.json").write_text("not json", encoding="utf-8")
+    assert store.list() == []
+    [notice] = store.take_notices()
+    assert "'0123abcd.damaged'" in notice and str(tmp_path) in notice
+    assert store.take_notices() == [] and store.list() == [] and store.take_notices() == []
