@@ -39,7 +39,7 @@ from engine.answer.grounding import (
 from engine.answer.lead import lead_sentences
 from engine.answer.metrics import Metrics
 from engine.answer.retrieval import Retriever
-from engine.answer.sentence_check import SUPPORTED_SHARE, check_sentences, has_content
+from engine.answer.sentence_check import SUPPORTED_SHARE, check_sentences, has_content, unsupported_actions
 from engine.answer.timing import StageTimes
 from engine.errors import EngineError
 from engine.llm.local import CancelFlag
@@ -77,6 +77,7 @@ class AnswerStats:
     tokens_per_s: float = 0.0  # the model's writing speed, after its first token
     checked: int | None = None  # the answer's sentences with content, checked; None: no check ran
     unsupported: int = 0  # of those, the ones the passages do not support
+    unsupported_actions: int = 0  # addresses, phone numbers, commands the passages do not hold
 
     @property
     def sentence_support(self) -> float | None:
@@ -87,6 +88,8 @@ class AnswerStats:
     def well_supported(self) -> bool:
         """False when too much of the answer is not in the sources: the view says to check them.
         Judged on the sentence checks (sentence_check.py); without them, on the words."""
+        if self.unsupported_actions:
+            return False  # a made-up address or command is never "well supported"
         if self.checked is None:
             return self.support is not None and self.support >= SUPPORT_FLOOR
         return self.checked > 0 and self.sentence_support >= SUPPORTED_SHARE
@@ -100,6 +103,7 @@ class AnswerStats:
                 "finish_reason": self.finish_reason, "provider": self.provider,
                 "support": None if self.support is None else round(self.support, 4),
                 "tokens_per_s": self.tokens_per_s, "checked": self.checked, "unsupported": self.unsupported,
+                "unsupported_actions": self.unsupported_actions,
                 "sentence_support": None if self.sentence_support is None else round(self.sentence_support, 4),
                 "well_supported": self.well_supported}
 
@@ -216,7 +220,8 @@ class Assistant:
         stats = AnswerStats(True, relevance, tuple(run.stages), run.timings_s, g.prompt_tokens, g.new_tokens,
                             run.first_token_s(), guard.reason or g.finish_reason, g.provider,
                             support(answer, question, passages), g.tokens_per_s,
-                            len(content), sum(not c.supported for c in content))
+                            len(content), sum(not c.supported for c in content),
+                            len(unsupported_actions(answer, sentences)))
         yield self._done(answer, stats, lead, sentences)
 
     def _done(self, answer: str, stats: AnswerStats, lead: tuple[Quote, ...] = (),

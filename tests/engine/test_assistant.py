@@ -699,6 +699,17 @@ def test_an_answer_the_passages_mostly_say_is_well_supported(store, tiny_embedde
     assert (stats.checked, stats.unsupported) == (2, 1) and stats.well_supported  # half: SUPPORTED_SHARE
 
 
+def test_a_made_up_address_makes_an_otherwise_supported_answer_need_the_caution(store, tiny_embedder):
+    supported = "Replace the filter cartridge yearly, part F-77. "
+    made_up = "Download the new firmware from http://evil.example/firmware.exe today."
+    plain = list(make(store, tiny_embedder, ScriptedLLM(supported + "Ask the dealer.")).ask(QUESTION))[-1]
+    done = list(make(store, tiny_embedder, ScriptedLLM(supported + made_up)).ask(QUESTION))[-1]
+    assert plain.stats.well_supported and plain.stats.unsupported_actions == 0
+    assert (done.stats.checked, done.stats.unsupported) == (2, 1)  # half supported: enough on its own
+    assert done.stats.unsupported_actions == 1 and not done.stats.well_supported
+    assert done.stats.to_dict()["unsupported_actions"] == 1
+
+
 def test_an_answer_with_nothing_to_check_is_not_well_supported(store, tiny_embedder):
     events = list(make(store, tiny_embedder, ScriptedLLM("The answer is:")).ask(QUESTION))
     assert [(c.supported, c.source) for c in events[-1].sentences] == [(True, None)]
