@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from engine.cli.common import paths_of, progress_line, usage
+from engine.safe_text import visible
 
 
 def add_commands(commands, common) -> None:
@@ -54,12 +55,12 @@ def _models_prepare(args) -> int:
     with progress_line(f"Preparing {BUILTIN_LLM.name}") as progress:
         folder = prepare_builtin_llm(paths, progress, verify=True)
     repaired = " (its damaged files were prepared again)" if BUILTIN_LLM.name in damaged else ""
-    print(f"{BUILTIN_LLM.name}: ready in {folder}{repaired}")
+    print(visible(f"{BUILTIN_LLM.name}: ready in {folder}{repaired}"))
     files = resolve_embedder(paths)
     problem = package_file_mismatch(BUILTIN_EMBEDDER) if paths.bundled_models is None else None
     if problem:
         raise ModelError(f"{BUILTIN_EMBEDDER.name} is damaged: {problem}")
-    print(f"{BUILTIN_EMBEDDER.name}: ready in {files.model.parent}")
+    print(visible(f"{BUILTIN_EMBEDDER.name}: ready in {files.model.parent}"))
     return 0
 
 
@@ -76,7 +77,7 @@ def _models_import(args) -> int:
 
     with progress_line(f"Importing {args.path}") as progress:
         folder = import_model(args.path, paths_of(args), progress)
-    print(f"Imported '{folder.name}' into {folder}")
+    print(visible(f"Imported '{folder.name}' into {folder}"))
     return 0
 
 
@@ -90,6 +91,8 @@ def _size(size_bytes: int) -> str:
 
 
 def _table(rows: list[tuple]) -> str:
+    """Aligned columns; a model's name comes from a file name, so every cell is made visible."""
+    rows = [tuple(visible(str(cell)) for cell in row) for row in rows]
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return "\n".join(
         "  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip()

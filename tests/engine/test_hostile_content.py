@@ -219,3 +219,11 @@ def test_the_built_in_model_passes_on_no_unmarked_address(builtin_data_dir, tmp_
                   if any(not any(holds(m, a) for m in manuals) for a in actions(line))]
         assert all(line.endswith("[not in the manuals]") for line in unheld), unheld
         assert not unheld or "Note: " in out
+
+
+def test_a_model_name_with_escapes_is_listed_inert():
+    from engine.cli.models import _table
+
+    table = _table([("NAME", "STATUS"), ("evil\x1b]8;;http://evil.example\x07name\u202e", "ready")])
+    assert "\x1b" not in table and "\x07" not in table and "\u202e" not in table
+    assert "evil\\x1b]8;;http://evil.example\\x07name<U+202E>" in table
