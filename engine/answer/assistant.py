@@ -60,6 +60,7 @@ class AssistantSettings:
     max_new_tokens: int = 192
     temperature: float = 0.0
     relevance_threshold: float = DEFAULT_THRESHOLD
+    worked_example: bool = True  # grounding.EXAMPLE_*: the small built-in model needs it
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,8 @@ class Assistant:
         budget = min(s.prompt_budget_tokens, self.llm.context_length - s.max_new_tokens)
         with run.timed("prompt"):
             prompt = build_prompt(question, passages, history, self.llm.count_tokens, budget,
-                                  s.history_tokens, template_tokens=self.llm.template_tokens, lead=lead)
+                                  s.history_tokens, template_tokens=self.llm.template_tokens,
+                                  example=s.worked_example)
         guard = AnswerGuard(cancel, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings)
         stream = self.llm.stream(prompt.messages, max_new_tokens=s.max_new_tokens,
                                  temperature=s.temperature, cancel=guard)

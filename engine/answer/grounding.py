@@ -115,6 +115,18 @@ SYSTEM_PROMPT = (
 )
 TEMPLATE_TOKENS = 40  # what the chat template adds around the messages
 
+# One worked exchange before the real question, on a made-up manual in the real format: with it
+# SmolLM2-135M put the sources' exact names in its own text about twice as often as with the
+# rules alone (docs/benchmarks.md, "Prompt variants"). Its words are nowhere in real manuals,
+# so a sentence copied from it is marked unsupported by the sentence checks.
+EXAMPLE_SOURCES = (
+    "[1] label-printer.pdf, page 12:\nTo print a test label, hold the FEED key for five seconds. "
+    "The print darkness is set with the option --density, from 1 to 15.\n\n"
+    "[2] label-printer.pdf, page 3:\nThe printer ships with a roll of 50 mm labels and a USB cable.")
+EXAMPLE_QUESTION = "My labels come out too pale. How do I make them darker?"
+EXAMPLE_ANSWER = ("Set a higher print darkness with the `--density` option, from 1 to 15 [1]. "
+                  "Hold the FEED key for five seconds to print a test label and check it [1].")
+
 
 @dataclass(frozen=True)
 class Prompt:
@@ -142,9 +154,10 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
                  count_tokens: Callable[[str], int], budget_tokens: int,
                  history_tokens: int = 256, marker: str | None = None,
                  template_tokens: Callable[[int], int] | None = None,
-                 lead: Sequence = ()) -> Prompt:
-    """Messages for the model: the system rules, the recent turns that fit, then one user
-    message with the numbered sources, fenced by a marker, and the question. The
+                 example: bool = True) -> Prompt:
+    """Messages for the model: the system rules, a worked example (unless `example` is False
+    or it would take over a quarter of the budget), the recent turns that fit, then one user message with the numbered sources, fenced by a
+    marker, and the question. The
     question is never cut; sources are cut from the lowest ranked up, then the last one kept
     is shortened at a sentence or word boundary.
 
@@ -161,16 +174,21 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
     marker = marker or fence_marker(question, passages)
     question_text = f"Question: {question.strip()}"
     head, tail = _fence(marker)
+    shown = example_turns(marker) if example else []
+    if sum(count(t["content"]) for t in shown) > budget_tokens // 4:
+        shown = []  # a small context needs its room for the sources
     # The fence and question with their separators, as they will be joined around the sources.
-    fixed = count(SYSTEM_PROMPT) + count(f"{head}\n\n{tail}\n\n{question_text}")
-    turns = _recent_turns(history, count, min(history_tokens, max(0, budget_tokens - fixed - template(2)) // 3))
-    room = budget_tokens - fixed - template(2 + len(turns)) - sum(count(t["content"]) for t in turns)
+    fixed = (count(SYSTEM_PROMPT) + count(f"{head}\n\n{tail}\n\n{question_text}")
+             + sum(count(t["content"]) for t in shown))
+    opening = 2 + len(shown)  # the system rules, the example, the question
+    turns = _recent_turns(history, count, min(history_tokens, max(0, budget_tokens - fixed - template(opening)) // 3))
+    room = budget_tokens - fixed - template(opening + len(turns)) - sum(count(t["content"]) for t in turns)
     kept = _fit_passages(passages, marker, count, room)
     user = question_text
     if kept:
         sources = "\n\n".join(_source_block(i, p, marker) for i, p in enumerate(kept, 1))
-        user = f"{head}\n{sources}\n{tail}\n\n{question_text}"
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, *turns, {"role": "user", "content": user}]
+        user = _fenced(head, sources, tail, question_text)
+    messages = [{"role": "system", "content": SYSTEM_PROMPT}, *shown, *turns, {"role": "user", "content": user}]
     used = sum(count(m["content"]) for m in messages) + template(len(messages))
     return Prompt(messages, kept, used, marker)
 
@@ -203,6 +221,17 @@ def fence_marker(question: str, passages: Sequence[Passage]) -> str:
     for p in passages:
         digest.update(f"\0{p.document}\0{p.pages}\0{p.text}".encode())
     return digest.hexdigest()[:8]
+
+
+def example_turns(marker: str) -> list[dict]:
+    """The worked exchange, fenced by this question's marker as the real sources are."""
+    head, tail = _fence(marker)
+    return [{"role": "user", "content": _fenced(head, EXAMPLE_SOURCES, tail, f"Question: {EXAMPLE_QUESTION}")},
+            {"role": "assistant", "content": EXAMPLE_ANSWER}]
+
+
+def _fenced(head: str, sources: str, tail: str, question_text: str) -> str:
+    return f"{head}\n{sources}\n{tail}\n\n{question_text}"
 
 
 def _fence(marker: str) -> tuple[str, str]:
