@@ -31,12 +31,14 @@ from PySide6.QtCore import QObject, QSocketNotifier, QTimer, QtMsgType, Signal, 
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from engine.errors import disk_full_as_error
 from engine.kiosk import crash_loop, sd_notify
 from engine.llm.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths, app_folder
 
 CRASH_LOG_MAX = 1_000_000  # bytes; a bigger one is moved to crash.log.1 at start
 SAFE_MODE_LOG = "safe mode"  # in the log line of a safe-mode start (tests and admins grep it)
+CRASH_LOG_OFF = "No crash log this time; a hard crash goes to the terminal instead:"
 ICON = app_folder() / "resources" / "icons" / "offline-assistant.svg"
 log = logging.getLogger("desktop_app")
 
@@ -75,20 +77,35 @@ def setup_logging(paths: AppPaths, level: int = logging.INFO) -> Path:
 
 def enable_crash_log(paths: AppPaths):
     """faulthandler writes every thread's traceback to DATA_DIR/logs/crash.log on a hard crash;
-    returns the open file, which must stay open while the handler is on."""
+    returns the open file, which must stay open while the handler is on. When the log cannot
+    be written (a full or read-only disk), the app starts anyway: hard crashes go to stderr,
+    a warning says why, and None is returned."""
     path = paths.crash_log
+    crash_file = None
     try:
-        if path.is_file() and path.stat().st_size > CRASH_LOG_MAX:
-            path.replace(path.with_name(path.name + ".1"))
-        crash_file = open(path, "a", encoding="utf-8")  # open for the process's life
+        with disk_full_as_error(path.parent, CRASH_LOG_MAX, at_least=True):
+            if path.is_file() and path.stat().st_size > CRASH_LOG_MAX:
+                path.replace(path.with_name(path.name + ".1"))
+            crash_file = open(path, "a", encoding="utf-8")  # open for the process's life
+            crash_file.write(f"--- start of process {os.getpid()} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            crash_file.flush()
     except OSError as exc:
-        log.warning("no crash log (%s); hard crashes go to stderr", exc)
+        _close_quietly(crash_file)
+        log.warning("%s %s", CRASH_LOG_OFF, exc)
         faulthandler.enable(all_threads=True)
         return None
-    crash_file.write(f"--- start of process {os.getpid()} at {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-    crash_file.flush()
     faulthandler.enable(crash_file, all_threads=True)
     return crash_file
+
+
+def _close_quietly(file) -> None:
+    """Close a file whose buffered write failed: closing flushes again, and fails again."""
+    if file is None:
+        return
+    try:
+        file.close()
+    except OSError:
+        pass  # the buffer is dropped with the file; the warning already says why
 
 
 def disable_crash_log(crash_file) -> None:
