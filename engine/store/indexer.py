@@ -19,9 +19,8 @@ from engine.encoders.embedder import Embedder
 from engine.errors import DocumentError
 from engine.ingest.chunking import chunk_document
 from engine.ingest.discover import discover, normal_path
-from engine.ingest.parse_pool import ParsePool
+from engine.ingest.parse_pool import ParsePool, readable_sha256
 from engine.llm.local import CancelFlag
-from engine.models.manifest import sha256_file
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import IndexStore
 from engine.types import Chunk, DocumentOutcome, IndexProgress, ParsedDocument
@@ -98,7 +97,7 @@ class Indexer:
         if known and known.size == stat.st_size and known.mtime == stat.st_mtime \
                 and known.status != "failed":
             return None
-        fingerprint = {"sha256": sha256_file(path), "size": stat.st_size, "mtime": stat.st_mtime}
+        fingerprint = {"sha256": readable_sha256(path), "size": stat.st_size, "mtime": stat.st_mtime}
         if known and known.sha256 == fingerprint["sha256"] and known.status != "failed":
             return None
         return fingerprint
