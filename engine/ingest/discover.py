@@ -8,10 +8,13 @@ and the CLI call `find_documents` (or `discover`) and hand the files they found 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 SUPPORTED = {".pdf", ".txt", ".md", ".markdown", ".html", ".htm", ".docx"}
 
@@ -38,13 +41,14 @@ def find_documents(inputs: Iterable[str | os.PathLike]) -> Found:
     empty, missing, unreadable = [], [], []
     for item in map(str, inputs):
         try:
-            files = _files_of(Path(item))
+            files, folders_failed = _files_of(Path(item))
         except OSError as exc:
             unreadable.append((item, str(exc)))
             continue
+        unreadable.extend(folders_failed)
         for file in files:
             found.setdefault(_identity(file), file)
-        if not files:
+        if not files and normal_path(item) not in {normal_path(f) for f, _ in folders_failed}:
             (empty if os.path.isdir(item) else missing).append(item)
     files = tuple(normal_path(file) for file in sorted(found.values()))
     return Found(files, tuple(empty), tuple(missing), tuple(unreadable))
@@ -57,26 +61,41 @@ def discover(paths: Iterable[str | Path]) -> list[Path]:
     folders, and following links to folders without looping. A file named directly is kept
     whatever its extension, so it gets an outcome ("unsupported format") rather than silently
     vanishing; a path that does not exist is left out (callers check their inputs).
+    A folder that cannot be read is logged as a warning ("could not read folder DIR:
+    permission denied"), and the others are still searched.
     """
     found: dict[str, Path] = {}
     for path in map(Path, paths):
-        for file in _files_of(path):
+        files, folders_failed = _files_of(path)
+        for file in files:
             found.setdefault(_identity(file), file)
+        for folder, why in folders_failed:
+            log.warning("could not read folder %s: %s", folder, why)
     return sorted(found.values())
 
 
-def _files_of(path: Path) -> list[Path]:
-    return _walk(path) if path.is_dir() else [path] if path.is_file() else []
+def _files_of(path: Path) -> tuple[list[Path], list[tuple[str, str]]]:
+    """The files of one input, and the folders under it that could not be read (with why)."""
+    folders_failed: list[tuple[str, str]] = []
+    if path.is_dir():
+        return _walk(path, folders_failed), folders_failed
+    return ([path] if path.is_file() else []), folders_failed
 
 
 def is_supported(path: Path) -> bool:
     return path.suffix.lower() in SUPPORTED
 
 
-def _walk(folder: Path) -> list[Path]:
+def _walk(folder: Path, folders_failed: list[tuple[str, str]]) -> list[Path]:
+    """Supported files under `folder`; each folder that cannot be listed is added to
+    `folders_failed` as (folder, why), and the walk goes on."""
     files = []
     seen_folders = set()
-    for root, folders, names in os.walk(folder, followlinks=True):
+
+    def failed(exc: OSError) -> None:
+        folders_failed.append((str(exc.filename or folder), _why(exc)))
+
+    for root, folders, names in os.walk(folder, followlinks=True, onerror=failed):
         key = _folder_key(root)
         if key is None or key in seen_folders:
             folders[:] = []  # a link back up the tree, or unreadable
@@ -88,6 +107,12 @@ def _walk(folder: Path) -> list[Path]:
             if not name.startswith(".") and is_supported(file) and file.is_file():
                 files.append(file)
     return files
+
+
+def _why(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return (exc.strerror or str(exc)).lower()
 
 
 def _folder_key(folder: str) -> tuple[int, int] | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import stat
 import time
@@ -39,6 +40,7 @@ from typing import Protocol
 from engine.child_process import ChildDied, JsonChild, describe_exit, quiet_child
 from engine.errors import DocumentError, EngineProcessError
 from engine.ingest.discover import is_supported
+from engine.models.manifest import sha256_file
 from engine.types import OutlineEntry, Page, ParsedDocument
 
 MB = 1024 * 1024
@@ -181,8 +183,10 @@ class ParsePool:
             return DocumentError.of("unsupported", path, f"'{path.suffix or 'no extension'}'")
         try:
             info = path.stat()
+            if not stat.S_ISDIR(info.st_mode):
+                _try_opening(path)
         except OSError as exc:
-            return DocumentError.of("unreadable", path, exc.strerror or str(exc))
+            return read_error(path, exc)
         if stat.S_ISDIR(info.st_mode):
             return DocumentError.of("unreadable", path, "it is a folder")
         if info.st_size == 0:
@@ -213,6 +217,26 @@ class ParsePool:
         if worker in self._live:
             self._live.remove(worker)
         worker.stop(polite)
+
+
+def read_error(path: Path, exc: OSError) -> DocumentError:
+    """A file that cannot be read, as one failed document: "permission denied: FILE"."""
+    why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc)).lower()
+    return DocumentError.of("unreadable", path, f"{why}: {path}")
+
+
+def readable_sha256(path: Path) -> str:
+    """The file's SHA-256, or "" when it cannot be read: the pool then refuses it with the
+    reason (read_error), as one failed document, and the run goes on."""
+    try:
+        return sha256_file(path)
+    except OSError:
+        return ""
+
+
+def _try_opening(path: Path) -> None:
+    """Raises the OSError a worker would meet opening `path` (permission denied, mostly)."""
+    os.close(os.open(path, os.O_RDONLY))
 
 
 class _Job:
