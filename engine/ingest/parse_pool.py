@@ -221,7 +221,7 @@ class ParsePool:
 
 def read_error(path: Path, exc: OSError) -> DocumentError:
     """A file that cannot be read, as one failed document: "permission denied: FILE"."""
-    why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or str(exc)).lower()
+    why = "permission denied" if isinstance(exc, PermissionError) else exc.strerror or str(exc)
     return DocumentError.of("unreadable", path, f"{why}: {path}")
 
 

@@ -164,7 +164,7 @@ def test_a_failed_save_leaves_the_old_file_whole_and_no_temporary_file(tmp_path,
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", disk_full)
-    with pytest.raises(OSError, match="No space"):
+    with pytest.raises(OSError, match=f"The disk holding {tmp_path} is full"):  # DiskFullError
         save_settings(path, Settings())
     assert path.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["settings.toml"]
