@@ -66,7 +66,7 @@ SLOW_DOCUMENT_S = 30.0  # a document that held the run this long is named, with 
 
 
 def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool,
-            took: "_Took | None") -> None:
+            took: _Took | None) -> None:
     bar.show(event)
     outcome = event.outcome
     if outcome is None or took is None:

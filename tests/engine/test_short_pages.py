@@ -59,7 +59,7 @@ def test_a_one_line_file_is_indexed_and_found(tmp_path, tiny_embedder):
     paths = AppPaths(tmp_path / "data").ensure()
     with open_collection(paths, "default", tiny_embedder) as store:
         events = list(Indexer(store, tiny_embedder, SETTINGS).run([docs]))
-        outcome = [e.outcome for e in events if e.outcome][0]
+        outcome = next(e.outcome for e in events if e.outcome)
         assert (Path(outcome.path).name, outcome.status, outcome.chunks) == ("door.txt", "ready", 1)
         hits = store.search_keyword("valve", 5)
         assert hits and store.chunk(hits[0][0])["text"] == "Open the valve."
