@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.cli.common import collection_option, ctrl_c_sets, paths_of, usage
 from engine.errors import EngineError
+from engine.safe_text import visible
 from engine.types import IndexProgress
 
 STOPPING = "\nStopping after the current batch (Ctrl-C again to stop at once)...\n"
@@ -39,7 +40,7 @@ def add_commands(commands, common) -> None:
 
 # -- index --------------------------------------------------------------------------------
 def _index(args, paths) -> int:
-    from engine.ingest.discover import discover
+    from engine.ingest.discover import find_documents
     from engine.store.indexer import Indexer, default_embedder, open_collection
 
     missing = [p for p in args.inputs if not Path(p).exists()]
@@ -50,7 +51,10 @@ def _index(args, paths) -> int:
     with open_collection(paths, args.collection, embedder) as store, ctrl_c_sets(cancel, STOPPING):
         bar = _ProgressBar(sys.stderr)
         timer = _DocumentTimer()
-        files = discover(args.inputs)  # once: the indexer takes the files as they are
+        found = find_documents(args.inputs)  # once: the indexer takes the files as they are
+        for folder, why in found.unreadable:
+            bar.note(visible(f"could not read {folder}: {why}"))
+        files = [Path(f) for f in found.files]
         for event in Indexer(store, embedder).run(files=files, cancel=cancel):
             _report(event, bar, args.json, timer.see(event))
         bar.finish()
@@ -78,9 +82,9 @@ def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool,
               flush=True)
         return
     if outcome.status != "ready":
-        bar.note(f"{outcome.status.replace('_', ' ')}: {outcome.reason}")
+        bar.note(visible(f"{outcome.status.replace('_', ' ')}: {outcome.reason}"))
     if took.seconds >= SLOW_DOCUMENT_S:
-        bar.note(f"{Path(outcome.path).name} took {_duration(took.seconds)} "
+        bar.note(f"{visible(Path(outcome.path).name)} took {_duration(took.seconds)} "
                  f"({_duration(took.read_s)} of it reading the file)")
 
 
@@ -156,7 +160,7 @@ class _ProgressBar:
         filled = int(fraction * self.WIDTH)
         eta = "" if e.eta_s is None else f" ETA {_duration(e.eta_s)}"
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
-                f"{e.pages_done} pages, {e.pages_per_s:.1f} pages/s{eta}  {Path(e.current_file).name}")
+                f"{e.pages_done} pages, {e.pages_per_s:.1f} pages/s{eta}  {visible(Path(e.current_file).name)}")
 
 
 def _duration(seconds: float) -> str:
@@ -175,9 +179,9 @@ def _docs_list(args, paths) -> int:
             print(json.dumps(doc.to_dict(), default=str))
         return 0
     for doc in documents:
-        reason = f"  ({doc.error})" if doc.error else ""
+        reason = f"  ({visible(doc.error)})" if doc.error else ""
         print(f"{doc.id:>5}  {doc.status:<20} {doc.page_count or 0:>5} pages "
-              f"{doc.chunk_count or 0:>6} chunks  {doc.path}{reason}")
+              f"{doc.chunk_count or 0:>6} chunks  {visible(str(doc.path))}{reason}")
     if not documents:
         print("The collection is empty.", file=sys.stderr)
     return 0

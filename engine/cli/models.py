@@ -47,8 +47,13 @@ def _models_list(args) -> int:
 
 def _models_prepare(args) -> int:
     from engine.errors import ModelError
-    from engine.models.registry import (BUILTIN_EMBEDDER, BUILTIN_LLM, package_file_mismatch,
-                                        prepare_builtin_llm, resolve_embedder)
+    from engine.models.registry import (
+        BUILTIN_EMBEDDER,
+        BUILTIN_LLM,
+        package_file_mismatch,
+        prepare_builtin_llm,
+        resolve_embedder,
+    )
 
     paths = paths_of(args)
     damaged = _damaged(paths, args.provider)

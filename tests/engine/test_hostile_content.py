@@ -109,8 +109,6 @@ def scripted_ask(monkeypatch, hostile_data):
     return ["--data-dir", str(hostile_data[0])]
 
 
-@pytest.mark.xfail(strict=True, reason="engine/cli/index.py (not this change's) prints file names raw: "
-                   "its progress line and notes need safe_text.visible (issue 14 report)")
 def test_indexing_the_hostile_manuals_prints_no_raw_controls(hostile_data):
     _, err = hostile_data
     assert "The collection holds 3 documents" in err
