@@ -121,7 +121,8 @@ class _Scanner(QObject):
 
 
 def _problems(inputs: list, found: Found) -> list[str]:
-    """One message per input that gave no document, in the order they were dropped."""
+    """One message per input that gave no document, in the order they were dropped, then one
+    per folder inside them that could not be read."""
     why = dict(found.unreadable)
     problems = []
     for item in inputs:
@@ -131,6 +132,9 @@ def _problems(inputs: list, found: Found) -> list[str]:
             problems.append(f"No documents to index were found in '{item}'. Supported: {SUPPORTED_TEXT}.")
         elif item in found.missing:
             problems.append(f"'{item}' was not found; it may have been moved or deleted.")
+    given = set(map(str, inputs))
+    problems += [f"Could not look in the folder '{folder}' ({reason}); its documents were left out."
+                 for folder, reason in found.unreadable if folder not in given]
     return problems
 
 

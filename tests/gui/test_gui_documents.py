@@ -437,3 +437,15 @@ def test_a_real_manual_is_indexed_with_its_pages(qtbot, panel, controller, manua
     qtbot.waitUntil(lambda: rows(panel).get("R-FAQ.pdf") == "ready · 52 pages", timeout=RUN_S)
     ready, chunks = controller.stats
     assert ready == 1 and chunks > 52
+
+
+def test_a_folder_inside_a_drop_that_could_not_be_read_is_named(tmp_path):
+    from desktop_app.controllers.indexing import _problems
+    from engine.ingest.discover import Found
+
+    dropped, locked = str(tmp_path / "manuals"), str(tmp_path / "manuals" / "locked")
+    found = Found(files=(str(tmp_path / "manuals" / "a.pdf"),), unreadable=((locked, "permission denied"),))
+    assert _problems([dropped], found) == [
+        f"Could not look in the folder '{locked}' (permission denied); its documents were left out."]
+    alone = Found(files=(), unreadable=((dropped, "permission denied"),))
+    assert _problems([dropped], alone) == [f"Could not look for documents in '{dropped}' (permission denied)."]
