@@ -2,6 +2,7 @@
 
 import contextlib
 import errno
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,19 +105,23 @@ class DiskFullError(EngineError, OSError):
 
 
 def is_disk_full(exc: BaseException) -> bool:
-    """True for an OSError that says the disk or the quota is full."""
+    """True for an OSError that says the disk or the quota is full, and for SQLite's
+    "database or disk is full" (SQLITE_FULL: SQLite reports a failed write's ENOSPC so)."""
+    if isinstance(exc, sqlite3.Error):
+        return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_FULL
     return isinstance(exc, OSError) and exc.errno in DISK_FULL_ERRNOS
 
 
 @contextlib.contextmanager
 def disk_full_as_error(folder, needed_bytes: int | Callable[[], int] = 0, *, at_least: bool = False):
-    """Inside the block, an OSError for a full disk becomes DiskFullError naming `folder`; any
-    other error passes unchanged. `needed_bytes` may be a function, called only on failure."""
+    """Inside the block, an OSError or SQLite error for a full disk becomes DiskFullError naming
+    `folder`; any other error passes unchanged. `needed_bytes` may be a function, called only
+    on failure."""
     try:
         yield
     except DiskFullError:
         raise
-    except OSError as exc:
+    except (OSError, sqlite3.Error) as exc:
         if not is_disk_full(exc):
             raise
         needed = needed_bytes() if callable(needed_bytes) else needed_bytes

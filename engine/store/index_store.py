@@ -52,7 +52,7 @@ import faiss
 import numpy as np
 
 from engine.atomic_file import fsync_folder
-from engine.errors import EngineError, disk_full_as_error
+from engine.errors import DiskFullError, EngineError, disk_full_as_error, is_disk_full
 from engine.paths import DB_NAME
 from engine.store import health
 from engine.types import Chunk, StoredDocument
@@ -144,16 +144,28 @@ _CHUNK_COLUMNS = """c.id, c.document_id, d.path, d.title, c.page, c.start, c."en
 
 def _damage_is_engine_error(method):
     """A read or write that meets damaged data raises CollectionDamagedError, saying what to do,
-    instead of a bare sqlite3 or decode error."""
+    and one that meets a full disk DiskFullError naming the folder, instead of a bare sqlite3
+    or decode error."""
     @functools.wraps(method)
     def guarded(self, *args, **kwargs):
         try:
             return method(self, *args, **kwargs)
         except (sqlite3.DatabaseError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            if not health.is_damage(exc):
+            error = _engine_error(self.folder, exc)
+            if error is exc:
                 raise
-            raise health.read_error(self.folder, exc) from exc
+            raise error from exc
     return guarded
+
+
+def _engine_error(folder: Path, exc: BaseException) -> BaseException:
+    """What a person is told for an error from SQLite or a stored row: a full disk, damage, or
+    `exc` itself when it is neither."""
+    if is_disk_full(exc):
+        return DiskFullError(folder, at_least=True)  # SQLite does not say how much it needed
+    if health.is_damage(exc) and not isinstance(exc, EngineError):
+        return health.read_error(folder, exc)
+    return exc
 
 
 class IndexStore:
@@ -190,6 +202,7 @@ class IndexStore:
         if health.is_fresh(db_path) and (read_only or not create):
             raise EngineError(f"There is no collection in '{folder}'; index some documents into it first.")
         lock = None if read_only else _take_writer_lock(folder)
+        creating = lock is not None and health.is_fresh(db_path)
         try:
             repaired = _check_on_open(folder, db_path, lock)
             db = _connect(db_path, read_only)
@@ -199,10 +212,13 @@ class IndexStore:
                 db.close()
                 raise
         except BaseException as exc:
+            if creating:  # half a new database (a full disk) would be taken for a damaged one
+                _remove_database(db_path)
             if lock is not None:
                 lock.close()
-            if health.is_damage(exc) and not isinstance(exc, EngineError):
-                raise health.read_error(folder, exc) from exc
+            error = _engine_error(folder, exc)  # creating it, or repairing it, on a full disk too
+            if error is not exc:
+                raise error from exc
             raise
         store.open_report["repaired"] = repaired
         return store
@@ -796,6 +812,17 @@ def _connect(db_path: Path, read_only: bool) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _remove_database(db_path: Path) -> None:
+    """Delete a database this process began to create, with its WAL and shared memory."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        try:
+            db_path.with_name(db_path.name + suffix).unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not remove the unfinished %s: %s", db_path.name + suffix, exc)
 
 
 def _has_schema(db: sqlite3.Connection) -> bool:
