@@ -11,7 +11,6 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import os
 import re
 import shutil
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from engine.atomic_file import write_atomic
 from engine.errors import ModelError
 from engine.models.manifest import (
     MANIFEST,
@@ -164,10 +164,15 @@ def _read_stamp(paths: AppPaths) -> dict:
 
 
 def _write_stamp(paths: AppPaths, gguf: Path, sha256: str) -> None:
-    target = _stamp_file(paths)
-    tmp = target.with_name(target.name + ".part")
-    tmp.write_text(json.dumps({**_fingerprint(gguf), "sha256": sha256}), encoding="utf-8")
-    os.replace(tmp, target)
+    """Remember that the prepared folder was converted from this very GGUF, so later starts
+    need not hash it. The stamp only saves time: when it cannot be written (a full disk,
+    DiskFullError with no temporary left) the model is ready all the same and a warning
+    says why; the next start hashes the GGUF again."""
+    try:
+        write_atomic(_stamp_file(paths), json.dumps({**_fingerprint(gguf), "sha256": sha256}))
+    except OSError as exc:
+        log.warning("could not remember the prepared model's source (%s); it is checked again next time",
+                    exc)
 
 
 def _llm_status(paths: AppPaths, gguf: Path, *, may_hash: bool, verify: bool = False) -> str:
