@@ -35,6 +35,7 @@ from engine.errors import disk_full_as_error
 from engine.kiosk import crash_loop, sd_notify
 from engine.llm.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths, app_folder
+from engine.safe_text import SafeFormatter
 
 CRASH_LOG_MAX = 1_000_000  # bytes; a bigger one is moved to crash.log.1 at start
 SAFE_MODE_LOG = "safe mode"  # in the log line of a safe-mode start (tests and admins grep it)
@@ -60,12 +61,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def setup_logging(paths: AppPaths, level: int = logging.INFO) -> Path:
-    """A rotating log file in the data dir (and warnings on stderr)."""
+    """A rotating log file in the data dir (and warnings on stderr). Its lines go through
+    SafeFormatter (a file name or passage logged cannot drive a terminal that shows the log),
+    and a record that cannot be written (a full disk) is dropped quietly: by default logging
+    prints "--- Logging error ---" and a traceback to stderr for every one."""
     log_file = paths.log_file
     paths.logs.mkdir(parents=True, exist_ok=True)
+    logging.raiseExceptions = False
     handler = logging.handlers.RotatingFileHandler(log_file, maxBytes=2_000_000, backupCount=3,
                                                    encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
+    handler.setFormatter(SafeFormatter("%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.setLevel(level)
     if not any(getattr(h, "baseFilename", None) == str(log_file) for h in root.handlers):
@@ -75,11 +80,12 @@ def setup_logging(paths: AppPaths, level: int = logging.INFO) -> Path:
     return log_file
 
 
-def enable_crash_log(paths: AppPaths):
+def enable_crash_log(paths: AppPaths, notices: list[str] | None = None):
     """faulthandler writes every thread's traceback to DATA_DIR/logs/crash.log on a hard crash;
     returns the open file, which must stay open while the handler is on. When the log cannot
     be written (a full or read-only disk), the app starts anyway: hard crashes go to stderr,
-    a warning says why, and None is returned."""
+    a warning says why, the reason is added to `notices` (the window shows them) and None is
+    returned."""
     path = paths.crash_log
     crash_file = None
     try:
@@ -92,6 +98,8 @@ def enable_crash_log(paths: AppPaths):
     except OSError as exc:
         _close_quietly(crash_file)
         log.warning("%s %s", CRASH_LOG_OFF, exc)
+        if notices is not None:
+            notices.append(f"{exc} Meanwhile hard crashes are not recorded in '{path}'.")
         faulthandler.enable(all_threads=True)
         return None
     faulthandler.enable(crash_file, all_threads=True)
@@ -293,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     paths = AppPaths.from_arg(args.data_dir).ensure()
     log_file = setup_logging(paths)
-    crash_file = enable_crash_log(paths)
+    notices: list[str] = []  # for the window
+    crash_file = enable_crash_log(paths, notices)
     starts = paths.starts_file
     start = crash_loop.begin_start(starts)
     # a smoke test or self-check must test the real app, and end by itself
@@ -316,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         if safe_mode:
             code = _run_safe_mode(app, start, paths, sigterm)
         else:
-            code = _run_app(app, args, paths, started, sigterm)
+            code = _run_app(app, args, paths, started, sigterm, notices)
         clean = True
         return code
     except Exception:
@@ -335,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_app(app: QApplication, args: argparse.Namespace, paths: AppPaths, started: float,
-             sigterm: QuitOnSigterm) -> int:
+             sigterm: QuitOnSigterm, notices: list[str] = ()) -> int:
     from desktop_app.main_window import MainWindow
 
-    window = MainWindow(paths, args.provider)  # prepares the built-in model if it must
+    window = MainWindow(paths, args.provider, notices=notices)  # prepares the built-in model if it must
     try:
         return _show_and_run(app, window, args, started, sigterm)
     except BaseException:

@@ -73,11 +73,14 @@ STYLE = """
 class MainWindow(QMainWindow):
     def __init__(self, paths: AppPaths, provider: str = "auto", settings: Settings | None = None, *,
                  llm_folder: Path | None = None, collection: str = DEFAULT_COLLECTION,
-                 assistant_settings=None):
+                 assistant_settings=None, notices: list[str] = ()):
         super().__init__()
         self.paths = paths
-        self._notices: list[str] = []  # what was set aside (damaged files), told once
+        # what was set aside (damaged files) or could not be written (a full disk), told once
+        # in a box that does not block, shown once the window is up (`notices`: the app's own)
+        self._notices: list[str] = list(notices)
         self._told: set[str] = set()
+        self._notices_due = False  # True once the window is up: a notice is shown at once
         self.notice_box: QMessageBox | None = None
         self.settings = settings if settings is not None else load_settings(paths.settings_file, self._notices)
         self._closed = False
@@ -243,7 +246,7 @@ class MainWindow(QMainWindow):
         self.chat.busyChanged.connect(self._on_chat_busy)
         self.conversations.aboutToSwitch.connect(self._before_switch)
         self.conversations.conversationSelected.connect(self._show_conversation)
-        self.conversations.failed.connect(self.show_error)
+        self.conversations.failed.connect(self._show_store_failure)
         self.index.statsChanged.connect(self._show_index_stats)
         self.index.failed.connect(self._show_index_failure)
         self.assistant.modelReady.connect(self._show_model)
@@ -411,14 +414,27 @@ class MainWindow(QMainWindow):
         if DAMAGED_COLLECTION in message:  # its files were set aside: say so where it stays
             self.show_notice(message)
 
+    def _show_store_failure(self, message: str) -> None:
+        """A conversation could not be saved (a full or read-only disk): said in the status bar
+        each time and once in the notice box, never in a modal box (at the start it would hold
+        the window back before it is shown)."""
+        self.statusBar().showMessage(message, 15000)
+        self.show_notice(message)
+
     def _show_pending_notices(self) -> None:
+        self._notices_due = True
         notices, self._notices = self._notices, []
         for notice in notices:
             self.show_notice(notice)
 
     def show_notice(self, message: str) -> None:
-        """Tell the person once what was set aside and where, in one box that does not block
-        the window (a second notice is added to the box while it is open)."""
+        """Tell the person once what was set aside or could not be written, and where, in one
+        box that does not block the window (a second notice is added to the box while it is
+        open). Before the window is up, the notice waits for it."""
+        if not self._notices_due:
+            if message not in self._notices:
+                self._notices.append(message)
+            return
         if message in self._told:
             return
         self._told.add(message)
@@ -426,7 +442,7 @@ class MainWindow(QMainWindow):
         if self.notice_box is not None and self.notice_box.isVisible():
             self.notice_box.setText(self.notice_box.text() + "\n\n" + message)
             return
-        box = QMessageBox(QMessageBox.Icon.Warning, f"{TITLE}: damaged files set aside", message,
+        box = QMessageBox(QMessageBox.Icon.Warning, f"{TITLE}: notice", message,
                           QMessageBox.StandardButton.Ok, self)
         box.setObjectName("setAsideNotice")
         box.setWindowModality(Qt.WindowModality.NonModal)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.atomic_file import write_atomic
-from engine.errors import EngineError
+from engine.errors import DiskFullError, EngineError
 from engine.types import CheckedSentence, Citation, Quote
 
 log = logging.getLogger(__name__)
@@ -142,9 +142,10 @@ class ConversationStore:
 
     def save(self, conversation: Conversation) -> None:
         conversation.updated_at = time.time()
-        self.folder.mkdir(parents=True, exist_ok=True)
         try:
             write_atomic(self._path(conversation.id), json.dumps(conversation.to_json(), ensure_ascii=False))
+        except DiskFullError:
+            raise  # its message names the folder and the room to make: shown as it is
         except OSError as exc:
             raise EngineError(f"The conversation could not be saved in '{self.folder}' ({exc}); "
                               "check that the data folder is writable and not full.") from exc

@@ -41,3 +41,4 @@ def test_the_window_starts_when_the_crash_log_cannot_be_written(builtin_data_dir
     start = text.rindex(app.CRASH_LOG_OFF)
     assert f"The disk holding {paths.logs} is full" in text[start:]
     assert "window usable after" in text[start:] and "Traceback" not in text[start:]
+    assert f"told the user: The disk holding {paths.logs} is full" in text[start:]  # in the window's notice
