@@ -133,9 +133,11 @@ class CollectionDamagedError(EngineError):
     """A collection's database is damaged beyond what can be rebuilt from what is left of it.
 
     `moved_to` is the folder its files were set aside in (never deleted), or "" when they
-    could not be moved (another process was writing the collection)."""
+    could not be moved (another process was writing the collection). `repaired` says what
+    opening it repaired before the error, in words (IndexStore.open_report["repaired"])."""
 
-    def __init__(self, message: str, folder="", moved_to=""):
+    def __init__(self, message: str, folder="", moved_to="", repaired: list[str] | None = None):
         super().__init__(message)
         self.folder = str(folder)
         self.moved_to = str(moved_to)
+        self.repaired = list(repaired or [])

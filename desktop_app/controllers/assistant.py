@@ -38,7 +38,7 @@ from engine.answer.assistant import (
     imported_reranker,
 )
 from engine.config import Settings
-from engine.errors import EngineError
+from engine.errors import CollectionDamagedError, EngineError
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 
 log = logging.getLogger(__name__)
@@ -309,8 +309,9 @@ class AssistantWorker(QObject):
         self._open_embedder()
         if self._store is None:
             if not self._collection_exists():
-                raise EngineError(NO_MANUALS)
+                raise self._no_collection()
             self._store = open_collection(self.paths, self.collection, self._embedder, read_only=True)
+        self._store.refuse_if_emptied()  # damage left nothing: say so, not "no manuals yet"
         wanted = self._config.settings.use_reranker
         if wanted != self._reranker_wanted:
             if self._reranker is not None:
@@ -342,6 +343,13 @@ class AssistantWorker(QObject):
 
     def _collection_exists(self) -> bool:
         return self.paths.collection_db(self.collection).is_file()
+
+    def _no_collection(self) -> EngineError:
+        """NO_MANUALS, or what happened when a damaged collection was moved aside."""
+        from engine.store.health import missing_error
+
+        error = missing_error(self.paths.collection(self.collection))
+        return error if isinstance(error, CollectionDamagedError) else EngineError(NO_MANUALS)
 
     def _relay(self, request_id: int, event) -> bool:
         """Emits `event` while its request is live; False once it is not (stopped)."""

@@ -238,7 +238,9 @@ def open_assistant(paths: AppPaths, collection: str = DEFAULT_COLLECTION, llm_fo
                    provider: str = "auto", settings: AssistantSettings | None = None, metrics=None,
                    use_reranker: bool = True) -> Iterator[Assistant]:
     """An Assistant on a collection (read-only), the built-in embedder, the imported reranker
-    if there is one, and the LLM in its own process; all closed on exit."""
+    if there is one, and the LLM in its own process; all closed on exit. A collection that
+    damage left with nothing to answer from raises CollectionDamagedError saying what happened
+    (not "no manuals are indexed yet"); what was repaired is in store.open_report."""
     from engine.llm.process import LLMClient
     from engine.models.registry import resolve_llm
     from engine.store.indexer import default_embedder, open_collection
@@ -246,6 +248,7 @@ def open_assistant(paths: AppPaths, collection: str = DEFAULT_COLLECTION, llm_fo
     embedder = default_embedder(paths)
     store = open_collection(paths, collection, embedder, read_only=True)
     try:
+        store.refuse_if_emptied()
         reranker = imported_reranker(paths) if use_reranker else None
         with LLMClient(llm_folder or resolve_llm(paths), provider) as llm:
             yield Assistant(Retriever(store, embedder, reranker), llm, settings, metrics)

@@ -7,7 +7,15 @@ import json
 import sys
 import threading
 
-from engine.cli.common import CANCELLED_EXIT, collection_option, ctrl_c_sets, llm_folder, paths_of
+from engine.cli.common import (
+    CANCELLED_EXIT,
+    collection_option,
+    collection_told,
+    ctrl_c_sets,
+    llm_folder,
+    paths_of,
+    print_repairs,
+)
 from engine.errors import EngineError
 from engine.evaluation.scoring import REPEAT_SAMPLE
 from engine.safe_text import clip, visible
@@ -54,11 +62,17 @@ def _answering_options():
     return options
 
 
+@contextlib.contextmanager
 def _open(args, paths):
+    """The assistant; what opening the collection repaired is printed first, on stderr, and a
+    damaged collection's error is said once (by main), not also by the log."""
     from engine.answer.assistant import open_assistant
 
-    return open_assistant(paths, args.collection, llm_folder(paths, args.model), args.provider,
-                          use_reranker=not args.no_rerank)
+    folder = llm_folder(paths, args.model)
+    with collection_told(), open_assistant(paths, args.collection, folder, args.provider,
+                                           use_reranker=not args.no_rerank) as assistant:
+        print_repairs(assistant.retriever.store.open_report.get("repaired"))
+        yield assistant
 
 
 # -- ask and chat --------------------------------------------------------------------------
@@ -263,7 +277,9 @@ def _eval_parts(args, paths):
     from engine.store.indexer import default_embedder, open_collection
 
     embedder = default_embedder(paths)
-    with open_collection(paths, args.collection, embedder, read_only=True) as store:
+    with collection_told(), open_collection(paths, args.collection, embedder, read_only=True) as store:
+        print_repairs(store.open_report.get("repaired"))
+        store.refuse_if_emptied()
         reranker = None if args.no_rerank else imported_reranker(paths)
         yield Retriever(store, embedder, reranker), None
 

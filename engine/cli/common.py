@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -92,3 +93,44 @@ def llm_folder(paths, name: str | None):
         with progress_line(f"Preparing {BUILTIN_LLM.name} (first use)") as progress:
             return prepare_builtin_llm(paths, progress)
     return resolve_llm(paths, name)
+
+
+@contextlib.contextmanager
+def told_by_the_command():
+    """Meanwhile, log records that say what the command prints itself (marked health.TOLD:
+    the damaged collection's error, what was repaired) stay off stderr: said once, not twice."""
+    from engine.store.health import TOLD
+
+    handler = logging.lastResort
+
+    def not_told(record: logging.LogRecord) -> bool:
+        return not getattr(record, TOLD, False)
+
+    if handler is not None:
+        handler.addFilter(not_told)
+    try:
+        yield
+    finally:
+        if handler is not None:
+            handler.removeFilter(not_told)
+
+
+def print_repairs(repaired: list[str]) -> None:
+    """What opening the collection repaired (its open_report["repaired"]), as one plain line
+    on stderr: "repaired: ..."."""
+    if repaired:
+        print(visible("repaired: " + "; ".join(repaired)), file=sys.stderr)
+
+
+@contextlib.contextmanager
+def collection_told():
+    """Around opening a collection: the log's words on a damaged one stay off stderr, and what
+    was repaired is printed as one line also when the collection is refused after all."""
+    from engine.errors import CollectionDamagedError
+
+    with told_by_the_command():
+        try:
+            yield
+        except CollectionDamagedError as exc:
+            print_repairs(exc.repaired)
+            raise

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import CollectionDamagedError
+from engine.errors import CollectionDamagedError, EngineError
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +36,9 @@ REREAD_REASON = ("Its stored text was damaged and has been removed; it is read a
 STATUSES = ("ready", "ready_with_warnings", "failed")
 _FTS_SHADOWS = ("data", "idx", "docsize", "config")
 _SIDE_FILES = ("-wal", "-shm", "-journal")
+# A log record with this attribute says what the caller is also told (the error raised, the
+# store's open_report): a command line that prints those may leave the record out.
+TOLD = "told_to_caller"
 _DAMAGE_WORDS = ("malformed", "corrupt", "not a database", "decode", "vtable constructor", "no such table",
                  "no such column", "file is not", "encrypted")
 
@@ -105,7 +108,8 @@ def refused(folder: Path, reason: str, move: bool) -> CollectionDamagedError:
             "indexing it, then open it again: its files will be set aside and you can index the "
             "manuals again, or restore the folder from a backup.", folder)
     aside = set_aside(folder)
-    log.error("collection %s is damaged (%s); its files were moved to %s", folder, reason, aside)
+    log.error("collection %s is damaged (%s); its files were moved to %s", folder, reason, aside,
+              extra={TOLD: True})
     return CollectionDamagedError(
         f"The collection '{name}' could not be opened: its database '{folder / 'collection.sqlite3'}' "
         f"is damaged ({reason}). Its files were moved to '{aside}' (nothing was deleted). Index the "
@@ -126,6 +130,47 @@ def set_aside(folder: Path) -> Path:
         if path.name.startswith("collection.sqlite3") or path.name.startswith("vectors-"):
             os.replace(path, aside / path.name)
     return aside
+
+
+def set_aside_folders(folder: Path) -> list[Path]:
+    """The folders a damaged `folder` was moved aside into, the oldest first."""
+    if not folder.parent.is_dir():
+        return []
+    return sorted(p for p in folder.parent.glob(folder.name + ASIDE_MARK + "*") if p.is_dir())
+
+
+def missing_error(folder: Path) -> Exception:
+    """The error for a collection that is not there: when a damaged one was set aside, it
+    says so and where (so a second `ask` does not just say "index some documents")."""
+    aside = set_aside_folders(folder)
+    if not aside:
+        return EngineError(f"There is no collection in '{folder}'; index some documents into it first.")
+    return CollectionDamagedError(_set_aside_note(folder, aside[-1]), folder, aside[-1])
+
+
+def emptied_error(folder: Path, documents, chunks: int) -> CollectionDamagedError | None:
+    """Why a collection has nothing to answer from, when damage is the reason: the stored
+    text of its documents was damaged and removed (the next index run reads them again), or
+    its files were moved aside and it was created anew. None when it has chunks, or is
+    simply new."""
+    if chunks:
+        return None
+    emptied = sorted(Path(d.path).name for d in documents if d.error == REREAD_REASON)
+    if emptied:
+        return CollectionDamagedError(
+            f"The collection '{folder.name}' has nothing to answer from: the stored text of "
+            f"{len(emptied)} document(s) was damaged and removed ({', '.join(emptied)}). Index the "
+            "manuals again to read them from their files.", folder)
+    aside = set_aside_folders(folder)
+    if aside and not documents:
+        return CollectionDamagedError(_set_aside_note(folder, aside[-1]), folder, aside[-1])
+    return None
+
+
+def _set_aside_note(folder: Path, aside: Path) -> str:
+    return (f"The collection '{folder.name}' was damaged: its files were moved to '{aside}' (nothing "
+            "was deleted). Index the manuals again to rebuild the collection, or restore the folder "
+            "from a backup.")
 
 
 def read_error(folder: Path, exc: BaseException) -> CollectionDamagedError:
@@ -264,7 +309,7 @@ def _repair(connect, findings: Findings) -> list[str]:
     if findings.unnamed:
         done.append(f"{len(findings.unnamed)} document(s) whose file name was damaged were removed; "
                     "add them again")
-    log.warning("collection repaired: %s", "; ".join(done))
+    log.warning("collection repaired: %s", "; ".join(done), extra={TOLD: True})
     return done
 
 

@@ -200,7 +200,7 @@ class IndexStore:
         folder = Path(folder)
         db_path = folder / DB_NAME
         if health.is_fresh(db_path) and (read_only or not create):
-            raise EngineError(f"There is no collection in '{folder}'; index some documents into it first.")
+            raise health.missing_error(folder)
         lock = None if read_only else _take_writer_lock(folder)
         creating = lock is not None and health.is_fresh(db_path)
         try:
@@ -486,6 +486,14 @@ class IndexStore:
             "embedder_mismatch": self._mismatch,
             "open_report": dict(self.open_report),
         }
+
+    def refuse_if_emptied(self) -> None:
+        """Raise CollectionDamagedError, saying what happened and what to do, when damage left
+        this collection with nothing to answer from (see health.emptied_error); else nothing."""
+        error = health.emptied_error(self.folder, self.list_documents(), self.stats()["chunks"])
+        if error is not None:
+            error.repaired = list(self.open_report.get("repaired") or [])
+            raise error
 
     def quick_check(self) -> str:
         """SQLite's PRAGMA quick_check: "ok", or what is wrong."""

@@ -469,8 +469,8 @@ def test_a_damaged_database_gives_an_actionable_error(folder):
     (folder / DB_NAME).write_bytes(b"this is not an SQLite database" * 200)
     with pytest.raises(EngineError, match="damaged .*Index the manuals again"):
         open_store(folder)  # issue 14: the damaged files are set aside, never replaced silently
-    with pytest.raises(EngineError, match="There is no collection"):
-        open_store(folder, read_only=True)
+    with pytest.raises(EngineError, match="was damaged: its files were moved to .*Index the manuals again"):
+        open_store(folder, read_only=True)  # says what happened, not only "there is no collection"
     with open_store(folder) as store:  # and the writer lock was released
         assert store.stats()["documents"] == 0
 
