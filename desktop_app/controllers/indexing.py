@@ -124,17 +124,22 @@ def _problems(inputs: list, found: Found) -> list[str]:
     """One message per input that gave no document, in the order they were dropped, then one
     per folder inside them that could not be read."""
     why = dict(found.unreadable)
-    problems = []
+    problems, told = [], set(map(str, inputs))
     for item in inputs:
+        inside = [folder for folder in why if folder != item and Path(folder).is_relative_to(item)]
         if item in why:
             problems.append(f"Could not look for documents in '{item}' ({why[item]}).")
+        elif item in found.empty and inside:  # not empty: what it holds could not be read
+            problems.append(f"No documents could be read in '{item}': "
+                            + "; ".join(f"the folder '{f}' could not be opened ({why[f]})" for f in inside)
+                            + ". Check that you may read it.")
+            told.update(inside)
         elif item in found.empty:
             problems.append(f"No documents to index were found in '{item}'. Supported: {SUPPORTED_TEXT}.")
         elif item in found.missing:
             problems.append(f"'{item}' was not found; it may have been moved or deleted.")
-    given = set(map(str, inputs))
     problems += [f"Could not look in the folder '{folder}' ({reason}); its documents were left out."
-                 for folder, reason in found.unreadable if folder not in given]
+                 for folder, reason in found.unreadable if folder not in told]
     return problems
 
 

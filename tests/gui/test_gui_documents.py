@@ -447,5 +447,9 @@ def test_a_folder_inside_a_drop_that_could_not_be_read_is_named(tmp_path):
     found = Found(files=(str(tmp_path / "manuals" / "a.pdf"),), unreadable=((locked, "permission denied"),))
     assert _problems([dropped], found) == [
         f"Could not look in the folder '{locked}' (permission denied); its documents were left out."]
+    only_locked = Found(files=(), empty=(dropped,), unreadable=((locked, "permission denied"),))
+    assert _problems([dropped], only_locked) == [
+        f"No documents could be read in '{dropped}': the folder '{locked}' could not be opened "
+        "(permission denied). Check that you may read it."]
     alone = Found(files=(), unreadable=((dropped, "permission denied"),))
     assert _problems([dropped], alone) == [f"Could not look for documents in '{dropped}' (permission denied)."]
