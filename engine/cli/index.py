@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.cli.common import collection_option, ctrl_c_sets, paths_of, usage
+from engine.cli.common import collection_option, collection_told, ctrl_c_sets, paths_of, print_repairs, usage
 from engine.errors import EngineError
 from engine.safe_text import visible
 from engine.types import IndexProgress
@@ -48,7 +48,9 @@ def _index(args, paths) -> int:
         raise EngineError(f"Not found: {', '.join(missing)}. Check the path and try again.")
     cancel = threading.Event()
     embedder = default_embedder(paths.ensure())
-    with open_collection(paths, args.collection, embedder) as store, ctrl_c_sets(cancel, STOPPING):
+    with collection_told(), open_collection(paths, args.collection, embedder) as store, \
+            ctrl_c_sets(cancel, STOPPING):
+        print_repairs(store.open_report.get("repaired"))
         bar = _ProgressBar(sys.stderr)
         timer = _DocumentTimer()
         found = find_documents(args.inputs)  # once: the indexer takes the files as they are

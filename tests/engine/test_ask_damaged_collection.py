@@ -75,3 +75,15 @@ def test_a_new_collection_after_the_damage_says_so_until_a_manual_is_indexed(dat
 def test_an_empty_collection_nothing_damaged_is_not_called_damaged(tmp_path, tiny_embedder):
     with open_store(tmp_path / "collections" / "default", tiny_embedder) as store:
         store.refuse_if_emptied()
+
+
+def test_index_on_a_damaged_collection_prints_what_it_repaired_then_reads_the_manual_again(
+        data, capsys, tmp_path):
+    damage_collection(data.collection("default"))
+    manual = tmp_path / "door.md"
+    manual.write_text("Door code: 7731. Press the key twice.\n")
+    assert main(["index", str(manual), "--data-dir", str(data.root), "--provider", "cpu"]) == 0
+    err = capsys.readouterr().err
+    [repaired] = [line for line in err.splitlines() if line.startswith("repaired: ")]
+    assert "door.md" in repaired and "Traceback" not in err
+    assert "The collection holds 2 documents, 1 chunks" in err  # the damaged one stays, failed
