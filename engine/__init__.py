@@ -4,7 +4,8 @@ ingest/ (files -> pages -> chunks) -> encoders/ (embedder, reranker) -> store/ (
 -> answer/ (retrieval, gate, prompt, Assistant events) -> llm/ (the model, in its own process).
 Beside them: kiosk/ (PIN, audit, crash loop), models/ (finding and importing models),
 evaluation/ (QA sets and scores), cli/ (offline-assistant-cli). Shared vocabulary at the top:
-types, errors, paths (every file location), config, conversations, atomic_file, child_process.
+types, errors, paths (every file location), config, conversations, atomic_file, child_process,
+safe_text (text from documents and models made inert for terminals and logs).
 """
 
 import os

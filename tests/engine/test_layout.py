@@ -115,4 +115,5 @@ def test_every_package_says_what_lives_in_it():
 
 def test_the_engine_top_level_holds_only_the_shared_vocabulary():
     top = sorted(p.stem for p in (REPO / "engine").glob("*.py") if p.stem not in ("__init__", "__main__"))
-    assert top == ["atomic_file", "child_process", "config", "conversations", "errors", "paths", "types"]
+    assert top == ["atomic_file", "child_process", "config", "conversations", "errors", "paths", "safe_text",
+                   "types"]
