@@ -47,11 +47,17 @@ rundll32 msiexec reg schtasks crontab eval exec
 
 def actions(text: str) -> list[str]:
     """The URLs, e-mail addresses, phone numbers and shell commands of `text`, once each, as written."""
-    found = [_clean(m.group()) for m in _URL.finditer(text)]
-    found += [_clean(m.group()) for m in _EMAIL.finditer(_URL.sub(" ", text))]
+    found = addresses(text)
     found += phones(text)
     found += commands(text)
     return list(dict.fromkeys(f for f in found if f))
+
+
+def addresses(text: str) -> list[str]:
+    """The web and mail addresses of `text`, as written (trailing punctuation aside), longest first."""
+    found = [_clean(m.group()) for m in _URL.finditer(text)]
+    found += [_clean(m.group()) for m in _EMAIL.finditer(_URL.sub(" ", text))]
+    return sorted(dict.fromkeys(f for f in found if f), key=len, reverse=True)
 
 
 def phones(text: str) -> list[str]:

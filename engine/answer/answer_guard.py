@@ -16,6 +16,10 @@
     run of REPEAT_WORDS words said again: the answer ends where the second copy begins
     (at the start of its sentence, if the first copy lies before that).
 
+- A web or mail address that none of the passages holds is replaced by ADDRESS_REMOVED as it
+  streams (when the guard is given the passages' texts): a made-up link never reaches the
+  screen. To tell, the last word of the stream is held back until it is finished.
+
 Text that might be the start of a marker is held back until it is known not to be one, so
 markers never reach the screen. Text shown before a loop is noticed may include part of its
 second copy; the final answer (DoneEvent.answer) does not, and views show that at the end.
@@ -26,7 +30,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from engine.answer.actions import addresses, holds
 from engine.llm.local import CancelFlag
+
+ADDRESS_REMOVED = "[address removed: not in the manuals]"
 
 LOOP_WINDOW = 40
 # Measured on 20 answers of SmolLM2-135M: 8 words also cut an answer that only reused a phrase;
@@ -44,10 +51,13 @@ class AnswerGuard:
     """Feed it each piece; show what feed() returns; use it as the generation's cancel flag
     (the caller's own flag still works through it)."""
 
-    def __init__(self, cancel: CancelFlag | None, hidden: Sequence[str] = (), stop_strings: Sequence[str] = ()):
+    def __init__(self, cancel: CancelFlag | None, hidden: Sequence[str] = (), stop_strings: Sequence[str] = (),
+                 known: Sequence[str] | None = None):
         self.cancel = cancel
         self.hidden = sorted(hidden, key=len, reverse=True)  # the longest match is removed first
         self.stop_strings = tuple(stop_strings)
+        self.known = None if known is None else tuple(known)  # the passages' texts; None: no address check
+        self.removed: list[str] = []  # the addresses replaced by ADDRESS_REMOVED
         self.text = ""  # what has been let through (markers removed)
         self.reason = ""  # "stop string" or "repetition" once stopped
         self._pending = ""  # held back: it may be the start of a marker
@@ -87,7 +97,17 @@ class AnswerGuard:
         return self.text[:self._loop_cut].strip()
 
     def _let_through(self, text: str) -> str:
+        text = self._without_made_up_addresses(text)
         self.text += text
+        return text
+
+    def _without_made_up_addresses(self, text: str) -> str:
+        if self.known is None:
+            return text
+        for address in addresses(text):
+            if not any(holds(p, address) for p in self.known):
+                self.removed.append(address)
+                text = text.replace(address, ADDRESS_REMOVED)
         return text
 
     def _without_hidden(self, text: str) -> str:
@@ -96,12 +116,17 @@ class AnswerGuard:
         return text
 
     def _held_back(self, text: str) -> int:
-        """How many characters at the end of `text` could begin a marker, or a longer one."""
+        """How many characters at the end of `text` could begin a marker, or a longer one, or
+        (with an address check) belong to a word still being written."""
         markers = [*self.hidden, *self.stop_strings]
+        held = 0
         for size in range(min(len(text), max((len(m) for m in markers), default=0)), 0, -1):
             if any(len(m) > size and m.startswith(text[-size:]) for m in markers):
-                return size
-        return 0
+                held = size
+                break
+        if self.known is not None:
+            held = max(held, len(text) - _last_word_start(text))
+        return held
 
     def _check_loop(self) -> None:
         text = self.text
@@ -123,6 +148,14 @@ class AnswerGuard:
         cut = repeat_cut(self.text, complete)
         if cut is not None:
             self.reason, self._loop_cut = "repetition", cut
+
+
+def _last_word_start(text: str) -> int:
+    """Where the run of non-space characters that ends `text` begins."""
+    at = len(text)
+    while at > 0 and not text[at - 1].isspace():
+        at -= 1
+    return at
 
 
 def has_loop(text: str) -> bool:

@@ -78,7 +78,7 @@ class AnswerStats:
     tokens_per_s: float = 0.0  # the model's writing speed, after its first token
     checked: int | None = None  # the answer's sentences with content, checked; None: no check ran
     unsupported: int = 0  # of those, the ones the passages do not support
-    unsupported_actions: int = 0  # addresses, phone numbers, commands the passages do not hold
+    unsupported_actions: int = 0  # addresses (removed), phone numbers, commands the passages do not hold
 
     @property
     def sentence_support(self) -> float | None:
@@ -205,13 +205,14 @@ class Assistant:
             prompt = build_prompt(question, passages, history, self.llm.count_tokens, budget,
                                   s.history_tokens, template_tokens=self.llm.template_tokens,
                                   example=s.worked_example)
-        guard = AnswerGuard(cancel, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings)
+        # The prompt numbers a prefix of the passages, maybe shortened: check and cite the full ones.
+        numbered = passages[:len(prompt.passages)]
+        guard = AnswerGuard(cancel, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings,
+                            known=[p.text for p in numbered])
         stream = self.llm.stream(prompt.messages, max_new_tokens=s.max_new_tokens,
                                  temperature=s.temperature, cancel=guard)
         yield from _shown_text(stream, guard, run)
         answer = strip_invalid_citations(guard.answer(), len(prompt.passages)).strip()
-        # The prompt numbers a prefix of the passages, maybe shortened: check and cite the full ones.
-        numbered = passages[:len(prompt.passages)]
         with run.timed("check"):
             sentences = check_sentences(answer, numbered, self.retriever.embedder)
         with run.timed("cite"):
@@ -223,7 +224,7 @@ class Assistant:
                             run.first_token_s(), guard.reason or g.finish_reason, g.provider,
                             support(answer, question, passages), g.tokens_per_s,
                             len(content), sum(not c.supported for c in content),
-                            len(unsupported_actions(answer, sentences)))
+                            len(unsupported_actions(answer, sentences)) + len(guard.removed))
         yield self._done(answer, stats, lead, sentences)
 
     def _done(self, answer: str, stats: AnswerStats, lead: tuple[Quote, ...] = (),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.answer.answer_guard import REPEAT_WORDS, AnswerGuard, has_loop
+from engine.answer.answer_guard import ADDRESS_REMOVED, REPEAT_WORDS, AnswerGuard, has_loop
 from tests.helpers.streamed_pieces import PIECES, feed
 
 ACROBAT = "1. Open the PDF in Adobe Acrobat.\n"
@@ -74,3 +74,34 @@ def test_the_last_sentence_is_compared_when_the_stream_ends():
 def test_has_loop_also_knows_the_periodic_loop():
     assert has_loop("Prime the pump. " + "Then open the valve and wait, " * 6)
     assert not has_loop("")
+
+
+# -- addresses no passage holds ----------------------------------------------------------------
+MANUAL = "Updates are on http://support.example/x200 and the help desk is help@support.example."
+MADE_UP = ("Get the update from http://evil.example/fw.exe, or mail root@evil.example. "
+           "The manual's own page is http://support.example/x200.")
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_an_address_no_passage_holds_never_reaches_the_screen(pieces):
+    guard = AnswerGuard(None, known=[MANUAL])
+    shown = feed(guard, MADE_UP, pieces)
+    screen = "".join(shown)
+    assert "evil" not in screen and not any("evil" in s for s in shown)
+    assert screen == guard.answer() == (f"Get the update from {ADDRESS_REMOVED}, or mail {ADDRESS_REMOVED}. "
+                                        "The manual's own page is http://support.example/x200.")
+    assert guard.removed == ["http://evil.example/fw.exe", "root@evil.example"]
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_without_the_passages_the_guard_checks_no_address_and_holds_nothing_back(pieces):
+    guard = AnswerGuard(None)
+    shown = feed(guard, MADE_UP, pieces)
+    assert "".join(shown) == MADE_UP and shown[-1] == "" and guard.removed == []
+
+
+def test_with_the_passages_only_the_word_being_written_is_held_back():
+    guard = AnswerGuard(None, known=[MANUAL])
+    assert guard.feed("Open the") == "Open "
+    assert guard.feed(" cover now.") == "the cover "
+    assert guard.flush() == "now."

@@ -286,10 +286,12 @@ def test_cancel_after_the_first_piece_ends_the_answer_as_cancelled(store, tiny_e
         if event.kind == "text":
             cancel.set()
 
-    assert kinds(events) == ["passages", "lead", "text", "citations", "done"]
+    # the piece shown, then at most the word the guard held back to check it for an address
+    assert kinds(events) in (["passages", "lead", "text", "citations", "done"],
+                             ["passages", "lead", "text", "text", "citations", "done"])
     done = events[-1]
     assert done.stats.finish_reason == "cancelled"
-    assert done.answer == events[2].text.strip()
+    assert done.answer == streamed(events).strip()
     assert done.stats.new_tokens < ANSWER.max_new_tokens
 
 
