@@ -148,7 +148,7 @@ class _IndexWorker(QObject):
     the first request, and closed here by close_and_quit()."""
 
     progress = Signal(object)  # IndexProgress
-    runStarted = Signal(int, list)  # the last ticket taken, the files in the order they go
+    runStarted = Signal(int, list, dict)  # the last ticket taken, the files in the order they go, their sizes
     runFinished = Signal(int)  # the last ticket taken
     snapshot = Signal(list, int, int)  # store.list_documents() (StoredDocument), documents ready, chunks
     stored = Signal(str, object)  # a document just stored: its StoredDocument (between two snapshots)
@@ -221,7 +221,7 @@ class _IndexWorker(QObject):
                     self.failed.emit("\n".join(f"'{path}' was not found, so it was not indexed; it may have "
                                                "been moved or deleted." for path in gone[:_PROBLEMS_SHOWN]))
                 self._remaining = set(files)
-                self.runStarted.emit(ticket, files)
+                self.runStarted.emit(ticket, files, _sizes(files))
                 indexer = Indexer(store, self._embedder, self._settings)
                 for event in indexer.run(files=files, cancel=self._inbox.cancel):
                     if event.outcome is not None:  # its row first: the list shows it with its id
@@ -301,6 +301,29 @@ class _IndexWorker(QObject):
 
 # -- the controller (GUI thread) -----------------------------------------------------------
 
+def _sizes(files: list[str]) -> dict[str, int]:
+    """Each file's size in bytes, as the engine's progress counts them (0 if it went since)."""
+    sizes = {}
+    for path in files:
+        try:
+            sizes[path] = os.path.getsize(path)
+        except OSError:
+            sizes[path] = 0
+    return sizes
+
+
+def done_fraction(event: IndexProgress, current_bytes: int) -> float | None:
+    """How much of the run is done, 0..1, by bytes: the finished documents' bytes, plus the
+    share of the current document's pages embedded so far (`current_bytes` is its size), so
+    the bar moves within a long document too. None before the engine gives a total."""
+    if event.bytes_total <= 0:
+        return None
+    done = float(event.bytes_done)
+    if event.outcome is None and event.document_pages > 0:
+        done += current_bytes * min(1.0, event.document_pages_done / event.document_pages)
+    return min(1.0, done / event.bytes_total)
+
+
 class IndexController(QObject):
     """Indexing for the GUI: every method is called on the GUI thread and returns at once.
 
@@ -339,6 +362,7 @@ class IndexController(QObject):
         self._running = False
         self._run_ticket = 0
         self._run_order: list[str] = []
+        self._run_sizes: dict[str, int] = {}  # bytes of each file of the run
         self._run_next = 0
         self._indexing: str | None = None  # the file of the run being read or embedded
         self._busy = False
@@ -460,6 +484,11 @@ class IndexController(QObject):
             self._busy = False
             self.busyChanged.emit(False)
 
+    def fraction_done(self, event: IndexProgress) -> float | None:
+        """The run's share done at `event` (0..1, by bytes, moving within a document as its
+        pages are embedded), or None before there is a total."""
+        return done_fraction(event, self._run_sizes.get(normal_path(event.current_file), 0))
+
     def indexing_now(self) -> tuple[str, float] | None:
         """(path, seconds so far) of the document being read or embedded, if one is."""
         path = self._indexing
@@ -495,10 +524,11 @@ class IndexController(QObject):
             self._schedule_emit()
         self._update_busy()
 
-    def _on_run_started(self, ticket: int, files: list) -> None:
+    def _on_run_started(self, ticket: int, files: list, sizes: dict) -> None:
         self._running = True
         self._run_ticket = ticket
         self._run_order, self._run_next, self._indexing = files, 0, None
+        self._run_sizes = {normal_path(path): size for path, size in sizes.items()}
         self._mark_next_indexing()
         self._schedule_emit()
         self._update_busy()

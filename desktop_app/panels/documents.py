@@ -93,12 +93,15 @@ def slow_document_text(path: str, seconds: float) -> str:
     return f"Indexing {Path(path).name} — {duration_text(seconds)}"
 
 
-def progress_text(event: IndexProgress) -> str:
-    """'3/10 documents · 5.2 pages/s · ETA 40 s' (rate and ETA once they are known)."""
+def progress_text(event: IndexProgress, fraction: float | None = None) -> str:
+    """'3/10 documents · 5.2 pages/s · ETA 40 s' (rate and ETA once they are known). With the
+    run's `fraction` done (pages of the current document counted), the ETA follows it."""
     parts = [f"{event.documents_done}/{event.documents_total} documents"]
     if event.pages_done > 0:
         parts.append(f"{event.pages_per_s:.1f} pages/s")
     eta = event.eta_s
+    if fraction is not None and 0 < fraction < 1 and event.elapsed_s > 0:
+        eta = event.elapsed_s * (1 - fraction) / fraction
     if eta is not None and event.documents_done < event.documents_total:
         parts.append(f"ETA {duration_text(eta)}")
     return " · ".join(parts)
@@ -281,10 +284,11 @@ class DocumentsPanel(QWidget):
             self.list.blockSignals(False)
 
     def _show_progress(self, event: IndexProgress) -> None:
-        if event.bytes_total > 0:
+        fraction = self._controller.fraction_done(event)
+        if fraction is not None:  # by bytes, moving with the pages of the document being embedded
             self.progress_bar.setRange(0, _PROGRESS_STEPS)
-            self.progress_bar.setValue(min(_PROGRESS_STEPS, event.bytes_done * _PROGRESS_STEPS // event.bytes_total))
-        self._progress = progress_text(event)
+            self.progress_bar.setValue(round(fraction * _PROGRESS_STEPS))
+        self._progress = progress_text(event, fraction)
         self._show_run_state()
 
     def _show_run_state(self) -> None:

@@ -453,3 +453,33 @@ def test_a_folder_inside_a_drop_that_could_not_be_read_is_named(tmp_path):
         "(permission denied). Check that you may read it."]
     alone = Found(files=(), unreadable=((dropped, "permission denied"),))
     assert _problems([dropped], alone) == [f"Could not look for documents in '{dropped}' (permission denied)."]
+
+
+def test_the_bar_moves_with_the_pages_of_a_long_document_not_only_between_documents(qtbot, panel, controller,
+                                                                                     tmp_path):
+    """One long PDF: the engine reports its pages as they are embedded (a step of 64 chunks);
+    the bar follows them instead of sitting at 0 until the document is done (issue 15)."""
+    long_pdf = write_pdf(tmp_path / "long.pdf", [f"Page {n} of the long manual. Check valve V-{n} weekly"
+                                                 for n in range(1, 151)])
+    seen = []  # (pages embedded, bar value) while the document is not finished
+    controller.progressed.connect(lambda event: event.outcome is None and event.document_pages
+                                  and seen.append((event.document_pages_done, panel.progress_bar.value())))
+    with qtbot.waitSignal(controller.busyChanged, timeout=RUN_S, check_params_cb=lambda busy: not busy):
+        controller.add_paths([str(long_pdf)])
+    assert len(seen) >= 2, seen  # more than one step inside the document
+    middle = [value for pages, value in seen if 0 < pages < 150]
+    assert middle and all(0 < value < panel.progress_bar.maximum() for value in middle), seen
+    values = [value for _, value in seen]
+    assert values == sorted(values)
+
+
+def test_the_run_fraction_counts_the_pages_of_the_current_document():
+    from desktop_app.controllers.indexing import done_fraction
+
+    # 2 of 10 documents done (400 of 1400 bytes); the current one (500 bytes) is at 18/113 pages
+    event = IndexProgress(2, 10, 30, "/x/big.pdf", 10.0, None, 400, 1400, 113, 18)
+    assert done_fraction(event, 500) == pytest.approx((400 + 500 * 18 / 113) / 1400)
+    assert done_fraction(IndexProgress(0, 1, 0, "/x/a.pdf", 1.0), 0) is None  # no total yet
+    finished = IndexProgress(1, 1, 113, "/x/big.pdf", 20.0, object(), 500, 500, 0, 0)
+    assert done_fraction(finished, 500) == 1.0
+    assert "ETA 30 s" in progress_text(IndexProgress(0, 2, 0, "/x/a.pdf", 10.0, None, 0, 100, 4, 1), 0.25)
