@@ -241,9 +241,16 @@ class MainWindow(QMainWindow):
 
     def _connect(self) -> None:
         self.chat.citationClicked.connect(self.open_citation)
+        self.source.set_zoom(self.settings.source_zoom)
+        self.source.zoomChosen.connect(self._remember_source_zoom)
         self.chat.conversationChanged.connect(self.save_conversation)
         self.chat.answerFinished.connect(self._show_answer_stats)
         self.chat.busyChanged.connect(self._on_chat_busy)
+        self.chat.regenerateAvailable.connect(self.regenerate_action.setEnabled)
+        self.regenerate_action.setEnabled(self.chat.can_regenerate())  # not in an empty conversation
+        self.chat.set_kiosk(self.settings.kiosk)
+        self.chat.set_documents(self.index.stats[0])
+        self.index.statsChanged.connect(lambda ready, _chunks: self.chat.set_documents(ready))
         self.conversations.aboutToSwitch.connect(self._before_switch)
         self.conversations.conversationSelected.connect(self._show_conversation)
         self.conversations.failed.connect(self._show_store_failure)
@@ -315,9 +322,21 @@ class MainWindow(QMainWindow):
             self.show_error(f"The settings could not be saved in '{self.paths.settings_file}' ({exc}); "
                             "they apply until the app is closed.")
         self._apply_look()
-        if replace(old, font_size=settings.font_size, theme=settings.theme) != settings:
+        if replace(old, font_size=settings.font_size, theme=settings.theme,
+                   source_zoom=settings.source_zoom) != settings:
             self.assistant.apply_settings(settings)
             self.model_label.setText("Model: loading…")
+
+    def _remember_source_zoom(self, zoom: float) -> None:
+        """The zoom chosen in the source view is kept for the next page and the next start
+        (not on a kiosk: its settings are the administrator's)."""
+        self.settings = replace(self.settings, source_zoom=zoom)
+        if self.settings.kiosk:
+            return
+        try:
+            save_settings(self.paths.settings_file, self.settings)
+        except OSError as exc:
+            log.warning("the source zoom could not be saved: %s", exc)
 
     def _imported_llm_names(self) -> list[str]:
         from engine.models.registry import BUILTIN_LLM, list_models
@@ -451,7 +470,7 @@ class MainWindow(QMainWindow):
 
     def _on_chat_busy(self, busy: bool) -> None:
         self.stop_action.setEnabled(busy)
-        self.regenerate_action.setEnabled(not busy)
+        self.regenerate_action.setEnabled(self.chat.can_regenerate())
 
     def show_error(self, message: str) -> None:
         QMessageBox.warning(self, TITLE, message)

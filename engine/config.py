@@ -40,6 +40,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "idle_reset_min": (0.5, 240.0),
     "admin_relock_min": (0.5, 60.0),
     "inbox_poll_s": (2.0, 3600.0),
+    "source_zoom": (0.0, 6.0),
 }
 MODEL_NAME_MAX = 200
 FOLDER_MAX = 4096  # characters: PATH_MAX on Linux; longer is a mistake, not a folder
@@ -57,6 +58,7 @@ class Settings:
     use_reranker: bool = True
     font_size: int = 11
     theme: str = "light"
+    source_zoom: float = 0.0  # the source view's PDF zoom, kept from the last one chosen; 0: fit width
     # kiosk mode (an administrator sets these in the file; `offline-assistant --kiosk` too)
     kiosk: bool = False
     idle_reset_min: float = 3.0  # minutes without input before the conversation is cleared

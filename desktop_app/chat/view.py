@@ -42,6 +42,25 @@ EMPTY_HINT = ("<h3>Ask a question about your manuals</h3>"
               "<p>Drop PDF manuals (or a folder of them) anywhere on this window, or use "
               "<b>Add documents…</b> (Ctrl+O). Answers cite the page they come from; click a "
               "citation to open it.</p>")
+READY_HINT = ("<h3>Ask a question about your manuals</h3>"
+              "<p>{documents} indexed. Type a question below; the answer cites the pages it "
+              "comes from: click a citation to open the page. More manuals can be dropped on "
+              "the window at any time.</p>")
+KIOSK_HINT = ("<h3>Ask a question about the manuals</h3>"
+              "<p>Type your question below. The answer cites the pages it comes from: touch a "
+              "citation to open the page.</p>")
+KIOSK_EMPTY_HINT = ("<h3>No manuals are installed yet</h3>"
+                    "<p>Please ask the administrator to install the manuals for this station.</p>")
+
+
+def welcome_text(documents: int, kiosk: bool) -> str:
+    """What the empty conversation says: how to add manuals while there are none; how to ask
+    once there are; on a kiosk, where adding is locked, never to drop files or press Ctrl+O."""
+    if kiosk:
+        return KIOSK_HINT if documents else KIOSK_EMPTY_HINT
+    if not documents:
+        return EMPTY_HINT
+    return READY_HINT.format(documents="One document is" if documents == 1 else f"{documents} documents are")
 
 
 
@@ -53,6 +72,7 @@ class ChatView(QWidget):
     conversationChanged = Signal()  # a turn ended (answered, stopped, failed): save it
     answerFinished = Signal(object)  # DoneEvent, for the status bar
     busyChanged = Signal(bool)
+    regenerateAvailable = Signal(bool)  # whether there is a question to ask again, now
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -65,6 +85,9 @@ class ChatView(QWidget):
         self._current: AnswerBubble | None = None
         self._rows: list[tuple[dict | None, QWidget]] = []  # (message, bubble); None while streaming
         self._follow = True
+        self._documents = 0  # ready documents, for the welcome text
+        self._kiosk = False
+        self._can_regenerate = False
 
         self.flush_timer = QTimer(self)
         self.flush_timer.setInterval(FLUSH_MS)
@@ -137,6 +160,21 @@ class ChatView(QWidget):
         """Answers come from `controller` (a workers.AssistantController)."""
         self._controller = controller
         controller.answerEvent.connect(self.on_event)
+
+    def set_documents(self, ready: int) -> None:
+        """How many documents are ready: the welcome text says how to add or how to ask."""
+        self._documents = ready
+        self.empty.setText(welcome_text(self._documents, self._kiosk))
+
+    def set_kiosk(self, kiosk: bool) -> None:
+        """On a kiosk the welcome text never mentions adding files (it is locked there)."""
+        self._kiosk = kiosk
+        self.empty.setText(welcome_text(self._documents, self._kiosk))
+
+    def can_regenerate(self) -> bool:
+        """A question was asked in this conversation and none is being answered."""
+        has_question = any(m and m.get("role") == "user" for m, _w in self._rows)
+        return has_question and not self._busy and self._ready and self._controller is not None
 
     def set_ready(self, ready: bool, reason: str = "") -> None:
         """Whether questions can be sent now (False while the model is being prepared)."""
@@ -359,6 +397,7 @@ class ChatView(QWidget):
 
     def _set_empty(self, empty: bool) -> None:
         """The hint fills the transcript when there is no message; else messages start at the top."""
+        self._update_regenerate()
         self.empty.setVisible(empty)
         self._column.setStretch(self._column.indexOf(self.empty), 1 if empty else 0)
         self._column.setStretch(self._column.count() - 1, 0 if empty else 1)
@@ -393,6 +432,13 @@ class ChatView(QWidget):
         self.send_button.setVisible(not self._busy)
         self.stop_button.setVisible(self._busy)
         self.send_button.setEnabled(self._ready)
+        self._update_regenerate()
+
+    def _update_regenerate(self) -> None:
+        can = self.can_regenerate()
+        if can != self._can_regenerate:
+            self._can_regenerate = can
+            self.regenerateAvailable.emit(can)
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)

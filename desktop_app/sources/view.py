@@ -64,6 +64,8 @@ log = logging.getLogger(__name__)
 ZOOM_STEP = 1.25
 ZOOM_MIN, ZOOM_MAX = 0.25, 6.0
 FIT_WIDTH_MAX = 2.5  # a very wide window should not blow a page up to poster size
+FIT_MARGIN_PT = 12.0  # paper kept either side of the printed text when fitting its width
+FIT_TEXT_MIN = 0.6  # fit at least this share of the paper's width (a page with one short line)
 HIGHLIGHT = QColor(255, 226, 64, 150)  # marker yellow; multiplied onto the page, text stays black
 HIGHLIGHT_TEXT_BACKGROUND = QColor("#ffe566")
 HIGHLIGHT_TEXT_FOREGROUND = QColor("#1b1b1b")  # dark on yellow, in the dark theme too
@@ -130,20 +132,41 @@ class _PdfPageView(QPdfView):
         x = (max(total_width, self.viewport().width()) - size.width()) // 2
         return QRectF(x, margins.top(), size.width(), size.height())
 
+    def text_columns(self, page: int) -> tuple[float, float]:
+        """(left, right) in points of the page's printed text, with a little paper either side:
+        what "fit width" fits, since a manual's margins take a quarter of the width or more."""
+        document = self.document()
+        width = document.pagePointSize(page).width()
+        selection = document.getAllText(page)
+        box = selection.boundingRectangle() if selection.isValid() else QRectF()
+        if not box.isValid() or box.width() <= 0:
+            return 0.0, width
+        left = max(0.0, box.left() - FIT_MARGIN_PT)
+        right = min(width, box.right() + FIT_MARGIN_PT)
+        missing = FIT_TEXT_MIN * width - (right - left)
+        if missing > 0:  # little text: widen around it, within the paper
+            left = max(0.0, left - missing / 2)
+            right = min(width, left + FIT_TEXT_MIN * width)
+            left = min(left, right - FIT_TEXT_MIN * width)
+        return left, right
+
     def fit_to_width(self) -> None:
         document = self.document()
         if document is None or document.status() != QPdfDocument.Status.Ready:
             return
         page = max(0, self.pageNavigator().currentPage())
-        points = document.pagePointSize(page).width()
-        if points <= 0:
+        if document.pagePointSize(page).width() <= 0:
             return
+        left, right = self.text_columns(page)
         margins = self.documentMargins()
         available = self.viewport().width() - margins.left() - margins.right()
         scale = self.screen_scale() / self.zoomFactor()
-        zoom = min(FIT_WIDTH_MAX, max(ZOOM_MIN, available / (points * scale)))
+        zoom = min(FIT_WIDTH_MAX, max(ZOOM_MIN, available / ((right - left) * scale)))
         if abs(zoom - self.zoomFactor()) > 1e-3:
             self.setZoomFactor(zoom)
+        # the printed text's left edge at the view's left (the page's margin scrolled away)
+        x = self.page_rect().left() + left * self.screen_scale() - margins.left()
+        self.horizontalScrollBar().setValue(int(max(0.0, x)))
 
     def scroll_to_highlight(self) -> None:
         if not self.highlight_boxes or self.highlight_page != self.pageNavigator().currentPage():
@@ -263,6 +286,8 @@ class SourceView(QWidget):
     # path, page (1-based), passage found: once a citation's page is shown, or why it cannot be
     # (the file is gone or unreadable); for text formats after their pages have been read
     sourceShown = Signal(str, int, bool)
+    # the PDF zoom the person chose (a factor), or 0.0 for "fit width": to keep it for next time
+    zoomChosen = Signal(float)
 
     def __init__(self, parent: QWidget | None = None, reader: SourceReader | None = None):
         super().__init__(parent)
@@ -284,6 +309,7 @@ class SourceView(QWidget):
         self._title_name = ""
         self._programmatic_scroll = False
         self._text_zoom = 0.0  # points added to the application's font size in the text view
+        self._pdf_zoom = 0.0  # the PDF zoom kept across pages and documents; 0.0: fit width
 
         self.title = _TitleLabel(self)
         self.title.setObjectName("sourceTitle")
@@ -333,16 +359,19 @@ class SourceView(QWidget):
         for widget in (self.message, self.pdf_view, self.text_view):
             self.stack.addWidget(widget)
 
-        header = QHBoxLayout()
-        header.setContentsMargins(0, 0, 0, 0)
-        header.addWidget(self.title, 1)
-        for button in (self.previous_button, self.next_button, self.zoom_out_button,
-                       self.zoom_in_button, self.fit_button):
-            header.addWidget(button)
+        # the title has a row of its own: beside the buttons a narrow pane cut it to "No so… open"
+        buttons = QHBoxLayout()
+        buttons.setContentsMargins(0, 0, 0, 0)
+        buttons.addWidget(self.previous_button)
+        buttons.addWidget(self.next_button)
+        buttons.addStretch(1)
+        for button in (self.zoom_out_button, self.zoom_in_button, self.fit_button):
+            buttons.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 6, 6, 6)
         layout.setSpacing(4)
-        layout.addLayout(header)
+        layout.addWidget(self.title)
+        layout.addLayout(buttons)
         layout.addWidget(self.note)
         layout.addWidget(self.stack, 1)
         self._show_widget(self.message)
@@ -433,11 +462,24 @@ class SourceView(QWidget):
     def zoom_out(self) -> None:
         self._zoom(1 / ZOOM_STEP)
 
+    def set_zoom(self, zoom: float) -> None:
+        """The PDF zoom to use from now on (a remembered one): a factor, or 0.0 for fit width."""
+        self._pdf_zoom = min(ZOOM_MAX, max(ZOOM_MIN, zoom)) if zoom > 0 else 0.0
+        if self._mode == "pdf":
+            self._apply_pdf_zoom()
+            self.pdf_view.scroll_to_highlight()
+        self._update_controls()
+
+    def zoom(self) -> float:
+        """The PDF zoom in use: a factor, or 0.0 for fit width."""
+        return self._pdf_zoom
+
     def fit_width(self) -> None:
         if self._mode == "pdf":
-            self.pdf_view.fit_width = True
-            self.pdf_view.fit_to_width()
+            self._pdf_zoom = 0.0
+            self._apply_pdf_zoom()
             self.pdf_view.scroll_to_highlight()
+            self.zoomChosen.emit(0.0)
         elif self._mode == "text":
             self._text_zoom = 0.0
             self._apply_text_zoom()
@@ -455,8 +497,14 @@ class SourceView(QWidget):
             self.document.close()
             return False
         self._pdf_key = key
-        self.pdf_view.fit_width = True
         return True
+
+    def _apply_pdf_zoom(self) -> None:
+        self.pdf_view.fit_width = self._pdf_zoom <= 0
+        if self.pdf_view.fit_width:
+            self.pdf_view.fit_to_width()
+        elif abs(self.pdf_view.zoomFactor() - self._pdf_zoom) > 1e-3:
+            self.pdf_view.setZoomFactor(self._pdf_zoom)
 
     def _show_pdf_page(self, page: int) -> None:
         self._mode = "pdf"
@@ -470,8 +518,7 @@ class SourceView(QWidget):
         self._page = page
         self.pdf_view.follow = True
         self.pdf_view.pageNavigator().jump(page - 1, QPointF(), self.pdf_view.zoomFactor())
-        if self.pdf_view.fit_width:
-            self.pdf_view.fit_to_width()
+        self._apply_pdf_zoom()
         self.pdf_view.scroll_to_highlight()
         self.pdf_view.viewport().update()
         self._set_note()
@@ -679,10 +726,10 @@ class SourceView(QWidget):
 
     def _zoom(self, factor: float) -> None:
         if self._mode == "pdf":
-            self.pdf_view.fit_width = False
-            zoom = min(ZOOM_MAX, max(ZOOM_MIN, self.pdf_view.zoomFactor() * factor))
-            self.pdf_view.setZoomFactor(zoom)
+            self._pdf_zoom = min(ZOOM_MAX, max(ZOOM_MIN, self.pdf_view.zoomFactor() * factor))
+            self._apply_pdf_zoom()
             self.pdf_view.scroll_to_highlight()
+            self.zoomChosen.emit(self._pdf_zoom)
         elif self._mode == "text":
             base = self.font().pointSizeF()
             step = 2.0 if factor > 1 else -2.0

@@ -394,3 +394,48 @@ def test_citations_and_the_lead_name_the_printed_page_and_the_pdf_page(qtbot):
     unlabelled = finished_bubble(qtbot, "Prime it [1].", [make_citation(page=2)])
     assert "[1] pump.pdf, page 2" in unlabelled.browser.toPlainText()
     assert "PDF page" not in unlabelled.browser.toPlainText()
+
+
+def test_the_figures_under_an_answer_are_not_cut_off_by_its_buttons(qtbot):
+    """In a narrow bubble the meta line ("85 tokens · 47.7 tokens/s · first token 0.6 s")
+    wraps beside Show evidence / Copy / Regenerate instead of ending in "· first t"."""
+    bubble = finished_bubble(qtbot, "Prime the pump [1].", [make_citation()])
+    bubble.set_last(True)
+    bubble.resize(440, 400)
+    qtbot.waitUntil(lambda: bubble.status.width() < 440)
+    label, text = bubble.status, bubble.status.text()
+    assert "first token" in text
+    metrics = label.fontMetrics()
+    if label.wordWrap():
+        needed = metrics.boundingRect(0, 0, label.width(), 10_000, Qt.TextFlag.TextWordWrap, text).height()
+        assert needed <= label.height() and max(metrics.horizontalAdvance(w) for w in text.split()) <= label.width()
+    else:
+        assert metrics.horizontalAdvance(text) <= label.width()
+    assert label.geometry().right() < bubble.evidence_button.geometry().left()
+
+
+def test_the_welcome_text_follows_the_documents_and_never_offers_adding_on_a_kiosk(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    assert "Drop PDF manuals" in view.empty.text() and "Ctrl+O" in view.empty.text()
+    view.set_documents(3)
+    assert "3 documents are indexed" in view.empty.text() and "Ctrl+O" not in view.empty.text()
+    view.set_documents(1)
+    assert "One document is indexed" in view.empty.text()
+    view.set_kiosk(True)
+    for ready in (1, 0):
+        view.set_documents(ready)
+        text = view.empty.text()
+        assert "Drop" not in text and "drop" not in text and "Ctrl+O" not in text and "Add documents" not in text
+    assert "administrator" in view.empty.text()
+
+
+def test_regenerate_is_offered_only_once_a_question_was_asked(qtbot, chat):
+    offered = []
+    chat.regenerateAvailable.connect(offered.append)
+    assert not chat.can_regenerate() and not chat.regenerate()
+    with qtbot.waitSignal(chat.answerFinished, timeout=ANSWER_MS):
+        chat.ask(QUESTION)
+    assert chat.can_regenerate() and offered[-1] is True
+    chat.clear()
+    assert not chat.can_regenerate() and offered[-1] is False

@@ -400,3 +400,33 @@ def test_a_real_answer_marks_its_checked_sentences(qtbot, r_intro, builtin_llm_d
     qtbot.addWidget(restored)
     assert restored.browser.toPlainText() == bubble.browser.toPlainText()
     assert unsupported_ranges(restored.browser.document()) == unsupported_ranges(doc)
+
+
+def test_an_empty_conversation_offers_no_regenerate_and_its_welcome_counts_the_documents(qtbot, data,
+                                                                                        tiny_llm_dir):
+    window = open_window(qtbot, data, tiny_llm_dir)
+    window.conversations.new_conversation()
+    qtbot.waitUntil(lambda: "One document is indexed" in window.chat.empty.text(), timeout=INDEX_MS)
+    assert "Ctrl+O" not in window.chat.empty.text()
+    assert not window.regenerate_action.isEnabled()
+    ask(qtbot, window)
+    assert window.regenerate_action.isEnabled()
+    window.conversations.new_conversation()
+    assert not window.regenerate_action.isEnabled()
+
+
+def test_the_source_zoom_is_kept_across_a_restart(qtbot, data, tiny_llm_dir, pump_pdf):
+    window = open_window(qtbot, data, tiny_llm_dir, settings=load_settings(data.settings_file))
+    ask(qtbot, window)
+    with qtbot.waitSignal(window.source.sourceShown, timeout=10_000):
+        window.chat.last_answer().browser.anchorClicked.emit(QUrl("cite:1"))
+    window.source.zoom_in()
+    window.source.zoom_in()
+    zoom = window.source.pdf_view.zoomFactor()
+    window.close()
+    assert load_settings(data.settings_file).source_zoom == pytest.approx(zoom)
+
+    again = open_window(qtbot, data, tiny_llm_dir, settings=load_settings(data.settings_file))
+    with qtbot.waitSignal(again.source.sourceShown, timeout=10_000):
+        again.chat.last_answer().browser.anchorClicked.emit(QUrl("cite:1"))
+    assert again.source.pdf_view.zoomFactor() == pytest.approx(zoom)

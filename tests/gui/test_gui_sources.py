@@ -480,3 +480,90 @@ def test_the_title_names_the_printed_page_beside_the_pdf_page_as_it_moves(qtbot,
     qtbot.mouseClick(view.previous_button, Qt.MouseButton.LeftButton)
     qtbot.mouseClick(view.previous_button, Qt.MouseButton.LeftButton)
     assert view.title_text() == "pump.pdf — page i (PDF page 1)"
+
+
+def test_the_title_has_a_row_of_its_own_and_is_not_cut_in_a_narrow_pane(qtbot):
+    view = SourceView()
+    qtbot.addWidget(view)
+    view.resize(420, 600)  # about what the pane gets on a 1366×768 screen
+    view.show()
+    qtbot.waitExposed(view)
+    assert view.title.text() == "<b>No source open</b>"  # was "No so…open" beside the buttons
+
+
+def text_box_on_screen(view) -> tuple[float, float]:
+    """Where the shown page's printed text lies across the viewport, in pixels."""
+    pdf = view.pdf_view
+    box = view.document.getAllText(view.current_page() - 1).boundingRectangle()
+    scale, page = pdf.screen_scale(), pdf.page_rect()
+    shift = page.left() - pdf.horizontalScrollBar().value()
+    return shift + box.left() * scale, shift + box.right() * scale
+
+
+def test_fit_width_fits_the_printed_text_so_a_narrow_pane_stays_readable(qtbot, manual):
+    """Fit width fills the pane with the printed text, not with the paper's margins (body
+    text was about 7 px high in the pane of a 1366×768 window)."""
+    view = SourceView()
+    qtbot.addWidget(view)
+    view.resize(500, 650)
+    view.show()
+    qtbot.waitExposed(view)
+    show(qtbot, view, manual, 2, PAGE_LINES[2][1])
+    left, right = text_box_on_screen(view)
+    width = view.pdf_view.viewport().width()
+    assert 0 <= left and right <= width  # the whole line is in view, no sideways scrolling
+    assert right - left > 0.85 * width  # and it fills the pane
+    paper = width / view.document.pagePointSize(1).width()  # px per point, fitting the paper
+    assert view.pdf_view.screen_scale() > 1.2 * paper
+
+
+def test_the_zoom_chosen_stays_for_other_pages_and_documents(qtbot, view, manual, tmp_path):
+    other = write_manual(tmp_path / "other manual.pdf")
+    show(qtbot, view, manual, 1, PAGE_LINES[1][0])
+    chosen = []
+    view.zoomChosen.connect(chosen.append)
+    qtbot.mouseClick(view.zoom_in_button, Qt.MouseButton.LeftButton)
+    zoom = view.pdf_view.zoomFactor()
+    assert chosen == [pytest.approx(zoom)] and view.zoom() == pytest.approx(zoom)
+    show(qtbot, view, manual, 3, PAGE_LINES[3][0])
+    assert view.pdf_view.zoomFactor() == pytest.approx(zoom)
+    show(qtbot, view, other, 2, PAGE_LINES[2][0])  # another document: the same zoom
+    assert view.pdf_view.zoomFactor() == pytest.approx(zoom)
+    qtbot.mouseClick(view.fit_button, Qt.MouseButton.LeftButton)
+    assert chosen[-1] == 0.0 and view.zoom() == 0.0
+    restored = shown_view(qtbot)
+    restored.set_zoom(2.0)  # as the window does with the saved setting
+    show(qtbot, restored, other, 1, PAGE_LINES[1][0])
+    assert restored.pdf_view.zoomFactor() == pytest.approx(2.0)
+
+
+def test_a_citation_of_a_labelled_pdf_names_the_printed_page_and_opens_the_physical_one(qtbot, view, tmp_path):
+    """Page index 38 of a manual whose body starts at its 7th sheet is printed "33": the
+    citation says "page 33 (PDF page 39)" and clicking it opens the 39th page."""
+    from desktop_app.chat.bubbles import AnswerBubble
+    from engine.store.indexer import printed_labels
+    from engine.answer.assistant import AnswerStats
+    from engine.answer.grounding import Relevance
+    from engine.types import Passage, Span
+    from tests.helpers.pdf_factory import write_pdf
+
+    sheets = [f"Sheet {n}. Bleed the hydraulic circuit at valve H{n} after each filter change" for n in range(40)]
+    pdf = write_pdf(tmp_path / "labelled.pdf", sheets, labels=[(0, 5, "/r", None, 1), (6, 39, "/D", None, 1)])
+    parsed = parse_file(pdf)
+    labels = printed_labels(parsed)
+    assert labels[39] == "33"  # as the indexer stores them (physical pages count from 1)
+    text = parsed.pages[38].text.strip()
+    passage = Passage(1, str(pdf), "labelled", (1,), (Span(39, 0, len(text)),), text, (), 1.0, 0.9,
+                      page_labels=tuple(labels.items()))
+    bubble = AnswerBubble()
+    qtbot.addWidget(bubble)
+    bubble.set_citations([Citation(1, passage, text, True)])
+    bubble.finish("Bleed it at the valve [1].", AnswerStats(True, Relevance(0.9, 1.0, 1.4, True, ()), ("generate",),
+                                                            {"generate": 1.0}, 10, 20, 0.5, "stop", "cpu", 1.0))
+    assert "[1] labelled.pdf, page 33 (PDF page 39)" in bubble.browser.toPlainText()
+    bubble.citationClicked.connect(view.show_citation)
+    with qtbot.waitSignal(view.sourceShown, timeout=READ_MS):
+        bubble.browser.citeClicked.emit(1)
+    assert view.current_page() == 39 and view.highlight_found()
+    assert "H38" in view.highlighted_text()
+    assert view.title_text() == "labelled.pdf — page 33 (PDF page 39)"
