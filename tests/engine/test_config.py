@@ -44,7 +44,7 @@ def test_the_file_is_plain_toml_a_person_can_edit(tmp_path):
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     assert data == {"model": 'my "tuned" model\\v2 – ünï', "temperature": 0.7,
                     "max_new_tokens": 320, "passages": 6, "use_reranker": False,
-                    "font_size": 18, "theme": "dark", "kiosk": False, "idle_reset_min": 3.0,
+                    "font_size": 18, "theme": "dark", "source_zoom": 0.0, "kiosk": False, "idle_reset_min": 3.0,
                     "admin_relock_min": 2.0, "audit_log": False, "inbox_poll_s": 10.0}
     assert 'theme = "dark"' in path.read_text(encoding="utf-8")
 
@@ -253,3 +253,12 @@ def test_a_damaged_file_is_set_aside_and_said_once(tmp_path):
     assert (tmp_path / "settings.toml.damaged").read_bytes() == b"font_size = \xff" and not path.exists()
     told.clear()
     assert load_settings(path, told) == Settings() and told == []  # nothing left to tell
+
+
+def test_the_source_zoom_is_kept_and_a_wrong_one_falls_back_to_fit_width(tmp_path):
+    path = tmp_path / "settings.toml"
+    save_settings(path, Settings(source_zoom=1.5625))
+    assert load_settings(path).source_zoom == 1.5625
+    path.write_text('source_zoom = "big"\n', encoding="utf-8")
+    assert load_settings(path).source_zoom == 0.0
+    assert Settings(source_zoom=40.0).source_zoom == 6.0
