@@ -45,19 +45,60 @@ log = logging.getLogger("desktop_app")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="offline-assistant", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", help="where models, collections, settings and logs live")
-    parser.add_argument("--provider", choices=PROVIDER_CHOICES, default="auto")
+    return argument_parser().parse_args(argv)
+
+
+def argument_parser() -> argparse.ArgumentParser:
+    """The options of `offline-assistant`, and a --help written for the people who run it."""
+    from engine import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="offline-assistant",
+        description=_wrapped("Offline Assistant answers questions from your own manuals (PDF, "
+                             "Word, HTML, Markdown and text files) and shows the page each answer "
+                             "comes from. It runs entirely on this computer: nothing is sent over "
+                             "the network. Start it with no options to open the window; drop "
+                             "manuals on it to add them."),
+        epilog=_where_things_go(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-V", "--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--data-dir", metavar="DIR",
+                        help="keep the models, indexed manuals, settings and logs in DIR instead "
+                             "of the usual folder (see below)")
+    parser.add_argument("--provider", choices=PROVIDER_CHOICES, default="auto",
+                        help="where the language model runs: auto (the default) picks the "
+                             "fastest this computer has, cpu always uses the processor")
+    parser.add_argument("--kiosk", action="store_true",
+                        help="full screen and locked down, for unattended PCs (also `kiosk = true` "
+                             "in settings.toml)")
     parser.add_argument("--smoke-test", action="store_true",
                         help="start, wait until the model is ready, log the timings and quit "
                              "(for installers and CI)")
     parser.add_argument("--self-check", nargs="?", const="", metavar="QUESTION",
                         help="start, ask QUESTION through the chat, print a JSON report of each "
                              "step and quit: exit code 0 when all passed")
-    parser.add_argument("--kiosk", action="store_true",
-                        help="full screen and locked down, for unattended PCs (also `kiosk = true` "
-                             "in settings.toml)")
-    return parser.parse_args(argv)
+    return parser
+
+
+def _where_things_go() -> str:
+    paths = AppPaths.default()
+    places = [(f"{paths.collections.name}/", "the indexed manuals"),
+              (paths.settings_file.name, "the settings"),
+              (str(paths.log_file.relative_to(paths.root)), "the log"),
+              (str(paths.crash_log.relative_to(paths.root)), "what a crash left, if one happened")]
+    width = max(len(name) for name, _ in places)
+    lines = [f"Your data is kept in {paths.root} (or in the --data-dir folder):"]
+    lines += [f"  {name:<{width}}  {what}" for name, what in places]
+    tail = _wrapped("To index manuals or ask questions from a terminal or a script, use "
+                    "offline-assistant-cli (see offline-assistant-cli --help).")
+    return "\n".join(lines) + "\n\n" + tail
+
+
+def _wrapped(text: str) -> str:
+    import textwrap
+
+    return textwrap.fill(text, 78, break_on_hyphens=False)
 
 
 def setup_logging(paths: AppPaths, level: int = logging.INFO) -> Path:

@@ -11,25 +11,25 @@ from __future__ import annotations
 import getpass
 import sys
 
-from engine.cli.common import paths_of, usage
+from engine.cli.common import common_options, paths_of, usage
 from engine.errors import EngineError
 from engine.safe_text import visible
 
 
-def add_commands(commands, common) -> None:
+def add_commands(commands) -> None:
     admin = commands.add_parser("admin", help="kiosk administration: admin PIN, audit log")
     actions = admin.add_subparsers(title="actions", metavar="ACTION")
     admin.set_defaults(run=lambda args: usage(admin))
 
     set_pin = actions.add_parser(
-        "set-pin", parents=[common],
+        "set-pin", parents=[common_options()],
         help="set the admin PIN (4 to 12 digits); reads one line from stdin when piped")
     set_pin.set_defaults(run=lambda args: _set_pin(paths_of(args)))
 
-    clear = actions.add_parser("clear-pin", parents=[common], help="remove the admin PIN")
+    clear = actions.add_parser("clear-pin", parents=[common_options()], help="remove the admin PIN")
     clear.set_defaults(run=lambda args: _clear_pin(paths_of(args)))
 
-    audit = actions.add_parser("audit", parents=[common], help="print the end of the audit log")
+    audit = actions.add_parser("audit", parents=[common_options()], help="print the end of the audit log")
     audit.add_argument("--tail", type=int, default=20, metavar="N",
                        help="how many of the latest records to print (default: 20)")
     audit.set_defaults(run=lambda args: _audit(paths_of(args), args.tail))

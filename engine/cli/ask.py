@@ -9,11 +9,16 @@ import threading
 
 from engine.cli.common import (
     CANCELLED_EXIT,
+    NOT_COVERED_EXIT,
+    collection_exists,
     collection_option,
     collection_told,
+    common_options,
     ctrl_c_sets,
     llm_folder,
     paths_of,
+    nothing_indexed,
+    plural,
     print_repairs,
 )
 from engine.errors import EngineError
@@ -24,13 +29,17 @@ QUOTE_WIDTH = 160
 NOT_IN_MANUALS = "[not in the manuals]"
 
 
-def add_commands(commands, common) -> None:
+def add_commands(commands) -> None:
     collection = collection_option()
     answering = _answering_options()
+    common = common_options(runs_model=True)
 
     ask = commands.add_parser("ask", parents=[common, collection, answering],
-                              help="answer one question from the indexed manuals, with sources")
-    ask.add_argument("question", metavar="QUESTION")
+                              help="answer one question from the indexed manuals, with sources",
+                              epilog=f"Exit codes: 0 answered; {NOT_COVERED_EXIT} the manuals do not "
+                                     "cover the question (the answer says so); 1 an error; "
+                                     f"{CANCELLED_EXIT} stopped with Ctrl-C.")
+    ask.add_argument("question", metavar="QUESTION", help="the question, in quotes")
     ask.add_argument("--json", action="store_true",
                      help="print one JSON object: lead, answer, sentences, citations, answerable, stats")
     ask.set_defaults(run=lambda args: _ask(args, paths_of(args)))
@@ -68,6 +77,7 @@ def _open(args, paths):
     damaged collection's error is said once (by main), not also by the log."""
     from engine.answer.assistant import open_assistant
 
+    _refuse_a_missing_collection(args, paths)  # before minutes of preparing the model
     folder = llm_folder(paths, args.model)
     with collection_told(), open_assistant(paths, args.collection, folder, args.provider,
                                            use_reranker=not args.no_rerank) as assistant:
@@ -77,14 +87,27 @@ def _open(args, paths):
 
 # -- ask and chat --------------------------------------------------------------------------
 
+def _refuse_a_missing_collection(args, paths) -> None:
+    if not collection_exists(paths, args.collection):
+        raise EngineError(nothing_indexed(args, paths))
+
+
 def _ask(args, paths) -> int:
+    """0 answered; NOT_COVERED_EXIT when the manuals do not cover the question; 1 an error."""
     cancel = threading.Event()
     with _open(args, paths) as assistant, ctrl_c_sets(cancel):
         events = assistant.ask(args.question, cancel=cancel)
-        outcome = _print_json(args.question, events) if args.json else _print_answer(events)
-    if outcome is None:
+        if args.json:
+            record = _print_json(args.question, events)
+            answerable = None if record is None else record.get("stats", {}).get("answerable")
+        else:
+            done = _print_answer(events)
+            answerable = None if done is None else done.stats.answerable
+    if answerable is None:
         return 1
-    return CANCELLED_EXIT if cancel.is_set() else 0
+    if cancel.is_set():
+        return CANCELLED_EXIT
+    return 0 if answerable else NOT_COVERED_EXIT
 
 
 def _chat(args, paths) -> int:
@@ -100,21 +123,22 @@ def _chat(args, paths) -> int:
                 break
             cancel = threading.Event()
             with ctrl_c_sets(cancel):
-                answer = _print_answer(assistant.ask(question, history, cancel))
-            if answer is not None:
-                history += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+                done = _print_answer(assistant.ask(question, history, cancel))
+            if done is not None:
+                history += [{"role": "user", "content": question},
+                            {"role": "assistant", "content": done.answer}]
     return 0
 
 
-def _print_answer(events) -> str | None:
-    """Prints the lead sentences, streams the text, then lists the sources; the answer, or
-    None after an error. Every text from a manual or the model goes through visible(): a
+def _print_answer(events):
+    """Prints the lead sentences, streams the text, then lists the sources; the done event
+    (the answer and its stats), or None after an error. Every text from a manual or the model goes through visible(): a
     document's escape sequences never reach the terminal."""
     from engine.answer.grounding import not_mentioned
     from engine.answer.sentence_check import needs_caution
 
     _utf8_safe(sys.stdout)
-    answer, citations = None, ()
+    done, citations = None, ()
     for event in events:
         if event.kind == "passages" and not event.answerable and event.relevance.unknown_names:
             print(visible(not_mentioned(event.relevance.unknown_names)))
@@ -127,7 +151,7 @@ def _print_answer(events) -> str | None:
             sys.stdout.write("\n")
             citations = event.citations
         elif event.kind == "done":
-            answer = event.answer
+            done = event
             _print_checked(event.answer, event.sentences)
             if event.stats.answerable and needs_caution(event.answer, event.sentences, event.stats.well_supported):
                 print(f"\nNote: {_caution(event.stats, event.answer, event.sentences)}; "
@@ -136,7 +160,7 @@ def _print_answer(events) -> str | None:
             _print_stats(event.stats)
         elif event.kind == "error":
             print(f"error: {visible(event.message)}", file=sys.stderr)
-    return answer
+    return done
 
 
 def _print_lead(quotes) -> None:
@@ -181,7 +205,8 @@ def _caution(stats, answer: str = "", sentences=()) -> str:
         return "much of this answer is not in the manuals"
     if not stats.checked:
         return "nothing in this answer could be found in the manuals"
-    return f"{stats.unsupported} of its {stats.checked} sentences are not in the manuals"
+    verb = "is" if stats.unsupported == 1 else "are"
+    return f"{stats.unsupported} of its {plural(stats.checked, 'sentence')} {verb} not in the manuals"
 
 
 def _print_sources(citations) -> None:
@@ -197,7 +222,7 @@ def _print_sources(citations) -> None:
 def _print_stats(stats) -> None:
     first = stats.time_to_first_token_s
     first_text = f"first token after {first:.2f} s, " if first is not None else ""
-    print(f"[{first_text}{stats.new_tokens} tokens, total {stats.timings_s.get('total', 0):.2f} s, "
+    print(f"[{first_text}{plural(stats.new_tokens, 'token')}, total {stats.timings_s.get('total', 0):.2f} s, "
           f"stages: {' '.join(stats.stages)}]", file=sys.stderr)
 
 
@@ -259,7 +284,8 @@ def _eval(args, paths) -> int:
     finally:
         if details is not None:
             details.close()
-    print(file=sys.stderr)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)  # ends the redrawn count
     summary = summarize(results)
     print(json.dumps(summary, indent=1) if args.json else summary_table(summary))
     return 0
@@ -276,6 +302,7 @@ def _eval_parts(args, paths):
     from engine.answer.retrieval import Retriever
     from engine.store.indexer import default_embedder, open_collection
 
+    _refuse_a_missing_collection(args, paths)
     embedder = default_embedder(paths)
     with collection_told(), open_collection(paths, args.collection, embedder, read_only=True) as store:
         print_repairs(store.open_report.get("repaired"))
@@ -284,13 +311,21 @@ def _eval_parts(args, paths):
         yield Retriever(store, embedder, reranker), None
 
 
-def _progress_to(total: int, details):
+def _progress_to(total: int, details, stream=None):
+    """Counts the questions on stderr: one line redrawn on a terminal, else a line at each
+    tenth of the set (a log gets no carriage returns); writes each result to `details`."""
+    stream = stream or sys.stderr
+    live = stream.isatty()
     done = 0
 
     def report(result) -> None:
         nonlocal done
         done += 1
-        print(f"\r{done}/{total} questions", end="", file=sys.stderr, flush=True)
+        if live:
+            stream.write(f"\r{done}/{total} questions")
+        elif done == total or done * 10 // total != (done - 1) * 10 // total:
+            stream.write(f"{done}/{total} questions\n")
+        stream.flush()
         if details is not None:
             details.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
             details.flush()

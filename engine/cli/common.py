@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import shlex
 import signal
 import sys
 import threading
@@ -14,14 +15,25 @@ from engine.paths import DEFAULT_COLLECTION
 from engine.safe_text import visible
 
 CANCELLED_EXIT = 130  # the shell's code for a command stopped by Ctrl-C
+USAGE_EXIT = 2  # argparse's code for a usage error
+NOT_COVERED_EXIT = 3  # `ask`: the manuals do not cover the question (the answer is the refusal)
+EXIT_CODES = (f"Exit codes: 0 done; 1 an error (its message says what to do); {USAGE_EXIT} a usage "
+              f"error; {NOT_COVERED_EXIT} `ask`: the manuals do not cover the question; "
+              f"{CANCELLED_EXIT} stopped with Ctrl-C.")
+DATA_DIR_HELP = "keep models, indexes, settings and logs here instead of the user data folder"
+PROVIDER_HELP = "where the model runs (default: auto, the best one available)"
 
 
-def common_options() -> argparse.ArgumentParser:
+def common_options(runs_model: bool = False) -> argparse.ArgumentParser:
+    """--data-dir and --provider, for a command. Their defaults are SUPPRESS so that a value
+    given before the command (main's own options) is not overwritten by the command's default;
+    main fills in the defaults. --provider is offered (in --help) only by the commands that run
+    a model; the others accept it and ignore it, as git's global options are taken by every
+    command, so that one set of options serves index, docs and ask alike."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--data-dir", metavar="DIR",
-                        help="keep models and indexes here instead of the user data folder")
-    common.add_argument("--provider", choices=PROVIDER_CHOICES, default="auto",
-                        help="execution provider (default: the best one available)")
+    common.add_argument("--data-dir", metavar="DIR", default=argparse.SUPPRESS, help=DATA_DIR_HELP)
+    common.add_argument("--provider", choices=PROVIDER_CHOICES, default=argparse.SUPPRESS,
+                        help=PROVIDER_HELP if runs_model else argparse.SUPPRESS)
     return common
 
 
@@ -30,6 +42,31 @@ def collection_option() -> argparse.ArgumentParser:
     option.add_argument("--collection", metavar="NAME", default=DEFAULT_COLLECTION,
                         help=f"the collection to use (default: {DEFAULT_COLLECTION})")
     return option
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """"1 document", "2 documents", "0 documents"."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
+def collection_exists(paths, name: str) -> bool:
+    """Whether the collection `name` was ever created, or set aside when found damaged (then
+    opening it says what happened)."""
+    from engine.paths import DB_NAME
+    from engine.store.health import set_aside_folders
+
+    folder = paths.collection(name)
+    return (folder / DB_NAME).exists() or bool(set_aside_folders(folder))
+
+
+def nothing_indexed(args, paths) -> str:
+    """What to say when a collection holds no documents, and the command that adds some."""
+    options = "" if args.data_dir is None else f" --data-dir {shlex.quote(args.data_dir)}"
+    if args.collection != DEFAULT_COLLECTION:
+        options += f" --collection {shlex.quote(args.collection)}"
+    return visible(f"The collection '{args.collection}' is empty: no documents are indexed yet "
+                   f"(in {paths.collection(args.collection)}). Add some with: "
+                   f"offline-assistant-cli index PATH{options}")
 
 
 def paths_of(args):
@@ -67,22 +104,34 @@ def ctrl_c_sets(cancel: threading.Event, notice: str = ""):
 
 
 @contextlib.contextmanager
-def progress_line(label: str):
-    """A progress callback that redraws one line on stderr; ends it with a newline if used."""
-    shown = {"text": "", "width": 0}
+def progress_line(label: str, stream=None):
+    """A progress callback: on a terminal it redraws one line on stderr (ended with a newline
+    if used); elsewhere (a log, a pipe) it writes a plain line for each new step, so no
+    carriage returns pile up in the file."""
+    stream = stream or sys.stderr
+    live = stream.isatty()
+    shown = {"text": "", "width": 0, "step": None}
 
     def report(fraction: float, message: str) -> None:
         text = f"{label}: {fraction * 100:3.0f}% {visible(message)}"
-        if text != shown["text"]:
-            sys.stderr.write("\r" + text.ljust(shown["width"]))
-            sys.stderr.flush()
-            shown.update(text=text, width=max(shown["width"], len(text)))
+        if text == shown["text"]:
+            return
+        if live:
+            stream.write("\r" + text.ljust(shown["width"]))
+        else:
+            step = (visible(message), int(fraction * 10))  # a new message, or 10% more
+            if step == shown["step"]:
+                return
+            shown["step"] = step
+            stream.write(text + "\n")
+        stream.flush()
+        shown.update(text=text, width=max(shown["width"], len(text)))
 
     try:
         yield report
     finally:
-        if shown["width"]:
-            sys.stderr.write("\n")
+        if live and shown["width"]:
+            stream.write("\n")
 
 
 def llm_folder(paths, name: str | None):

@@ -7,28 +7,33 @@ import json
 import sys
 import threading
 
-from engine.cli.common import CANCELLED_EXIT, ctrl_c_sets, llm_folder, paths_of
+from engine.cli.common import CANCELLED_EXIT, common_options, ctrl_c_sets, llm_folder, paths_of, plural
 from engine.safe_text import visible
 
 # Small models follow a short plain instruction better than their own long default persona.
 DEFAULT_SYSTEM = "You are a helpful assistant."
 
 
-def add_commands(commands, common) -> None:
-    generate = commands.add_parser("generate", parents=[common],
+def add_commands(commands) -> None:
+    generate = commands.add_parser("generate", parents=[common_options(runs_model=True)],
                                    help="stream the model's answer to one prompt")
-    generate.add_argument("prompt", metavar="PROMPT")
+    generate.add_argument("prompt", metavar="PROMPT", help="the text to answer, in quotes (no manuals are used)")
     generate.add_argument("--model", metavar="NAME",
                           help="an imported model's name (default: the built-in one)")
     generate.add_argument(
         "--system", metavar="TEXT", default=DEFAULT_SYSTEM,
         help=f"the system message (default: '{DEFAULT_SYSTEM}'; '' uses the model's own default)")
-    generate.add_argument("--max-new-tokens", type=int, default=256)
-    generate.add_argument("--temperature", type=float, default=0.0,
+    generate.add_argument("--max-new-tokens", type=int, default=256, metavar="N",
+                          help="stop after N tokens (default: 256)")
+    generate.add_argument("--temperature", type=float, default=0.0, metavar="T",
                           help="0 answers greedily: the same text every time (default)")
-    generate.add_argument("--top-p", type=float, default=1.0)
-    generate.add_argument("--top-k", type=int, default=50)
-    generate.add_argument("--seed", type=int, default=None)
+    generate.add_argument("--top-p", type=float, default=1.0, metavar="P",
+                          help="with a temperature: sample from the likeliest tokens "
+                               "that make up P of the chance (default: 1.0)")
+    generate.add_argument("--top-k", type=int, default=50, metavar="K",
+                          help="with a temperature: sample from the K likeliest tokens (default: 50)")
+    generate.add_argument("--seed", type=int, default=None, metavar="N",
+                          help="with a temperature: the same seed gives the same text")
     generate.add_argument("--json", action="store_true",
                           help="after the text, print the statistics as one JSON line")
     generate.set_defaults(run=_generate)
@@ -67,7 +72,7 @@ def _print_stats(stats, model: str, as_json: bool) -> None:
         print(json.dumps({"model": model, **stats.to_dict()}), flush=True)
         return
     print(
-        f"[{stats.prompt_tokens} prompt tokens, {stats.new_tokens} new tokens, "
+        f"[{plural(stats.prompt_tokens, 'prompt token')}, {plural(stats.new_tokens, 'new token')}, "
         f"first token after {stats.time_to_first_token_s:.2f} s, "
         f"{stats.tokens_per_s:.1f} tokens/s, finish: {stats.finish_reason}, "
         f"provider: {stats.provider}]",

@@ -8,33 +8,45 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.cli.common import collection_option, collection_told, ctrl_c_sets, paths_of, print_repairs, usage
+from engine.cli.common import (
+    CANCELLED_EXIT,
+    collection_exists,
+    collection_option,
+    collection_told,
+    common_options,
+    ctrl_c_sets,
+    nothing_indexed,
+    paths_of,
+    plural,
+    print_repairs,
+    usage,
+)
 from engine.errors import EngineError
 from engine.safe_text import visible
 from engine.types import IndexProgress
 
 STOPPING = "\nStopping after the current batch (Ctrl-C again to stop at once)...\n"
 
-CANCELLED_EXIT = 130
 
-
-def add_commands(commands, common) -> None:
+def add_commands(commands) -> None:
     collection = collection_option()
 
-    index = commands.add_parser("index", parents=[common, collection],
+    index = commands.add_parser("index", parents=[common_options(), collection],
                                 help="index files and folders (PDF, TXT, Markdown, HTML, DOCX)")
-    index.add_argument("inputs", nargs="+", metavar="PATH")
+    index.add_argument("inputs", nargs="+", metavar="PATH",
+                       help="a file, or a folder: every document in it and its subfolders")
     index.add_argument("--json", action="store_true", help="one JSON line per finished document")
     index.set_defaults(run=lambda args: _index(args, paths_of(args)))
 
     docs = commands.add_parser("docs", help="list or remove indexed documents")
     actions = docs.add_subparsers(title="actions", metavar="ACTION")
     docs.set_defaults(run=lambda args: usage(docs))
-    listing = actions.add_parser("list", parents=[common, collection], help="the documents and their status")
+    listing = actions.add_parser("list", parents=[common_options(), collection], help="the documents and their status")
     listing.add_argument("--json", action="store_true", help="one JSON object per document")
     listing.set_defaults(run=lambda args: _docs_list(args, paths_of(args)))
-    remove = actions.add_parser("remove", parents=[common, collection], help="remove documents")
-    remove.add_argument("documents", nargs="+", metavar="PATH_OR_ID")
+    remove = actions.add_parser("remove", parents=[common_options(), collection], help="remove documents")
+    remove.add_argument("documents", nargs="+", metavar="PATH_OR_ID",
+                        help="a document's path, or its ID from 'docs list'")
     remove.set_defaults(run=lambda args: _docs_remove(args, paths_of(args)))
 
 
@@ -53,18 +65,20 @@ def _index(args, paths) -> int:
         print_repairs(store.open_report.get("repaired"))
         bar = _ProgressBar(sys.stderr)
         timer = _DocumentTimer()
+        tally = _Tally()
         found = find_documents(args.inputs)  # once: the indexer takes the files as they are
         for folder, why in found.unreadable:
             bar.note(visible(f"could not read {folder}: {why}"))
         files = [Path(f) for f in found.files]
         for event in Indexer(store, embedder).run(files=files, cancel=cancel):
             _report(event, bar, args.json, timer.see(event))
+            tally.count(event.outcome)
         bar.finish()
         if cancel.is_set():
-            print(f"Stopped after {bar.last.documents_done if bar.last else 0} documents; "
+            print(f"Stopped after {plural(bar.last.documents_done if bar.last else 0, 'document')}; "
                   "run the same command again to carry on.", file=sys.stderr)
             return CANCELLED_EXIT
-        _summary(bar, store)
+        _summary(bar, store, tally)
     return 0
 
 
@@ -84,7 +98,9 @@ def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool,
               flush=True)
         return
     if outcome.status != "ready":
-        bar.note(visible(f"{outcome.status.replace('_', ' ')}: {outcome.reason}"))
+        name = Path(outcome.path).name
+        where = "" if name in outcome.reason else f" ({name})"  # a parse error names its file
+        bar.note(visible(f"{outcome.status.replace('_', ' ')}{where}: {outcome.reason}"))
     if took.seconds >= SLOW_DOCUMENT_S:
         bar.note(f"{visible(Path(outcome.path).name)} took {_duration(took.seconds)} "
                  f"({_duration(took.read_s)} of it reading the file)")
@@ -114,15 +130,58 @@ class _DocumentTimer:
         return _Took(event.elapsed_s - began, parsed - began)
 
 
-def _summary(bar: "_ProgressBar", store) -> None:
+@dataclass
+class _Tally:
+    """What became of the run's documents: indexed (of those, with warnings), unchanged, failed."""
+
+    indexed: int = 0
+    warned: int = 0
+    pages: int = 0  # of the documents indexed
+    unchanged: int = 0
+    failed: int = 0
+
+    def count(self, outcome) -> None:
+        if outcome is None:
+            return
+        if outcome.status == "failed":
+            self.failed += 1
+        elif (outcome.status, outcome.reason) == UNCHANGED:
+            self.unchanged += 1
+        else:
+            self.indexed += 1
+            self.warned += outcome.status != "ready"
+            self.pages += outcome.pages
+
+
+UNCHANGED = ("ready", "unchanged")  # the Indexer's outcome for a file stored already, not read again
+
+
+def _summary(bar: "_ProgressBar", store, tally: _Tally) -> None:
     last = bar.last
     if last is None:
         print("Nothing to index: no PDF, TXT, Markdown, HTML or DOCX files there.", file=sys.stderr)
         return
     stats = store.stats()
-    print(f"Indexed {last.documents_done} documents, {last.pages_done} pages in {last.elapsed_s:.1f} s "
-          f"({last.pages_per_s:.1f} pages/s). The collection holds {stats.get('documents', '?')} documents, "
-          f"{stats.get('chunks', '?')} chunks.", file=sys.stderr)
+    print(f"{_outcome_text(tally, last.elapsed_s)} The collection holds "
+          f"{_count(stats.get('documents'), 'document')}, {_count(stats.get('chunks'), 'chunk')}.",
+          file=sys.stderr)
+
+
+def _outcome_text(tally: _Tally, elapsed_s: float) -> str:
+    """"Indexed 2 documents, 30 pages in 4.1 s (7.3 pages/s); 1 unchanged (skipped), 1 failed."."""
+    others = [f"{tally.unchanged} unchanged (skipped)"] if tally.unchanged else []
+    others += [f"{tally.failed} failed"] if tally.failed else []
+    if not tally.indexed:
+        return f"Nothing new indexed: {', '.join(others)}."
+    rate = tally.pages / elapsed_s if elapsed_s > 0 else 0.0
+    warned = f" ({tally.warned} with warnings)" if tally.warned else ""
+    text = (f"Indexed {plural(tally.indexed, 'document')}{warned}, {plural(tally.pages, 'page')} "
+            f"in {elapsed_s:.1f} s ({rate:.1f} pages/s)")
+    return text + (f"; {', '.join(others)}." if others else ".")
+
+
+def _count(number, noun: str) -> str:
+    return plural(number, noun) if isinstance(number, int) else f"? {noun}s"
 
 
 class _ProgressBar:
@@ -162,7 +221,8 @@ class _ProgressBar:
         filled = int(fraction * self.WIDTH)
         eta = "" if e.eta_s is None else f" ETA {_duration(e.eta_s)}"
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
-                f"{e.pages_done} pages, {e.pages_per_s:.1f} pages/s{eta}  {visible(Path(e.current_file).name)}")
+                f"{plural(e.pages_done, 'page')}, {e.pages_per_s:.1f} pages/s{eta}  "
+                f"{visible(Path(e.current_file).name)}")
 
 
 def _duration(seconds: float) -> str:
@@ -174,19 +234,33 @@ def _duration(seconds: float) -> str:
 def _docs_list(args, paths) -> int:
     from engine.store.indexer import open_collection
 
+    if not collection_exists(paths, args.collection):  # nothing indexed yet: not an error
+        print(nothing_indexed(args, paths), file=sys.stderr)
+        return 0
     with open_collection(paths, args.collection, read_only=True) as store:
         documents = store.list_documents()
     if args.json:
         for doc in documents:
             print(json.dumps(doc.to_dict(), default=str))
-        return 0
-    for doc in documents:
-        reason = f"  ({visible(doc.error)})" if doc.error else ""
-        print(f"{doc.id:>5}  {doc.status:<20} {doc.page_count or 0:>5} pages "
-              f"{doc.chunk_count or 0:>6} chunks  {visible(str(doc.path))}{reason}")
+    elif documents:
+        print(_documents_table(documents))
     if not documents:
-        print("The collection is empty.", file=sys.stderr)
+        print(nothing_indexed(args, paths), file=sys.stderr)
     return 0
+
+
+DOCS_HEADER = ("ID", "STATUS", "PAGES", "CHUNKS", "DOCUMENT")
+
+
+def _documents_table(documents) -> str:
+    """A header row, then one row per document: the numbers right-aligned, the path last (not
+    padded: paths are long), then why it failed or what it warned of."""
+    rows = [DOCS_HEADER] + [(str(d.id), d.status.replace("_", " "), str(d.page_count or 0),
+                             str(d.chunk_count or 0), visible(str(d.path))
+                             + (f"  ({visible(d.error)})" if d.error else "")) for d in documents]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(f"{row[0]:>{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}  "
+                     f"{row[3]:>{widths[3]}}  {row[4]}" for row in rows)
 
 
 def _docs_remove(args, paths) -> int:

@@ -4,29 +4,29 @@ from __future__ import annotations
 
 import json
 
-from engine.cli.common import paths_of, progress_line, usage
+from engine.cli.common import common_options, paths_of, progress_line, usage
 from engine.safe_text import visible
 
 
-def add_commands(commands, common) -> None:
+def add_commands(commands) -> None:
     models = commands.add_parser("models", help="list, prepare and import models")
     actions = models.add_subparsers(title="actions", metavar="ACTION")
     models.set_defaults(run=lambda args: usage(models))
 
-    listing = actions.add_parser("list", parents=[common], help="the models and their status")
+    listing = actions.add_parser("list", parents=[common_options(runs_model=True)], help="the models and their status")
     listing.add_argument("--json", action="store_true", help="one JSON object per model")
     listing.add_argument("--verify", action="store_true",
                          help="check every file's SHA-256 against its manifest (reads each file)")
     listing.set_defaults(run=_models_list)
 
-    prepare = actions.add_parser("prepare", parents=[common],
+    prepare = actions.add_parser("prepare", parents=[common_options()],
                                  help="convert the built-in models for use (once); checks the "
                                       "prepared files' SHA-256s and prepares damaged ones again")
     prepare.set_defaults(run=_models_prepare)
 
-    importing = actions.add_parser("import", parents=[common],
+    importing = actions.add_parser("import", parents=[common_options()],
                                    help="import a .gguf file or an ONNX model folder")
-    importing.add_argument("path", metavar="PATH")
+    importing.add_argument("path", metavar="PATH", help="a .gguf file, or a folder holding an ONNX model")
     importing.set_defaults(run=_models_import)
 
 
@@ -56,7 +56,7 @@ def _models_prepare(args) -> int:
     )
 
     paths = paths_of(args)
-    damaged = _damaged(paths, args.provider)
+    damaged = _damaged(paths)
     with progress_line(f"Preparing {BUILTIN_LLM.name}") as progress:
         folder = prepare_builtin_llm(paths, progress, verify=True)
     repaired = " (its damaged files were prepared again)" if BUILTIN_LLM.name in damaged else ""
@@ -69,12 +69,13 @@ def _models_prepare(args) -> int:
     return 0
 
 
-def _damaged(paths, provider: str) -> set[str]:
-    """The names of the built-in models whose files do not match their SHA-256s."""
+def _damaged(paths) -> set[str]:
+    """The names of the built-in models whose files do not match their SHA-256s (no
+    provider matters here: it only fills the listing's provider column)."""
     from engine.models.registry import BUILTINS, list_models
 
     builtin = {model.name for model in BUILTINS}
-    return {i.name for i in list_models(paths, provider, verify=True) if i.name in builtin and i.status == "invalid"}
+    return {i.name for i in list_models(paths, "cpu", verify=True) if i.name in builtin and i.status == "invalid"}
 
 
 def _models_import(args) -> int:

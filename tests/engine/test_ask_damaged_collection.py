@@ -86,4 +86,4 @@ def test_index_on_a_damaged_collection_prints_what_it_repaired_then_reads_the_ma
     err = capsys.readouterr().err
     [repaired] = [line for line in err.splitlines() if line.startswith("repaired: ")]
     assert "door.md" in repaired and "Traceback" not in err
-    assert "The collection holds 2 documents, 1 chunks" in err  # the damaged one stays, failed
+    assert "The collection holds 2 documents, 1 chunk." in err  # the damaged one stays, failed

@@ -16,7 +16,9 @@ from engine.cli.main import main
 from engine.models.registry import BUILTIN_EMBEDDER, BUILTIN_LLM
 
 REPO = Path(__file__).resolve().parents[2]
-SUBCOMMANDS = [["models", "list"], ["models", "prepare"], ["models", "import"], ["generate"]]
+RUN_A_MODEL = [["models", "list"], ["generate"], ["ask"], ["chat"], ["eval"]]
+RUN_NO_MODEL = [["models", "prepare"], ["models", "import"], ["index"], ["docs", "list"], ["docs", "remove"],
+                ["admin", "set-pin"], ["admin", "clear-pin"], ["admin", "audit"]]
 
 
 def run_cli(args: list[str], home: Path, **kwargs) -> subprocess.CompletedProcess:
@@ -51,11 +53,12 @@ def test_help(capsys):
     assert "models" in out and "generate" in out
 
 
-@pytest.mark.parametrize("command", SUBCOMMANDS, ids=" ".join)
-def test_every_subcommand_takes_data_dir_and_provider(command, capsys):
+@pytest.mark.parametrize("command", RUN_A_MODEL + RUN_NO_MODEL, ids=" ".join)
+def test_every_subcommand_takes_data_dir_and_only_those_that_run_a_model_offer_provider(command, capsys):
     assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out
-    assert "--data-dir DIR" in out and "--provider {auto," in out
+    assert "--data-dir DIR" in out
+    assert ("--provider {auto," in out) == (command in RUN_A_MODEL)
 
 
 def test_help_imports_no_heavy_module():
@@ -216,5 +219,7 @@ def test_docs_list_table_and_json(tmp_path, capsys):
         ("/docs/locked.pdf", "failed", "it is encrypted", 0, 0), ("/docs/pump.pdf", "ready", "", 2, 1)]
     assert main(["docs", "list", "--data-dir", str(data)]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert "failed" in table[0] and "/docs/locked.pdf  (it is encrypted)" in table[0]
-    assert "ready" in table[1] and "2 pages" in table[1] and "1 chunks  /docs/pump.pdf" in table[1]
+    assert table[0].split() == ["ID", "STATUS", "PAGES", "CHUNKS", "DOCUMENT"]
+    assert "failed" in table[1] and "/docs/locked.pdf  (it is encrypted)" in table[1]
+    assert table[2].split()[1:] == ["ready", "2", "1", "/docs/pump.pdf"]
+    assert len({line.index("DOCUMENT") if "DOCUMENT" in line else line.index("/docs") for line in table}) == 1

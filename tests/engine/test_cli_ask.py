@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.answer.assistant import NOT_FOUND
+from engine.cli.common import NOT_COVERED_EXIT
 from engine.cli.main import main
 
 MANUAL = """# Pump P-200 manual
@@ -260,7 +261,7 @@ def common(builtin_data_dir, tmp_path, request, capsys) -> list[str]:
     collection = "cli-ask-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
     options = ["--data-dir", str(builtin_data_dir), "--collection", collection, "--provider", "cpu"]
     assert main(["index", str(tmp_path / "manuals"), *options]) == 0
-    assert "The collection holds 1 documents" in capsys.readouterr().err
+    assert "The collection holds 1 document, " in capsys.readouterr().err
     return options
 
 
@@ -313,7 +314,7 @@ def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, caps
 
 @pytest.mark.slow
 def test_an_off_topic_question_is_not_answered(common, capsys):
-    assert main(["ask", "What is the capital of France?", "--json", *common]) == 0
+    assert main(["ask", "What is the capital of France?", "--json", *common]) == NOT_COVERED_EXIT
     record = json.loads(capsys.readouterr().out)
     assert record["answerable"] is False and record["answer"] == NOT_FOUND and record["lead"] == []
     assert record["stats"]["relevance"]["missing_terms"] == ["capital", "france"]
@@ -322,7 +323,7 @@ def test_an_off_topic_question_is_not_answered(common, capsys):
     assert {c["document"] for c in record["citations"]} == {"pump.md"}
     assert not any(c["cited"] for c in record["citations"])
 
-    assert main(["ask", "What is the capital of France?", *common]) == 0
+    assert main(["ask", "What is the capital of France?", *common]) == NOT_COVERED_EXIT
     out = capsys.readouterr().out
     assert out.startswith(NOT_FOUND)
     assert "Passages (the answer cites none of them):" in out and SOURCE_LINE.search(out)
@@ -330,10 +331,10 @@ def test_an_off_topic_question_is_not_answered(common, capsys):
 
 @pytest.mark.slow
 def test_a_refusal_names_the_words_no_manual_mentions(common, capsys):
-    assert main(["ask", "How do I run the pump from a Jupyter notebook?", "--json", *common]) == 0
+    assert main(["ask", "How do I run the pump from a Jupyter notebook?", "--json", *common]) == NOT_COVERED_EXIT
     record = json.loads(capsys.readouterr().out)
     assert record["answerable"] is False and record["stats"]["relevance"]["unknown_names"] == ["Jupyter"]
-    assert main(["ask", "How do I run the pump from a Jupyter notebook?", *common]) == 0
+    assert main(["ask", "How do I run the pump from a Jupyter notebook?", *common]) == NOT_COVERED_EXIT
     out = capsys.readouterr().out
     assert out.startswith(f"The manuals do not mention Jupyter.\n{NOT_FOUND}")
 
@@ -416,8 +417,9 @@ def test_a_missing_collection_says_to_index_documents_first(builtin_data_dir, tm
                  "--provider", "cpu"])
     assert code == 1
     err = capsys.readouterr().err
-    assert re.search(r"^error: There is no collection in '.*never-indexed'; "
-                     r"index some documents into it first\.$", err, re.MULTILINE), err
+    assert re.search(r"^error: The collection 'never-indexed' is empty: no documents are indexed yet "
+                     r"\(in .*never-indexed\)\. Add some with: offline-assistant-cli index PATH "
+                     r"--data-dir .* --collection never-indexed$", err, re.MULTILINE), err
     assert "Traceback" not in err
 
 

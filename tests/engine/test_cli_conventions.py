@@ -1,0 +1,287 @@
+"""offline-assistant-cli follows the habits of git, pip and ollama (issue 15): global options
+before the command, "did you mean", `help COMMAND`, -V, exit codes that say what happened,
+output a log can read (no carriage returns off a terminal) and plurals that agree."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from engine import __version__
+from engine.cli.common import NOT_COVERED_EXIT, plural, progress_line
+from engine.cli.index import _outcome_text, _ProgressBar, _Tally
+from engine.cli.main import main
+from engine.types import DocumentOutcome, IndexProgress
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it, with a private home: its exit code and output."""
+    home = tmp_path / "home"
+    env = {**os.environ, "HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=120)
+
+
+def one_document(data: Path, path: str = "/docs/pump.pdf") -> Path:
+    """A data folder whose default collection holds one stored document."""
+    from engine.paths import AppPaths
+    from engine.store.index_store import IndexStore
+    from engine.types import Chunk
+
+    folder = AppPaths(data).ensure().collection("default")
+    with IndexStore.open(folder, embedder_id="test-embedder", dimension=4) as store:
+        store.add_document(path, "abc", 100, 1.5, "Pump", 2,
+                           [Chunk(page=1, start=0, end=4, text="pump")], [[1.0, 0.0, 0.0, 0.0]])
+    return data
+
+
+# -- global options ---------------------------------------------------------------------------
+
+def test_data_dir_before_the_command_works_as_after_it(tmp_path):
+    data = str(one_document(tmp_path / "data"))
+    before = cli(["--data-dir", data, "docs", "list"], tmp_path)
+    after = cli(["docs", "list", "--data-dir", data], tmp_path)
+    assert before.returncode == 0, before.stderr
+    assert "/docs/pump.pdf" in before.stdout and before.stdout == after.stdout
+
+
+def test_data_dir_after_the_command_wins_over_the_one_before(tmp_path, capsys):
+    data = str(one_document(tmp_path / "data"))
+    assert main(["--data-dir", str(tmp_path / "other"), "docs", "list", "--data-dir", data]) == 0
+    assert "/docs/pump.pdf" in capsys.readouterr().out
+
+
+@pytest.fixture
+def ask_args(monkeypatch) -> list:
+    """The arguments `ask` would run with; nothing runs."""
+    seen = []
+    monkeypatch.setattr("engine.cli.ask._ask", lambda args, paths: seen.append(args) or 0)
+    return seen
+
+
+@pytest.mark.parametrize("argv, provider, data_dir", [
+    (["ask", "Q?"], "auto", None),
+    (["--provider", "cpu", "ask", "Q?"], "cpu", None),
+    (["ask", "Q?", "--provider", "cpu"], "cpu", None),
+    (["--data-dir", "D", "--provider", "cpu", "ask", "Q?"], "cpu", "D"),
+])
+def test_provider_and_data_dir_before_or_after_ask(ask_args, argv, provider, data_dir):
+    assert main(argv) == 0
+    [args] = ask_args
+    assert (args.provider, args.data_dir, args.question) == (provider, data_dir, "Q?")
+
+
+@pytest.mark.parametrize("argv", [["docs", "list", "--provider", "cpu"], ["--provider", "cpu", "docs", "list"],
+                                  ["admin", "audit", "--provider", "cpu"]])
+def test_provider_is_not_offered_where_it_means_nothing_but_taken_like_a_global_option(argv, tmp_path, capsys):
+    """Not in the command's --help (see test_cli.py); given anyway, as one set of options
+    serves index, docs and ask alike, it changes nothing."""
+    assert main([*argv, "--data-dir", str(tmp_path)]) == 0
+    assert main([*argv[:argv.index("--provider")], *argv[argv.index("--provider") + 2:], "--help"]) == 0
+    assert "--provider" not in capsys.readouterr().out
+
+
+# -- typos, help and version ------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, meant", [(["ak", "How?"], "ask"), (["indx", "docs"], "index"),
+                                         (["docs", "lst"], "list"), (["models", "prepar"], "prepare"),
+                                         (["docs", "list", "--colection", "x"], "--collection"),
+                                         (["ask", "--provider", "cpux", "Q?"], "cpu")])
+def test_a_mistyped_command_or_option_suggests_the_right_one(argv, meant, capsys):
+    assert main(argv) == 2
+    assert f"did you mean '{meant}'?" in capsys.readouterr().err
+
+
+def test_a_word_nothing_resembles_gets_no_suggestion(capsys):
+    assert main(["xyzzy"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'xyzzy'" in err and "did you mean" not in err
+
+
+@pytest.mark.parametrize("topic", [["ask"], ["docs"], ["docs", "list"], ["admin", "set-pin"], []])
+def test_help_command_prints_what_dash_dash_help_prints(topic, capsys):
+    assert main(["help", *topic]) == 0
+    shown = capsys.readouterr().out
+    assert main([*topic, "--help"]) == 0
+    assert shown == capsys.readouterr().out and shown.startswith("usage: ")
+
+
+def test_help_of_an_unknown_command_suggests_one(capsys):
+    assert main(["help", "dcs"]) == 2
+    assert "there is no command 'dcs'; did you mean 'docs'?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version(flag, tmp_path):
+    done = cli([flag], tmp_path)
+    assert (done.returncode, done.stdout) == (0, f"offline-assistant-cli {__version__}\n")
+
+
+def test_help_lists_commands_says_where_options_go_and_documents_the_exit_codes(capsys):
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^  -V, --version", out, re.MULTILINE)
+    assert "--data-dir DIR" in out and "before or after the command" in out
+    assert f"{NOT_COVERED_EXIT} `ask`: the manuals do not cover the question" in " ".join(out.split())
+    assert main(["ask", "--help"]) == 0
+    assert f"{NOT_COVERED_EXIT} the manuals do not cover the question" in " ".join(capsys.readouterr().out.split())
+
+
+def test_every_command_help_starts_with_what_it_does(capsys):
+    assert main(["docs", "list", "--help"]) == 0
+    assert "\nThe documents and their status.\n" in capsys.readouterr().out
+
+
+def test_readme_documents_the_exit_code_of_a_question_the_manuals_do_not_cover():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The command line"):]
+    section = section[:section.index("\n## ", 1)]
+    assert f"exits {NOT_COVERED_EXIT}" in section and "help COMMAND" in section
+
+
+# -- exit codes -------------------------------------------------------------------------------
+
+@pytest.fixture
+def refusing_ask(monkeypatch, tmp_path, tiny_embedder) -> list[str]:
+    """ask on the tiny collection with a relevance gate nothing passes: every question refused."""
+    from engine.answer.assistant import Assistant, AssistantSettings
+    from engine.answer.retrieval import Retriever
+    from tests.engine.test_assistant import ScriptedLLM
+    from tests.helpers.tiny_collection import fill, open_store
+
+    @contextmanager
+    def refusing(args, paths):
+        with open_store(tmp_path / "manuals", tiny_embedder) as store:
+            yield Assistant(Retriever(fill(store, tiny_embedder), tiny_embedder), ScriptedLLM("Never."),
+                            AssistantSettings(relevance_threshold=1e9))
+
+    monkeypatch.setattr("engine.cli.ask._open", refusing)
+    return ["--data-dir", str(tmp_path / "data")]
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["text", "json"])
+def test_ask_exits_3_when_the_manuals_do_not_cover_the_question(refusing_ask, json_output, capsys):
+    from engine.answer.assistant import NOT_FOUND
+
+    json_flag = ["--json"] if json_output else []
+    assert main(["ask", "What is the capital of France?", *json_flag, *refusing_ask]) == NOT_COVERED_EXIT
+    out = capsys.readouterr().out
+    assert json.loads(out)["answer"] == NOT_FOUND if json_output else NOT_FOUND in out
+
+
+def test_docs_list_on_an_empty_data_folder_says_so_and_exits_0(tmp_path):
+    data = tmp_path / "data"
+    done = cli(["docs", "list", "--data-dir", str(data)], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "The collection 'default' is empty: no documents are indexed yet" in done.stderr
+    assert f"offline-assistant-cli index PATH --data-dir {data}" in done.stderr
+    assert not data.exists()  # listing writes nothing
+
+
+def test_docs_list_of_a_collection_with_no_documents_left(tmp_path, capsys):
+    data = one_document(tmp_path / "data")
+    assert main(["docs", "remove", "/docs/pump.pdf", "--data-dir", str(data)]) == 0
+    assert main(["docs", "list", "--json", "--data-dir", str(data)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "is empty" in err
+
+
+def test_ask_on_an_empty_data_folder_says_how_to_index_before_preparing_a_model(tmp_path, monkeypatch, capsys):
+    def no_model(*args):
+        raise AssertionError("the model was prepared for a question with nothing to answer from")
+
+    monkeypatch.setattr("engine.cli.ask.llm_folder", no_model)
+    assert main(["ask", "How?", "--data-dir", str(tmp_path / "data"), "--collection", "pumps"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: The collection 'pumps' is empty")
+    assert "index PATH --data-dir" in err and "--collection pumps" in err
+
+
+# -- output -----------------------------------------------------------------------------------
+
+def test_plurals():
+    assert [plural(n, "document") for n in (0, 1, 2)] == ["0 documents", "1 document", "2 documents"]
+
+
+def outcomes(*statuses: tuple[str, str, int]) -> _Tally:
+    tally = _Tally()
+    for status, reason, pages in statuses:
+        tally.count(DocumentOutcome("/a.pdf", status, reason, pages, pages))
+    tally.count(None)  # a progress step, not a finished document
+    return tally
+
+
+def test_the_summary_counts_only_documents_indexed_and_says_how_many_were_unchanged_or_failed():
+    tally = outcomes(("ready", "", 10), ("ready", "unchanged", 0), ("ready", "unchanged", 0),
+                     ("failed", "'b.pdf' is encrypted", 0), ("ready_with_warnings", "no text was found", 1))
+    assert _outcome_text(tally, 2.0) == ("Indexed 2 documents (1 with warnings), 11 pages in 2.0 s "
+                                         "(5.5 pages/s); 2 unchanged (skipped), 1 failed.")
+    assert _outcome_text(outcomes(("ready", "", 1)), 0.5) == "Indexed 1 document, 1 page in 0.5 s (2.0 pages/s)."
+    assert _outcome_text(outcomes(("ready", "unchanged", 0)), 0.1) == "Nothing new indexed: 1 unchanged (skipped)."
+
+
+def progress(done: int, outcome: DocumentOutcome | None = None) -> IndexProgress:
+    return IndexProgress(done, 2, done * 3, "/docs/a.pdf", 1.0 + done, outcome, done, 2)
+
+
+def test_the_index_progress_off_a_terminal_is_one_line_per_document():
+    log = io.StringIO()
+    bar = _ProgressBar(log)
+    for event in (progress(0), progress(1, DocumentOutcome("/docs/a.pdf", "ready", "", 3, 3)), progress(1)):
+        bar.show(event)
+    bar.note("failed (b.pdf): it is encrypted")
+    bar.finish()
+    assert "\r" not in log.getvalue() and "\x1b" not in log.getvalue()
+    assert log.getvalue().splitlines() == [
+        "[############............] 1/2 docs, 3 pages, 1.5 pages/s ETA 2s  a.pdf",
+        "failed (b.pdf): it is encrypted"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_line_redraws_on_a_terminal_and_writes_a_line_per_step_elsewhere():
+    for stream in (Terminal(), io.StringIO()):
+        with progress_line("Preparing", stream) as report:
+            for layer in range(1, 4):
+                report(layer / 3 - 0.01, f"layer {layer} of 3")
+                report(layer / 3, f"layer {layer} of 3")  # the same step, a little further
+        if stream.isatty():
+            assert stream.getvalue().count("\r") == 6 and stream.getvalue().endswith("\n")
+        else:
+            assert "\r" not in stream.getvalue()
+            assert stream.getvalue().splitlines() == ["Preparing:  32% layer 1 of 3", "Preparing:  66% layer 2 of 3",
+                                                      "Preparing:  99% layer 3 of 3", "Preparing: 100% layer 3 of 3"]
+
+
+def test_the_eval_count_off_a_terminal_is_a_line_per_tenth_of_the_questions():
+    from engine.cli.ask import _progress_to
+
+    log = io.StringIO()
+    report = _progress_to(20, None, log)
+    for _ in range(20):
+        report(None)
+    assert "\r" not in log.getvalue()
+    assert log.getvalue().splitlines() == [f"{n}/20 questions" for n in range(2, 21, 2)]
+
+
+def test_the_caution_agrees_in_number():
+    from engine.cli.ask import _caution
+
+    class Stats:
+        well_supported, checked, unsupported = False, 2, 1
+
+    assert _caution(Stats()) == "1 of its 2 sentences is not in the manuals"
