@@ -220,9 +220,10 @@ class _ProgressBar:
         fraction = e.bytes_done / e.bytes_total if e.bytes_total else 0.0
         filled = int(fraction * self.WIDTH)
         eta = "" if e.eta_s is None else f" ETA {_duration(e.eta_s)}"
+        unchanged = " (unchanged)" if e.outcome and (e.outcome.status, e.outcome.reason) == UNCHANGED else ""
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
                 f"{plural(e.pages_done, 'page')}, {e.pages_per_s:.1f} pages/s{eta}  "
-                f"{visible(Path(e.current_file).name)}")
+                f"{visible(Path(e.current_file).name)}{unchanged}")
 
 
 def _duration(seconds: float) -> str:
@@ -269,6 +270,9 @@ def _docs_remove(args, paths) -> int:
     with open_collection(paths, args.collection) as store:
         missing = [d for d in args.documents if not store.remove_document(_path_or_id(d))]
         store.flush()
+    removed = len(args.documents) - len(missing)
+    if removed:
+        print(f"Removed {plural(removed, 'document')} from the collection '{visible(args.collection)}'.")
     if missing:
         raise EngineError(f"Not in the collection: {', '.join(missing)}; see 'docs list'.")
     return 0

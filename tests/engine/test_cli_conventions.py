@@ -192,6 +192,7 @@ def test_docs_list_on_an_empty_data_folder_says_so_and_exits_0(tmp_path):
 def test_docs_list_of_a_collection_with_no_documents_left(tmp_path, capsys):
     data = one_document(tmp_path / "data")
     assert main(["docs", "remove", "/docs/pump.pdf", "--data-dir", str(data)]) == 0
+    assert capsys.readouterr().out == "Removed 1 document from the collection 'default'.\n"
     assert main(["docs", "list", "--json", "--data-dir", str(data)]) == 0
     out, err = capsys.readouterr()
     assert out == "" and "is empty" in err
@@ -232,19 +233,21 @@ def test_the_summary_counts_only_documents_indexed_and_says_how_many_were_unchan
 
 
 def progress(done: int, outcome: DocumentOutcome | None = None) -> IndexProgress:
-    return IndexProgress(done, 2, done * 3, "/docs/a.pdf", 1.0 + done, outcome, done, 2)
+    return IndexProgress(done, 2, done, "/docs/a.pdf", 1.0 + done, outcome, done, 2)
 
 
 def test_the_index_progress_off_a_terminal_is_one_line_per_document():
     log = io.StringIO()
     bar = _ProgressBar(log)
-    for event in (progress(0), progress(1, DocumentOutcome("/docs/a.pdf", "ready", "", 3, 3)), progress(1)):
+    for event in (progress(0), progress(1, DocumentOutcome("/docs/a.pdf", "ready", "", 1, 1)), progress(1),
+                  progress(2, DocumentOutcome("/docs/a.pdf", "ready", "unchanged"))):
         bar.show(event)
     bar.note("failed (b.pdf): it is encrypted")
     bar.finish()
     assert "\r" not in log.getvalue() and "\x1b" not in log.getvalue()
     assert log.getvalue().splitlines() == [
-        "[############............] 1/2 docs, 3 pages, 1.5 pages/s ETA 2s  a.pdf",
+        "[############............] 1/2 docs, 1 page, 0.5 pages/s ETA 2s  a.pdf",
+        "[########################] 2/2 docs, 2 pages, 0.7 pages/s ETA 0s  a.pdf (unchanged)",
         "failed (b.pdf): it is encrypted"]
 
 
@@ -285,3 +288,16 @@ def test_the_caution_agrees_in_number():
         well_supported, checked, unsupported = False, 2, 1
 
     assert _caution(Stats()) == "1 of its 2 sentences is not in the manuals"
+
+
+def test_a_document_that_failed_or_warned_is_named_once():
+    from engine.cli.index import _report, _Took
+
+    log = io.StringIO()
+    bar = _ProgressBar(log)
+    took = _Took(1.0, 0.5)
+    _report(progress(1, DocumentOutcome("/docs/scan.pdf", "ready_with_warnings", "no text was found to index")),
+            bar, False, took)
+    _report(progress(2, DocumentOutcome("/docs/c.pdf", "failed", "'c.pdf' is damaged")), bar, False, took)
+    notes = [line for line in log.getvalue().splitlines() if not line.startswith("[")]
+    assert notes == ["ready with warnings (scan.pdf): no text was found to index", "failed: 'c.pdf' is damaged"]
