@@ -25,10 +25,11 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QKeySequence, QPainter
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
+    QFrame,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -49,8 +50,9 @@ from engine.kiosk.audit import AuditLog, AuditSink
 log = logging.getLogger(__name__)
 
 TOUCH_PX = 64  # the height of a touch target at 96 dpi
-MIN_FONT_PT = 16
+MIN_FONT_PT = 16  # the kiosk text size: the settings' font_size, but never smaller
 PIN_TICK_MS = 1000
+PIN_BACKDROP = QColor(0, 0, 0, 110)
 KEEP_CONVERSATIONS = 20  # the audit log is the record; these are for the admin to look at
 # keys that close, quit, open files or settings: swallowed in kiosk mode
 BLOCKED_KEYS = frozenset({"Alt+F4", "Ctrl+Q", "Ctrl+W", "Ctrl+F4", "Esc", "Ctrl+O", "Ctrl+Shift+O",
@@ -68,12 +70,19 @@ LOCKED_ACTIONS = ("new_action", "add_action", "add_folder_action", "settings_act
                   "log_action", "cancel_index_action", "rename_action", "delete_action",
                   "focus_conversations_action", "focus_documents_action", "focus_source_action",
                   "about_action")
+# every button of the window is a touch target; the question box grows by its padding (its
+# height follows its text: chat/bubbles.py MessageInput)
 KIOSK_STYLE = """
 #kioskBar {{ spacing: {gap}px; padding: {gap}px; }}
-#kioskBar QPushButton, #pinDialog QPushButton, #chatView QPushButton {{
+#mainWindow QPushButton, #mainWindow QToolButton {{
     min-height: {touch}px; min-width: {touch}px; padding: 0 {gap}px; }}
 #kioskBar #kioskNewQuestion {{ font-weight: bold; padding: 0 {wide}px; }}
-#answerBubble QToolButton {{ min-height: {small}px; padding: 0 {gap}px; }}
+#messageInput {{ padding: {input_pad}px {gap}px; }}
+#pinCard {{ background: palette(window); border: 1px solid palette(mid); border-radius: {gap}px;
+            padding: {gap}px; }}
+#pinTitle {{ font-weight: bold; }}
+#pinPanel QPushButton {{ min-height: {key}px; min-width: {key}px; }}
+#pinEntry {{ min-height: {touch}px; }}
 """
 
 
@@ -82,6 +91,15 @@ def touch_px(widget: QWidget, base: int = TOUCH_PX) -> int:
     screen = widget.screen() or QApplication.primaryScreen()
     dpi = screen.logicalDotsPerInch() if screen is not None else 96.0
     return round(base * max(1.0, dpi / 96.0))
+
+
+def input_padding(box, font: QFont, touch: int) -> int:
+    """The padding above and below the text that makes the one-line question box `touch`
+    pixels high: its height is a line of `font`, the document's margins and the padding (and a
+    few pixels of frame, which only add to it)."""
+    line = QFontMetrics(font).lineSpacing()
+    margins = 2 * int(box.document().documentMargin())
+    return max(4, -(-(touch - line - margins) // 2))
 
 
 def is_blocked_key(event) -> bool:
@@ -135,20 +153,28 @@ class AuditRecorder(QObject):
 
 
 # -- the admin PIN ----------------------------------------------------------------------------
-class PinDialog(QDialog):
-    """The admin PIN on a large on-screen keypad (the keyboard's digits work too). Accepted when
-    the PIN is right; wrong tries and the lockout are PinGate's."""
+class PinPanel(QWidget):
+    """The admin PIN on a large on-screen keypad, drawn inside the window over everything else:
+    a child widget with no frame of its own (nothing to minimise, move or close), covering the
+    window, so nothing behind it can be touched while it is open. The keyboard's digits,
+    Backspace and Enter work too. `accepted` when the PIN is right, `rejected` on Cancel, then
+    `finished`; wrong tries and the lockout are PinGate's."""
 
-    def __init__(self, gate: PinGate, parent=None):
-        super().__init__(parent)
+    accepted = Signal()
+    rejected = Signal()
+    finished = Signal(int)  # 1 accepted, 0 cancelled, as QDialog's
+
+    def __init__(self, gate: PinGate, window: QWidget):
+        super().__init__(window)
         self.gate = gate
-        self.setObjectName("pinDialog")
-        self.setWindowTitle("Administrator")
-        self.setModal(True)
+        self.setObjectName("pinPanel")
+        self.setAccessibleName("Administrator PIN")
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.entry = QLineEdit()
         self.entry.setObjectName("pinEntry")
         self.entry.setEchoMode(QLineEdit.EchoMode.Password)
         self.entry.setReadOnly(True)  # digits come from the keypad or keyPressEvent
+        self.entry.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.entry.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.entry.setAccessibleName("Admin PIN")
         self.message = QLabel("Enter the admin PIN")
@@ -167,15 +193,47 @@ class PinDialog(QDialog):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
         self.cancel_button.clicked.connect(self.reject)
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.message)
-        layout.addWidget(self.entry)
-        layout.addLayout(grid)
-        layout.addWidget(self.cancel_button)
+        self.card = QFrame()
+        self.card.setObjectName("pinCard")
+        title = QLabel("Administrator")
+        title.setObjectName("pinTitle")
+        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        column = QVBoxLayout(self.card)
+        for widget in (title, self.message, self.entry):
+            column.addWidget(widget)
+        column.addLayout(grid)
+        column.addWidget(self.cancel_button)
+        outer = QVBoxLayout(self)
+        outer.addWidget(self.card, 0, Qt.AlignmentFlag.AlignCenter)
         self.tick = QTimer(self)
         self.tick.setInterval(PIN_TICK_MS)
         self.tick.timeout.connect(self.refresh)
+        window.installEventFilter(self)  # to keep covering it when it is resized
+        self.hide()
         self.refresh()
+
+    def open(self) -> None:
+        """Shows the keypad over the whole window and takes the keyboard."""
+        self.setGeometry(self.parentWidget().rect())
+        self.raise_()
+        self.show()
+        self.setFocus(Qt.FocusReason.PopupFocusReason)
+        self.refresh()
+
+    def accept(self) -> None:
+        self._finish(self.accepted, 1)
+
+    def reject(self) -> None:
+        self._finish(self.rejected, 0)
+
+    def _finish(self, signal, code: int) -> None:
+        if not self.isVisible():
+            return
+        self.tick.stop()
+        self.entry.clear()
+        self.hide()
+        signal.emit()
+        self.finished.emit(code)
 
     def press(self, key: str) -> None:
         if not self.keys[key].isEnabled():  # locked out, or no PIN to check
@@ -222,6 +280,12 @@ class PinDialog(QDialog):
         for button in self.keys.values():
             button.setEnabled(enabled)
 
+    def event(self, event) -> bool:  # noqa: N802
+        if event.type() == T.ShortcutOverride:
+            event.accept()  # every key is the keypad's while it is open: no window shortcut fires
+            return True
+        return super().event(event)
+
     def keyPressEvent(self, event) -> None:  # noqa: N802
         text = event.text()
         if len(text) == 1 and text in self.keys:
@@ -230,7 +294,22 @@ class PinDialog(QDialog):
             self.press("⌫")
         elif event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
             self.press("OK")
-        # everything else (Escape included) is ignored: the dialog has its own Cancel
+        event.accept()  # everything else (Escape included) stops here: the keypad has its own Cancel
+
+    def focusNextPrevChild(self, _next: bool) -> bool:  # noqa: N802
+        return True  # Tab does not move the focus behind the keypad
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        event.accept()  # a touch beside the keypad reaches nothing behind it
+
+    def paintEvent(self, _event) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), PIN_BACKDROP)  # the window dimmed behind the keypad
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802
+        if watched is self.parentWidget() and event.type() == T.Resize:
+            self.setGeometry(watched.rect())
+        return False
 
 
 # -- the kiosk --------------------------------------------------------------------------------
@@ -248,7 +327,7 @@ class Kiosk(QObject):
         self.gate = PinGate(window.paths.pin_file, clock=clock)
         self.audit = AuditRecorder(window)
         self.state = "off"
-        self.pin_dialog: PinDialog | None = None
+        self.pin_panel: PinPanel | None = None
         self._may_close = False
         self._reset_pending = False
         self._style = ""
@@ -345,8 +424,8 @@ class Kiosk(QObject):
         w.conversations.show()
         w.side.show()
         w.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
-        w.setStyleSheet(self._style)
         apply_theme(QApplication.instance(), w.settings.theme, w.settings.font_size)
+        w.setStyleSheet(self._style)  # after the font: a styled widget takes it when re-styled
         w.setWindowFlag(Qt.WindowType.FramelessWindowHint, False)
         w.showNormal()
         log.info("kiosk mode off")
@@ -360,15 +439,15 @@ class Kiosk(QObject):
         self.audit.close()
 
     # -- the admin ---------------------------------------------------------------------------
-    def ask_pin(self) -> PinDialog:
-        """Opens the PIN keypad; the right PIN unlocks the admin panel."""
-        if self.pin_dialog is None:
-            dialog = PinDialog(self.gate, self.window)
-            dialog.accepted.connect(self.unlock)
-            dialog.finished.connect(self._forget_pin_dialog)
-            self.pin_dialog = dialog
-        self.pin_dialog.open()
-        return self.pin_dialog
+    def ask_pin(self) -> PinPanel:
+        """Opens the PIN keypad over the window; the right PIN unlocks the admin panel."""
+        if self.pin_panel is None:
+            panel = PinPanel(self.gate, self.window)
+            panel.accepted.connect(self.unlock)
+            panel.finished.connect(self._forget_pin_panel)
+            self.pin_panel = panel
+        self.pin_panel.open()
+        return self.pin_panel
 
     def unlock(self) -> None:
         if self.state == "locked":
@@ -445,26 +524,35 @@ class Kiosk(QObject):
         self.stateChanged.emit(state)
 
     def _apply_look(self) -> None:
+        """The kiosk text size and touch-sized targets. The font comes first: a widget under a
+        style sheet takes the application's font only when it is styled again."""
         w = self.window
         if not self._style:
             self._style = w.styleSheet()
+        app = QApplication.instance()
+        apply_theme(app, w.settings.theme, max(w.settings.font_size, MIN_FONT_PT))
         touch = touch_px(w)
-        w.setStyleSheet(self._style + KIOSK_STYLE.format(touch=touch, small=touch_px(w, 48),
-                                                         gap=touch // 8, wide=touch // 2))
-        apply_theme(QApplication.instance(), w.settings.theme, max(w.settings.font_size, MIN_FONT_PT))
+        w.setStyleSheet(self._style + KIOSK_STYLE.format(
+            touch=touch, gap=touch // 8, wide=touch // 2, key=touch * 5 // 4,
+            input_pad=input_padding(w.chat.input, app.font(), touch)))
+        # the box sets its height on a font change, which the style sheet applies before the
+        # padding: once more, with the padding in place
+        QApplication.sendEvent(w.chat.input, QEvent(T.FontChange))
 
     def _close_dialogs(self, pin_too: bool = False) -> None:
         """Closes the admin's open dialogs (settings, file dialogs) and, with `pin_too`, the keypad."""
         for widget in QApplication.topLevelWidgets():
             if isinstance(widget, QProgressDialog) or not isinstance(widget, QDialog):
                 continue  # the first start's progress is no admin's dialog
-            if widget.isVisible() and (pin_too or widget is not self.pin_dialog):
+            if widget.isVisible():
                 widget.reject()
+        if pin_too and self.pin_panel is not None:
+            self.pin_panel.reject()
 
-    def _forget_pin_dialog(self, _result: int) -> None:
-        dialog, self.pin_dialog = self.pin_dialog, None
-        if dialog is not None:
-            dialog.deleteLater()
+    def _forget_pin_panel(self, _result: int) -> None:
+        panel, self.pin_panel = self.pin_panel, None
+        if panel is not None:
+            panel.deleteLater()
 
     def _full_screen(self) -> None:
         w = self.window
@@ -480,6 +568,10 @@ class Kiosk(QObject):
                 self.relock_timer.start()
         if kind in KEY_EVENTS and is_blocked_key(event):
             event.accept()  # an accepted ShortcutOverride keeps the shortcut from firing
+            return True
+        panel = self.pin_panel
+        if kind == T.KeyPress and panel is not None and panel.isVisible() and watched is not panel:
+            QApplication.sendEvent(panel, event)  # typed anywhere, a key is the open keypad's
             return True
         if watched is self.window:
             if kind == T.Close and not self._may_close:

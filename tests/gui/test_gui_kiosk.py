@@ -13,9 +13,29 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QMimeData, QPoint, QProcess, Qt, QThread, QUrl
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QKeySequence, QTextCursor
-from PySide6.QtWidgets import QAbstractButton, QApplication, QFileDialog, QMessageBox, QWidget
+from PySide6.QtWidgets import (
+    QAbstractButton,
+    QAbstractItemView,
+    QApplication,
+    QFileDialog,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QPlainTextEdit,
+    QTextEdit,
+    QWidget,
+)
 
-from desktop_app.kiosk.lockdown import KEEP_CONVERSATIONS, AuditRecorder, Kiosk, install
+from desktop_app.kiosk import lockdown
+from desktop_app.kiosk.lockdown import (
+    KEEP_CONVERSATIONS,
+    MIN_FONT_PT,
+    TOUCH_PX,
+    AuditRecorder,
+    Kiosk,
+    install,
+    touch_px,
+)
 from desktop_app.main_window import MainWindow
 from engine.answer.assistant import PassagesEvent
 from engine.config import Settings
@@ -90,9 +110,9 @@ def ask(qtbot, window, question: str = QUESTION):
 
 
 def enter_pin(qtbot, kiosk: Kiosk, pin: str) -> None:
-    dialog = kiosk.pin_dialog
+    keypad = kiosk.pin_panel
     for key in [*pin, "OK"]:
-        qtbot.mouseClick(dialog.keys[key], Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(keypad.keys[key], Qt.MouseButton.LeftButton)
 
 
 def audit_lines(paths: AppPaths) -> list[dict]:
@@ -233,27 +253,177 @@ def test_the_layout_fits_from_1024x768_to_4k(qtbot, open_kiosk, shown):
         assert w.chat.width() >= (width * 2 // 5 if source_open else width * 9 // 10)
 
 
+# -- large text and touch targets -----------------------------------------------------------------
+TEXT_WIDGETS = (QLabel, QAbstractButton, QLineEdit, QPlainTextEdit, QTextEdit, QAbstractItemView)
+
+
+def shown_text_widgets(window) -> list[QWidget]:
+    return [widget for widget in window.findChildren(QWidget)
+            if widget.isVisible() and isinstance(widget, TEXT_WIDGETS)]
+
+
+def points(widget: QWidget) -> float:
+    """The widget's font size in points, as the style sheet left it (a pixel size converted)."""
+    font = widget.font()
+    if font.pointSizeF() > 0:
+        return font.pointSizeF()
+    return font.pixelSize() * 72.0 / widget.logicalDpiY()
+
+
+def open_answer_and_source(qtbot, window) -> None:
+    ask(qtbot, window)
+    with qtbot.waitSignal(window.source.sourceShown, timeout=10_000):
+        window.chat.last_answer().browser.anchorClicked.emit(QUrl("cite:1"))
+
+
+@pytest.mark.parametrize("font_size", [11, 20])
+def test_every_text_is_at_least_the_kiosk_text_size(qtbot, open_kiosk, font_size):
+    kiosk = open_kiosk(font_size=font_size)
+    w = kiosk.window
+    smallest = max(font_size, MIN_FONT_PT)
+    seen = {}
+
+    def look(where: str) -> None:
+        QApplication.processEvents()
+        for widget in shown_text_widgets(w):
+            seen.setdefault(where, []).append(widget)
+            name = f"{where}: {type(widget).__name__} {widget.objectName()!r}"
+            assert points(widget) >= smallest, (name, points(widget))
+
+    look("welcome")
+    open_answer_and_source(qtbot, w)
+    look("answer")
+    kiosk.ask_pin()
+    look("keypad")
+    enter_pin(qtbot, kiosk, PIN)
+    look("admin")
+    welcome = {widget for widget in seen["welcome"]}
+    for widget in (w.chat.input, w.chat.empty, w.chat.send_button, kiosk.new_button, kiosk.title,
+                   kiosk.admin_button, w.index_label):
+        assert widget in welcome, widget.objectName()  # what the measuring looked at
+    assert w.source.title in seen["answer"] and w.source.next_button in seen["answer"]
+    assert w.documents.list in seen["admin"]
+
+
+class _Screen:
+    def __init__(self, dpi: float):
+        self.dpi = dpi
+
+    def logicalDotsPerInch(self) -> float:  # noqa: N802
+        return self.dpi
+
+
+class _OnScreen:
+    def __init__(self, dpi: float):
+        self._screen = _Screen(dpi)
+
+    def screen(self) -> _Screen:
+        return self._screen
+
+
+def test_a_touch_target_is_64_px_at_96_dpi_and_grows_with_the_screens_dpi(qtbot):
+    assert touch_px(_OnScreen(96)) == TOUCH_PX == 64
+    assert touch_px(_OnScreen(144)) == 96 and touch_px(_OnScreen(192)) == 128
+    assert touch_px(_OnScreen(72)) == 64  # never smaller than at 96 dpi
+
+
+def assert_touch_sized(widgets, touch: int) -> None:
+    for widget in widgets:
+        name = widget.text() if isinstance(widget, QAbstractButton) else widget.objectName()
+        assert widget.isVisible(), name
+        assert widget.height() >= touch and widget.width() >= touch, (name, widget.size(), touch)
+        if isinstance(widget, QAbstractButton):
+            assert widget.sizeHint().height() >= touch, (name, widget.sizeHint(), touch)
+
+
+@pytest.mark.parametrize("dpi", [96, 144])
+def test_the_question_box_and_the_buttons_are_touch_sized(qtbot, open_kiosk, monkeypatch, dpi):
+    """At the offscreen platform's 96 dpi, and on a denser screen (its logical DPI stood in for)."""
+    if dpi != 96:
+        monkeypatch.setattr(lockdown, "touch_px", lambda widget, base=TOUCH_PX: round(base * dpi / 96))
+    kiosk = open_kiosk()
+    w = kiosk.window
+    touch = round(TOUCH_PX * dpi / 96)
+    assert_touch_sized([w.chat.input, w.chat.send_button, kiosk.new_button, kiosk.admin_button], touch)
+    open_answer_and_source(qtbot, w)
+    source = w.source
+    answer = w.chat.last_answer()
+    assert_touch_sized([w.chat.input, source.previous_button, source.next_button, source.zoom_in_button,
+                        source.zoom_out_button, source.fit_button, answer.copy_button,
+                        answer.regenerate_button, answer.evidence_button], touch)
+    hold = start_held(qtbot, w, monkeypatch, "And how do I open the bleed valve?")
+    assert_touch_sized([w.chat.stop_button], touch)
+    qtbot.mouseClick(w.chat.stop_button, Qt.MouseButton.LeftButton)
+    hold.release.set()
+    keypad = kiosk.ask_pin()
+    assert_touch_sized([*keypad.keys.values(), keypad.cancel_button, keypad.entry], touch)
+    enter_pin(qtbot, kiosk, PIN)
+    assert_touch_sized([kiosk.settings_button, kiosk.exit_button, kiosk.close_button, kiosk.lock_button,
+                        w.documents.add_button, w.documents.add_folder_button], touch)
+
+
+# -- the admin PIN ---------------------------------------------------------------------------------
+def test_the_pin_keypad_is_a_frameless_panel_over_the_window(qtbot, open_kiosk):
+    kiosk = open_kiosk()
+    w = kiosk.window
+    windows = set(QApplication.topLevelWidgets())
+    qtbot.mouseClick(kiosk.admin_button, Qt.MouseButton.LeftButton)
+    keypad = kiosk.pin_panel
+    assert keypad.isVisible() and not keypad.isWindow() and keypad.window() is w
+    assert set(QApplication.topLevelWidgets()) == windows  # no window of its own to close or minimise
+    assert keypad.geometry() == w.rect()
+    for behind in (kiosk.new_button, w.chat.input, w.chat.send_button):  # a touch there hits the keypad
+        hit = w.childAt(behind.mapTo(w, behind.rect().center()))
+        assert hit is keypad or keypad.isAncestorOf(hit), behind.objectName()
+    w.resize(1024, 768)
+    qtbot.waitUntil(lambda: w.width() == 1024, timeout=5000)
+    assert keypad.geometry() == w.rect()
+    # the keyboard: digits typed anywhere are the keypad's; Backspace, Escape, Tab, Enter
+    qtbot.keyClicks(w.chat.input, "47")
+    assert keypad.entry.text() == "47" and w.chat.input.toPlainText() == ""
+    qtbot.keyClick(keypad, Qt.Key.Key_Backspace)
+    assert keypad.entry.text() == "4"
+    for key in (Qt.Key.Key_Escape, Qt.Key.Key_Tab):
+        qtbot.keyClick(keypad, key)
+    assert keypad.isVisible() and kiosk.state == "locked"
+    qtbot.keyClicks(keypad, "711")
+    qtbot.keyClick(keypad, Qt.Key.Key_Return)
+    assert kiosk.state == "admin" and not keypad.isVisible()
+
+
+def test_the_keypad_cancels_and_the_idle_reset_closes_it(qtbot, open_kiosk):
+    kiosk = open_kiosk()
+    keypad = kiosk.ask_pin()
+    qtbot.keyClicks(keypad, "12")
+    qtbot.mouseClick(keypad.cancel_button, Qt.MouseButton.LeftButton)
+    assert not keypad.isVisible() and kiosk.pin_panel is None and kiosk.state == "locked"
+    keypad = kiosk.ask_pin()
+    assert keypad.entry.text() == ""  # a new keypad: nothing typed before is kept
+    kiosk.reset_idle()
+    assert not keypad.isVisible() and kiosk.pin_panel is None and kiosk.state == "locked"
+
+
 # -- the admin PIN ---------------------------------------------------------------------------------
 def test_wrong_pins_lock_out_and_the_right_one_opens_the_admin_panel(qtbot, open_kiosk, clock):
     kiosk = open_kiosk()
     w = kiosk.window
     qtbot.mouseClick(kiosk.admin_button, Qt.MouseButton.LeftButton)
-    dialog = kiosk.pin_dialog
-    assert dialog is not None and dialog.isVisible()
-    assert all(b.height() >= 48 for b in dialog.keys.values())
+    keypad = kiosk.pin_panel
+    assert keypad is not None and keypad.isVisible()
+    assert all(b.height() >= 48 for b in keypad.keys.values())
     for tries_left in (4, 3, 2, 1):
         enter_pin(qtbot, kiosk, "0000")
-        assert dialog.message.text().startswith(f"Wrong PIN, {tries_left} tr")
+        assert keypad.message.text().startswith(f"Wrong PIN, {tries_left} tr")
     enter_pin(qtbot, kiosk, "0000")
-    assert dialog.message.text() == "Locked, try again in 60 s"
-    assert not dialog.keys["OK"].isEnabled() and not dialog.keys["1"].isEnabled()
-    dialog.press("4")  # the keyboard's digits are refused as well while locked
+    assert keypad.message.text() == "Locked, try again in 60 s"
+    assert not keypad.keys["OK"].isEnabled() and not keypad.keys["1"].isEnabled()
+    keypad.press("4")  # the keyboard's digits are refused as well while locked
     assert kiosk.gate.check(PIN).status == "locked"  # even the right PIN
     assert kiosk.state == "locked"
     clock.now += 61
-    qtbot.waitUntil(lambda: dialog.keys["OK"].isEnabled(), timeout=3000)
+    qtbot.waitUntil(lambda: keypad.keys["OK"].isEnabled(), timeout=3000)
     enter_pin(qtbot, kiosk, PIN)
-    assert kiosk.state == "admin" and kiosk.pin_dialog is None
+    assert kiosk.state == "admin" and kiosk.pin_panel is None
     assert w.documents.isVisible() and w.documents.add_button.isEnabled() and w.add_action.isEnabled()
     assert kiosk.exit_button.isVisible() and kiosk.close_button.isVisible()
     assert not kiosk.admin_button.isVisible()
@@ -286,6 +456,8 @@ def test_exit_kiosk_gives_the_normal_window_back(qtbot, open_kiosk):
     assert w.menuBar().isVisible() and w.conversations.isVisible() and w.documents.isVisible()
     assert w.acceptDrops() and w.quit_action.isEnabled() and w.settings_action.isEnabled()
     assert not kiosk.bar.isVisible()
+    for widget in (w.chat.input, w.chat.send_button, w.index_label):  # the settings' text size again
+        assert points(widget) == w.settings.font_size < MIN_FONT_PT, widget.objectName()
 
 
 def test_close_the_app_closes_it(qtbot, open_kiosk):
@@ -300,9 +472,9 @@ def test_close_the_app_closes_it(qtbot, open_kiosk):
 def test_without_a_pin_the_keypad_says_how_to_set_one(qtbot, open_kiosk, data):
     data.pin_file.unlink()
     kiosk = open_kiosk()
-    dialog = kiosk.ask_pin()
-    assert "No admin PIN is set" in dialog.message.text() and not dialog.keys["OK"].isEnabled()
-    qtbot.mouseClick(dialog.cancel_button, Qt.MouseButton.LeftButton)
+    keypad = kiosk.ask_pin()
+    assert "No admin PIN is set" in keypad.message.text() and not keypad.keys["OK"].isEnabled()
+    qtbot.mouseClick(keypad.cancel_button, Qt.MouseButton.LeftButton)
     assert kiosk.state == "locked"
 
 
