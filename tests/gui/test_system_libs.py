@@ -119,3 +119,10 @@ def test_the_script_runs_with_no_site_packages_against_a_library_folder(tmp_path
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr
     assert "apt install libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1" in done.stderr
+
+
+def test_a_python_too_old_for_the_venv_says_which_to_use(tmp_path, capsys):
+    code = _main("--venv", str(tmp_path / "venv"), available=XCB_NEEDED, has_venv=True,
+                 version=(3, 10))
+    assert code == 1
+    assert "`make run PYTHON=python3.11`" in capsys.readouterr().err
