@@ -141,15 +141,18 @@ def venv_possible() -> bool:
     return importlib.util.find_spec("ensurepip") is not None
 
 
-def install(packages, run=subprocess.run) -> bool:
-    """apt-get update, then install non-interactively; True when both worked."""
+def install(packages, known=None, run=subprocess.run) -> bool:
+    """apt-get update, then install non-interactively; True when both worked.
+
+    The names are resolved after the update: a fresh container has no package lists before it.
+    """
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    print(f"installing the missing system packages: {' '.join(packages)}", file=sys.stderr)
-    for command in (["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]):
-        if run(command, env=env).returncode != 0:
-            return False
-    return True
+    if run(["apt-get", "update", "-qq"], env=env).returncode != 0:
+        return False
+    names = apt_names(packages, known)
+    print(f"installing the missing system packages: {' '.join(names)}", file=sys.stderr)
+    command = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *names]
+    return run(command, env=env).returncode == 0
 
 
 def _parse(argv):
@@ -189,13 +192,12 @@ def main(argv=None, env=None, lookup=None, is_root=None, has_apt=None, has_venv=
             packages["python3 -m venv (ensurepip)"] = VENV_PACKAGE
     if not packages:
         return 0
-    names = apt_names(packages.values(), known)
     is_root = os.geteuid() == 0 if is_root is None else is_root
     has_apt = bool(shutil.which("apt-get")) if has_apt is None else has_apt
     if not (is_root and has_apt and not args.no_install):
-        _explain(packages, names, is_root, has_apt)
+        _explain(packages, apt_names(packages.values(), known), is_root, has_apt)
         return 1
-    if not install(names, run):
+    if not install(packages.values(), known, run):
         print("the system packages could not be installed (see apt-get's messages above)",
               file=sys.stderr)
         return 1

@@ -126,3 +126,16 @@ def test_a_python_too_old_for_the_venv_says_which_to_use(tmp_path, capsys):
                  version=(3, 10))
     assert code == 1
     assert "`make run PYTHON=python3.11`" in capsys.readouterr().err
+
+
+def test_installing_resolves_renamed_packages_after_apt_get_update():
+    """A fresh container has no package lists: apt knows the t64 names only after the update."""
+    commands = []
+    known = lambda package: ["apt-get", "update", "-qq"] in commands  # noqa: E731
+    run = lambda command, env: commands.append(command) or SimpleNamespace(returncode=0)  # noqa: E731
+    available = XCB_NEEDED - {"libpng16.so.16"}
+    lookups = iter([available, XCB_NEEDED])
+    code = system_libs.main([], env={"DISPLAY": ":0"}, lookup=lambda: next(lookups), is_root=True,
+                            has_apt=True, known=known, run=run)
+    assert code == 0
+    assert commands[-1][-1] == "libpng16-16t64"
