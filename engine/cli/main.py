@@ -114,10 +114,11 @@ def _help(parser: argparse.ArgumentParser, topic: list[str]) -> int:
     for word in topic:
         choices = _commands_of(parser)
         if word not in choices:
-            known = ", ".join(choices) if choices else "none"
-            hint = _hint(word, list(choices))
-            print(f"{parser.prog}: there is no command '{visible(word)}'{hint} "
-                  f"(choose from {known})", file=sys.stderr)
+            if not choices:
+                print(f"{parser.prog} has no actions: see '{parser.prog} --help'", file=sys.stderr)
+                return USAGE_EXIT
+            print(f"{parser.prog}: there is no command '{visible(word)}'{_hint(word, list(choices))} "
+                  f"(choose from {', '.join(choices)})", file=sys.stderr)
             return USAGE_EXIT
         parser = choices[word]
     parser.print_help()

@@ -301,3 +301,24 @@ def test_a_document_that_failed_or_warned_is_named_once():
     _report(progress(2, DocumentOutcome("/docs/c.pdf", "failed", "'c.pdf' is damaged")), bar, False, took)
     notes = [line for line in log.getvalue().splitlines() if not line.startswith("[")]
     assert notes == ["ready with warnings (scan.pdf): no text was found to index", "failed: 'c.pdf' is damaged"]
+
+
+@pytest.mark.slow
+def test_indexing_again_counts_the_unchanged_documents_apart(tmp_path):
+    """The real CLI and embedder, its stderr a pipe: one plain line per document, then a
+    summary that counts only what was indexed this time."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pump.md").write_text("# Pump\n\nPrime the pump with water.\n", encoding="utf-8")
+    (docs / "oil.txt").write_text("Check the oil weekly.\n", encoding="utf-8")
+    index = ["index", str(docs), "--data-dir", str(tmp_path / "data")]
+    first = cli(index, tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "\r" not in first.stderr and len(re.findall(r"^\[#+\.*\] \d/2 docs", first.stderr, re.MULTILINE)) == 2
+    assert re.search(r"^Indexed 2 documents, 2 pages in [\d.]+ s \([\d.]+ pages/s\)\. "
+                     r"The collection holds 2 documents, 2 chunks\.$", first.stderr, re.MULTILINE), first.stderr
+    again = cli(index, tmp_path)
+    assert "Nothing new indexed: 2 unchanged (skipped). The collection holds 2 documents" in again.stderr
+    (docs / "oil.txt").write_text("Check the oil every day.\n", encoding="utf-8")
+    changed = cli(index, tmp_path)
+    assert re.search(r"^Indexed 1 document, 1 page in .*; 1 unchanged \(skipped\)\.", changed.stderr, re.MULTILINE)
