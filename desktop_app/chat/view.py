@@ -38,6 +38,7 @@ from engine.conversations import SavedAnswer, history, user_message
 log = logging.getLogger(__name__)
 
 FLUSH_MS = 30
+WELCOME_CHARS = 72  # the welcome text's longest line, in average characters
 EMPTY_HINT = ("<h3>Ask a question about your manuals</h3>"
               "<p>Drop PDF manuals (or a folder of them) anywhere on this window, or use "
               "<b>Add documents…</b> (Ctrl+O). Answers cite the page they come from; click a "
@@ -102,7 +103,7 @@ class ChatView(QWidget):
         self.empty.setObjectName("emptyHint")
         self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._column.addWidget(self.empty, 1)
+        self._column.addWidget(self.empty, 1, Qt.AlignmentFlag.AlignHCenter)
         self._column.addStretch(1)
         self._set_empty(True)
         self.scroll = QScrollArea()
@@ -443,6 +444,8 @@ class ChatView(QWidget):
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)
         width = max(320, int(self.scroll.viewport().width() * 0.75))
+        # the welcome text in lines a person can read on a wide screen, not one 200 characters long
+        self.empty.setMaximumWidth(max(320, self.empty.fontMetrics().averageCharWidth() * WELCOME_CHARS))
         for _m, widget in self._rows:
             if isinstance(widget, UserBubble):
                 widget.setMaximumWidth(width)

@@ -401,8 +401,8 @@ def test_the_figures_under_an_answer_are_not_cut_off_by_its_buttons(qtbot):
     wraps beside Show evidence / Copy / Regenerate instead of ending in "· first t"."""
     bubble = finished_bubble(qtbot, "Prime the pump [1].", [make_citation()])
     bubble.set_last(True)
-    bubble.resize(440, 400)
-    qtbot.waitUntil(lambda: bubble.status.width() < 440)
+    bubble.resize(360, 400)
+    qtbot.waitUntil(lambda: bubble.status.width() < 360)
     label, text = bubble.status, bubble.status.text()
     assert "first token" in text
     metrics = label.fontMetrics()
@@ -439,3 +439,13 @@ def test_regenerate_is_offered_only_once_a_question_was_asked(qtbot, chat):
     assert chat.can_regenerate() and offered[-1] is True
     chat.clear()
     assert not chat.can_regenerate() and offered[-1] is False
+
+
+def test_the_welcome_text_keeps_readable_lines_on_a_wide_window(qtbot):
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(1700, 900)
+    view.show()
+    qtbot.waitExposed(view)
+    assert view.empty.isVisible()
+    assert view.empty.width() <= view.empty.fontMetrics().averageCharWidth() * 80
