@@ -71,7 +71,8 @@ class SettingsDialog(QDialog):
         self.passages.setRange(*(int(v) for v in LIMITS["passages"]))
         self.passages.setValue(settings.passages)
         self._describe(self.passages, "Passages per answer",
-                       "How many passages of the manuals the model reads for each answer")
+                       "How many passages of the manuals each answer draws on: the quoted "
+                       "sentences come from them, and the model reads the best of them")
 
         self.use_reranker = QCheckBox("Re&rank passages")
         self.use_reranker.setChecked(settings.use_reranker and reranker_available)

@@ -54,8 +54,11 @@ SUPPORT_FLOOR = 0.5
 
 @dataclass(frozen=True)
 class AssistantSettings:
-    passages: int = 4  # offered to the model, within the prompt budget
-    prompt_budget_tokens: int = 640  # prefill runs ~3.6 ms/token on 2 cores: first token < 3 s
+    passages: int = 4  # retrieved: the gate and the lead read them all
+    prompt_passages: int = 2  # the best of them offered to the model, within the prompt budget
+    # Prefill runs ~3.6 ms/token on 2 cores: first token < 3 s. The worked example takes ~200
+    # of these, the sources what is left after the rules, the turns and the question.
+    prompt_budget_tokens: int = 840
     history_tokens: int = 160
     max_new_tokens: int = 192
     temperature: float = 0.0
@@ -202,9 +205,9 @@ class Assistant:
         s = self.settings
         budget = min(s.prompt_budget_tokens, self.llm.context_length - s.max_new_tokens)
         with run.timed("prompt"):
-            prompt = build_prompt(question, passages, history, self.llm.count_tokens, budget,
-                                  s.history_tokens, template_tokens=self.llm.template_tokens,
-                                  example=s.worked_example)
+            offered = passages[:s.prompt_passages]
+            prompt = build_prompt(question, offered, history, self.llm.count_tokens, budget, s.history_tokens,
+                                  template_tokens=self.llm.template_tokens, example=s.worked_example)
         # The prompt numbers a prefix of the passages, maybe shortened: check and cite the full ones.
         numbered = passages[:len(prompt.passages)]
         guard = AnswerGuard(cancel, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings,

@@ -156,7 +156,7 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
                  template_tokens: Callable[[int], int] | None = None,
                  example: bool = True) -> Prompt:
     """Messages for the model: the system rules, a worked example (unless `example` is False
-    or it would take over a quarter of the budget), the recent turns that fit, then one user message with the numbered sources, fenced by a
+    or it would take over a third of the budget), the recent turns that fit, then one user message with the numbered sources, fenced by a
     marker, and the question. The
     question is never cut; sources are cut from the lowest ranked up, then the last one kept
     is shortened at a sentence or word boundary.
@@ -175,7 +175,7 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
     question_text = f"Question: {question.strip()}"
     head, tail = _fence(marker)
     shown = example_turns(marker) if example else []
-    if sum(count(t["content"]) for t in shown) > budget_tokens // 4:
+    if sum(count(t["content"]) for t in shown) > budget_tokens // 3:
         shown = []  # a small context needs its room for the sources
     # The fence and question with their separators, as they will be joined around the sources.
     fixed = (count(SYSTEM_PROMPT) + count(f"{head}\n\n{tail}\n\n{question_text}")

@@ -34,7 +34,7 @@ from engine.answer.assistant import (
     refers_back,
     retrieval_query,
 )
-from engine.answer.grounding import Prompt, build_prompt, cited_numbers
+from engine.answer.grounding import Prompt, build_prompt, cited_numbers, example_turns
 from engine.answer.retrieval import RetrievalSettings, Retriever
 from engine.llm.local import GenerationStream, LocalLLM
 from engine.llm.process import LLMClient
@@ -213,15 +213,17 @@ def test_a_question_counts_each_prompt_piece_once_and_never_across_the_pipe(
     with LLMClient(tiny_llm_dir, provider="cpu") as client:
         spy = TokenizerSpy(client.token_counter.tokenizer)
         monkeypatch.setattr(client.token_counter, "tokenizer", spy)
-        roomy = replace(ANSWER, prompt_budget_tokens=1500)  # no source is shortened (grounding tests that)
+        # every passage offered, none shortened (grounding tests that)
+        roomy = replace(ANSWER, prompt_budget_tokens=3000, prompt_passages=ANSWER.passages)
         events = list(make(store, tiny_embedder, client, roomy).ask("and the oil filter?", history))
     assert events[-1].kind == "done"
     (prompt,) = recorded_prompts
     passages = events[0].passages
-    assert prompt.passages == list(passages) and prompt.messages[1:3] == history
+    assert prompt.passages == list(passages)
+    assert prompt.messages[1:3] == example_turns(prompt.marker) and prompt.messages[3:5] == history
     assert len(spy.texts) == len(set(spy.texts)), "a text was counted twice"
-    # the system rules, the fenced question, the example's two turns (counted, then left out:
-    # the tiny model's context is too small for them), each turn, each source, the user message
+    # the system rules, the fenced question, the example's two turns, each turn, each source,
+    # the user message as sent
     assert len(spy.texts) <= 2 + 2 + len(history) + len(passages) + 1
     assert prompt.messages[-1]["content"] in spy.texts
     assert [m["op"] for m in sent if m["op"] != "cancel"] == ["load", "generate"]  # no count_tokens
@@ -703,6 +705,15 @@ def test_an_answer_the_passages_mostly_say_is_well_supported(store, tiny_embedde
     assert (stats.checked, stats.unsupported) == (2, 1) and stats.well_supported  # half: SUPPORTED_SHARE
 
 
+def test_the_model_reads_only_the_best_of_the_retrieved_passages(store, tiny_embedder, recorded_prompts):
+    settings = replace(ANSWER, prompt_budget_tokens=5000, prompt_passages=2)
+    events = list(make(store, tiny_embedder, ScriptedLLM("Replace the filter cartridge yearly."),
+                       settings).ask(QUESTION))
+    (prompt,) = recorded_prompts
+    retrieved = events[0].passages
+    assert len(retrieved) > 2 and prompt.passages == list(retrieved[:2])
+
+
 def test_a_made_up_address_makes_an_otherwise_supported_answer_need_the_caution(store, tiny_embedder):
     supported = "Replace the filter cartridge yearly, part F-77. "
     made_up = "Download the new firmware from http://evil.example/firmware.exe today."
@@ -723,7 +734,7 @@ def test_an_answer_with_nothing_to_check_is_not_well_supported(store, tiny_embed
 def test_citations_are_the_cited_numbers_and_the_sentences_sources_in_order_of_first_use(store, tiny_embedder):
     script = ("Check the oil level weekly with a dipstick. Replace the filter cartridge yearly [{filter}]. "
               "Check the dipstick weekly for the oil level.")
-    roomy = replace(ANSWER, prompt_budget_tokens=5000)  # every passage in the prompt
+    roomy = replace(ANSWER, prompt_budget_tokens=5000, prompt_passages=ANSWER.passages)  # every passage in the prompt
     first = list(make(store, tiny_embedder, ScriptedLLM("x"), roomy).ask(QUESTION))
     filter_, oil = numbered(first, "filter.md"), numbered(first, "oil.md")
     model = ScriptedLLM(script.replace("{filter}", str(filter_)))

@@ -483,7 +483,7 @@ def test_the_worked_example_comes_after_the_rules_fenced_like_the_real_sources()
 
 def test_the_worked_example_counts_against_the_budget():
     example = sum(words(t["content"]) for t in example_turns("m"))
-    for budget in range(4 * example, 700, 5):
+    for budget in range(3 * example, 700, 5):
         prompt = build_prompt(QUESTION, PASSAGES, [], words, budget)
         assert prompt.messages[1:3] == example_turns(prompt.marker)
         assert prompt.tokens == sum(words(x["content"]) for x in prompt.messages) + TEMPLATE_TOKENS <= budget
@@ -491,10 +491,10 @@ def test_the_worked_example_counts_against_the_budget():
         assert sum(len(p.text) for p in prompt.passages) <= sum(len(p.text) for p in bare.passages)
 
 
-def test_the_worked_example_is_left_out_where_it_would_take_over_a_quarter_of_the_budget():
+def test_the_worked_example_is_left_out_where_it_would_take_over_a_third_of_the_budget():
     example = sum(words(t["content"]) for t in example_turns("m"))
-    assert len(build_prompt(QUESTION, PASSAGES, [], words, 4 * example).messages) == 4
-    small = build_prompt(QUESTION, PASSAGES, [], words, 4 * example - 1)
+    assert len(build_prompt(QUESTION, PASSAGES, [], words, 3 * example).messages) == 4
+    small = build_prompt(QUESTION, PASSAGES, [], words, 3 * example - 1)
     assert [x["role"] for x in small.messages] == ["system", "user"] and small.passages
     assert len(build_prompt(QUESTION, PASSAGES, [], words, 5000, example=False).messages) == 2
 
