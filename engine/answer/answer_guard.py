@@ -88,6 +88,7 @@ class AnswerGuard:
         if self.reason:
             return ""
         shown = self._let_through(self._without_hidden(pending))
+        self._check_loop()  # the held-back last word may be what completes a loop
         self._check_repeat(complete=True)  # the last sentence is finished now
         return shown
 

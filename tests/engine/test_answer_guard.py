@@ -105,3 +105,12 @@ def test_with_the_passages_only_the_word_being_written_is_held_back():
     assert guard.feed("Open the") == "Open "
     assert guard.feed(" cover now.") == "the cover "
     assert guard.flush() == "now."
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_a_loop_inside_a_word_held_back_to_the_end_is_still_cut(pieces):
+    # seen on the built-in model: "-sheet=1000...0" until the token limit, one word with no space
+    written = "Use the command `gnuplot -plot -sheet=1" + "0" * 150
+    guard = AnswerGuard(None, known=[MANUAL])
+    feed(guard, written, pieces)
+    assert guard.reason == "repetition" and not has_loop(guard.answer())
