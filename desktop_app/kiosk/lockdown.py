@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QProgressDialog,
     QPushButton,
+    QScroller,
     QSizePolicy,
     QToolBar,
     QVBoxLayout,
@@ -53,6 +54,7 @@ TOUCH_PX = 64  # the height of a touch target at 96 dpi
 MIN_FONT_PT = 16  # the kiosk text size: the settings' font_size, but never smaller
 PIN_TICK_MS = 1000
 PIN_BACKDROP = QColor(0, 0, 0, 110)
+DOCUMENTS_SHARE = 0.55  # of the side's height, for the admin's documents panel
 KEEP_CONVERSATIONS = 20  # the audit log is the record; these are for the admin to look at
 # keys that close, quit, open files or settings: swallowed in kiosk mode
 BLOCKED_KEYS = frozenset({"Alt+F4", "Ctrl+Q", "Ctrl+W", "Ctrl+F4", "Esc", "Ctrl+O", "Ctrl+Shift+O",
@@ -76,6 +78,7 @@ KIOSK_STYLE = """
 #kioskBar {{ spacing: {gap}px; padding: {gap}px; }}
 #mainWindow QPushButton, #mainWindow QToolButton {{
     min-height: {touch}px; min-width: {touch}px; padding: 0 {gap}px; }}
+#kioskBar QPushButton {{ padding: 0 {wide_gap}px; }}
 #kioskBar #kioskNewQuestion {{ font-weight: bold; padding: 0 {wide}px; }}
 #messageInput {{ padding: {input_pad}px {gap}px; }}
 #pinCard {{ background: palette(window); border: 1px solid palette(mid); border-radius: {gap}px;
@@ -400,6 +403,7 @@ class Kiosk(QObject):
         w.side.hide()  # the chat gets the screen until a citation is opened
         w.setContextMenuPolicy(Qt.ContextMenuPolicy.NoContextMenu)  # no toolbar menu
         self._apply_look()
+        self._touch_scrolling(True)
         w.setWindowFlag(Qt.WindowType.FramelessWindowHint, True)
         w.showFullScreen()
         self._set_state("locked")
@@ -424,6 +428,7 @@ class Kiosk(QObject):
         w.conversations.show()
         w.side.show()
         w.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
+        self._touch_scrolling(False)
         apply_theme(QApplication.instance(), w.settings.theme, w.settings.font_size)
         w.setStyleSheet(self._style)  # after the font: a styled widget takes it when re-styled
         w.setWindowFlag(Qt.WindowType.FramelessWindowHint, False)
@@ -521,7 +526,30 @@ class Kiosk(QObject):
             self.idle_timer.start()
         elif state == "admin":
             self.relock_timer.start()
+            self._make_room_for_documents()
         self.stateChanged.emit(state)
+
+    def _make_room_for_documents(self) -> None:
+        """The documents panel gets a share of the side where its touch-sized rows fit (its
+        splitter gave it a sliver under the source)."""
+        sizes = self.window.side.sizes()
+        total = sum(sizes)
+        if total and sizes[0] < total * DOCUMENTS_SHARE:
+            documents = round(total * DOCUMENTS_SHARE)
+            self.window.side.setSizes([documents, total - documents])
+
+    def _scroll_areas(self) -> list:
+        w = self.window
+        return [w.chat.scroll, w.source.pdf_view, w.source.text_view, w.documents.list]
+
+    def _touch_scrolling(self, on: bool) -> None:
+        """A finger dragged over the conversation, the page or the list scrolls it (Qt's
+        scroll areas scroll only by their bars and the wheel otherwise)."""
+        for area in self._scroll_areas():
+            if on:
+                QScroller.grabGesture(area.viewport(), QScroller.ScrollerGestureType.TouchGesture)
+            else:
+                QScroller.ungrabGesture(area.viewport())
 
     def _apply_look(self) -> None:
         """The kiosk text size and touch-sized targets. The font comes first: a widget under a
@@ -533,7 +561,7 @@ class Kiosk(QObject):
         apply_theme(app, w.settings.theme, max(w.settings.font_size, MIN_FONT_PT))
         touch = touch_px(w)
         w.setStyleSheet(self._style + KIOSK_STYLE.format(
-            touch=touch, gap=touch // 8, wide=touch // 2, key=touch * 5 // 4,
+            touch=touch, gap=touch // 8, wide_gap=touch // 4, wide=touch // 2, key=touch * 5 // 4,
             input_pad=input_padding(w.chat.input, app.font(), touch)))
         # the box sets its height on a font change, which the style sheet applies before the
         # padding: once more, with the padding in place

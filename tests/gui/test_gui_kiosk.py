@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QMimeData, QPoint, QProcess, Qt, QThread, QUrl
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QKeySequence, QTextCursor
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractItemView,
@@ -362,6 +363,40 @@ def test_the_question_box_and_the_buttons_are_touch_sized(qtbot, open_kiosk, mon
                         w.documents.add_button, w.documents.add_folder_button], touch)
 
 
+def drag_with_a_finger(area, dy: int) -> None:
+    """Touches the middle of `area`, moves `dy` pixels down and lets go."""
+    device = QTest.createTouchDevice()
+    viewport = area.viewport()
+    at = viewport.rect().center()
+    QTest.touchEvent(viewport, device).press(0, at, viewport).commit()
+    for step in range(1, 21):
+        QTest.touchEvent(viewport, device).move(0, at + QPoint(0, dy * step // 20), viewport).commit()
+    QTest.touchEvent(viewport, device).release(0, at + QPoint(0, dy), viewport).commit()
+
+
+def test_a_finger_drag_scrolls_the_conversation(qtbot, open_kiosk):
+    kiosk = open_kiosk()
+    w = kiosk.window
+    w.chat.set_messages([{"role": "user", "content": f"question {n} " * 20} for n in range(30)])
+    bar = w.chat.scroll.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=5000)
+    bar.setValue(bar.maximum())
+    bottom = bar.value()
+    drag_with_a_finger(w.chat.scroll, 200)  # down: back towards the first question
+    qtbot.waitUntil(lambda: bar.value() < bottom - 100, timeout=3000)  # its animation runs on a timer
+
+
+def test_the_admin_sees_several_documents_at_once(qtbot, open_kiosk):
+    kiosk = open_kiosk()
+    w = kiosk.window
+    open_answer_and_source(qtbot, w)
+    kiosk.ask_pin()
+    enter_pin(qtbot, kiosk, PIN)
+    QApplication.processEvents()
+    rows = w.documents.list.viewport().height() / max(1, w.documents.list.sizeHintForRow(0))
+    assert rows >= 3, rows
+
+
 # -- the admin PIN ---------------------------------------------------------------------------------
 def test_the_pin_keypad_is_a_frameless_panel_over_the_window(qtbot, open_kiosk):
     kiosk = open_kiosk()
@@ -403,7 +438,6 @@ def test_the_keypad_cancels_and_the_idle_reset_closes_it(qtbot, open_kiosk):
     assert not keypad.isVisible() and kiosk.pin_panel is None and kiosk.state == "locked"
 
 
-# -- the admin PIN ---------------------------------------------------------------------------------
 def test_wrong_pins_lock_out_and_the_right_one_opens_the_admin_panel(qtbot, open_kiosk, clock):
     kiosk = open_kiosk()
     w = kiosk.window
