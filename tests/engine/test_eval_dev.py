@@ -28,11 +28,13 @@ TARGETS = {"hit@5": 0.92, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_a
            "loop_rate": 0.0, "deterministic_rate": 1.0}
 # Measured (docs/benchmarks.md, "Issue 13: before and after"): hit@5 0.865, hit@10 0.912, MRR@5
 # 0.653, lowest family hit@5 0.762, refusal accuracy 0.896, false refusals 0.027; on the sample,
-# keyword hit (whole answer) 0.475, lead hit 0.450, no loops, every repeat identical.
+# keyword hit (whole answer) 0.475, lead hit 0.450, no loops, every repeat identical. With the
+# worked example and 2 passages for the model: keyword hit 0.500, model text alone 0.075 (was 0.025).
 RETRIEVAL_FLOORS = {"hit@5": 0.84, "hit@10": 0.89, "mrr@5": 0.63, "refusal_accuracy": 0.88}
 LOWEST_FAMILY_HIT5 = 0.72
 MAX_FALSE_REFUSALS = 0.05  # the target
-ANSWER_FLOORS = {"keyword_hit_rate": 0.42, "lead_hit_rate": 0.40, "deterministic_rate": 1.0}  # the last: the target
+ANSWER_FLOORS = {"keyword_hit_rate": 0.45, "keyword_hit_generated": 0.05, "lead_hit_rate": 0.40,
+                 "deterministic_rate": 1.0}  # the last: the target
 MAX_LOOP_RATE = 0.0  # the target
 
 
