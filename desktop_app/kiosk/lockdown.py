@@ -406,6 +406,7 @@ class Kiosk(QObject):
         self._touch_scrolling(True)
         w.setWindowFlag(Qt.WindowType.FramelessWindowHint, True)
         w.showFullScreen()
+        w.chat.set_kiosk(True)  # the welcome text never says to drop files here
         self._set_state("locked")
         self.new_question()
         log.info("kiosk mode on")
@@ -432,6 +433,7 @@ class Kiosk(QObject):
         apply_theme(QApplication.instance(), w.settings.theme, w.settings.font_size)
         w.setStyleSheet(self._style)  # after the font: a styled widget takes it when re-styled
         w.setWindowFlag(Qt.WindowType.FramelessWindowHint, False)
+        w.chat.set_kiosk(False)
         w.showNormal()
         log.info("kiosk mode off")
 

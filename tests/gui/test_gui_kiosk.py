@@ -135,6 +135,20 @@ def test_the_kiosk_is_full_screen_frameless_and_locked_down(qtbot, open_kiosk):
     assert w.chat.messages() == [] and w.chat.empty.isVisible()
 
 
+def test_kiosk_mode_alone_makes_the_welcome_text_the_kiosks_and_leaving_it_brings_the_desktops_back(
+        qtbot, open_kiosk):
+    from desktop_app.chat.view import welcome_text
+
+    kiosk = open_kiosk()  # --kiosk: the settings themselves do not say kiosk
+    w = kiosk.window
+    assert not w.settings.kiosk
+    documents = w.chat._documents
+    assert w.chat.empty.text() == welcome_text(documents, kiosk=True)
+    assert not any(word in w.chat.empty.text() for word in ("Drop", "Ctrl+O", "Add documents"))
+    kiosk.exit()
+    assert w.chat.empty.text() == welcome_text(documents, kiosk=False)
+
+
 def test_close_minimise_and_shortcuts_are_ignored(qtbot, open_kiosk, monkeypatch):
     kiosk = open_kiosk()
     w = kiosk.window
