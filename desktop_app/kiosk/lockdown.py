@@ -212,6 +212,9 @@ class PinPanel(QWidget):
         self.tick.setInterval(PIN_TICK_MS)
         self.tick.timeout.connect(self.refresh)
         window.installEventFilter(self)  # to keep covering it when it is resized
+        # Its own shortcut overrides, by a filter: an event() override would run Qt's deferred
+        # delete of the panel under Python's GIL, which deadlocked with a worker thread.
+        self.installEventFilter(self)
         self.hide()
         self.refresh()
 
@@ -283,12 +286,6 @@ class PinPanel(QWidget):
         for button in self.keys.values():
             button.setEnabled(enabled)
 
-    def event(self, event) -> bool:  # noqa: N802
-        if event.type() == T.ShortcutOverride:
-            event.accept()  # every key is the keypad's while it is open: no window shortcut fires
-            return True
-        return super().event(event)
-
     def keyPressEvent(self, event) -> None:  # noqa: N802
         text = event.text()
         if len(text) == 1 and text in self.keys:
@@ -310,6 +307,9 @@ class PinPanel(QWidget):
         painter.fillRect(self.rect(), PIN_BACKDROP)  # the window dimmed behind the keypad
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802
+        if watched is self and event.type() == T.ShortcutOverride:
+            event.accept()  # every key is the keypad's while it is open: no window shortcut fires
+            return True
         if watched is self.parentWidget() and event.type() == T.Resize:
             self.setGeometry(watched.rect())
         return False
