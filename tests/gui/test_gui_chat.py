@@ -398,7 +398,8 @@ def test_citations_and_the_lead_name_the_printed_page_and_the_pdf_page(qtbot):
 
 def test_the_figures_under_an_answer_are_not_cut_off_by_its_buttons(qtbot):
     """In a narrow bubble the meta line ("85 tokens · 47.7 tokens/s · first token 0.6 s")
-    wraps beside Show evidence / Copy / Regenerate instead of ending in "· first t"."""
+    is shown whole above Show evidence / Copy / Regenerate instead of ending in "· first t"
+    (beside them, a larger font left it 26 px)."""
     bubble = finished_bubble(qtbot, "Prime the pump [1].", [make_citation()])
     bubble.set_last(True)
     bubble.resize(360, 400)
@@ -411,7 +412,7 @@ def test_the_figures_under_an_answer_are_not_cut_off_by_its_buttons(qtbot):
         assert needed <= label.height() and max(metrics.horizontalAdvance(w) for w in text.split()) <= label.width()
     else:
         assert metrics.horizontalAdvance(text) <= label.width()
-    assert label.geometry().right() < bubble.evidence_button.geometry().left()
+    assert label.geometry().bottom() < bubble.evidence_button.geometry().top()
 
 
 def test_the_welcome_text_follows_the_documents_and_never_offers_adding_on_a_kiosk(qtbot):
