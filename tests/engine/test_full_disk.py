@@ -84,9 +84,10 @@ def test_a_model_folder_on_a_full_disk_is_removed_and_the_old_one_kept(tmp_path)
         no_space()
 
 
-def test_ask_on_a_full_disk_says_so_once_without_a_traceback(tmp_path, monkeypatch, capsys):
-    """The CLI's first `ask` prepares the built-in model; here its GGUF is a tiny one, and
-    writing model.onnx hits a full disk half-way."""
+def test_preparing_the_model_on_a_full_disk_says_so_once_without_a_traceback(tmp_path, monkeypatch, capsys):
+    """The first `ask` on a collection, or `models prepare`, prepares the built-in model (here
+    `models prepare`: `ask` on an empty data folder now stops before it, at "no documents");
+    its GGUF is a tiny one, and writing model.onnx hits a full disk half-way."""
     tiny = write_tiny_gguf(tmp_path / "tiny.gguf", weight_type="Q4_1")
     monkeypatch.setattr(registry, "find_package_file", lambda package: tiny)
 
@@ -97,7 +98,7 @@ def test_ask_on_a_full_disk_says_so_once_without_a_traceback(tmp_path, monkeypat
 
     monkeypatch.setattr(gguf_import.onnx, "save_model", half_written)
     data = tmp_path / "data"
-    assert main(["ask", "How do I prime the pump?", "--data-dir", str(data)]) == 1
+    assert main(["models", "prepare", "--data-dir", str(data)]) == 1
     err = capsys.readouterr().err
     models = AppPaths(data).models
     room = -(-gguf_import.folder_bytes(tiny) // 1_000_000)  # what the converted folder needs
