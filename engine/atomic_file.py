@@ -2,17 +2,21 @@
 
     write_atomic(path, text_or_bytes)      # settings, PIN record, conversations, start history
     write_json_atomic(path, data)
+    move_aside(path, aside)                # a damaged file renamed, never deleted
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
 
 from engine.errors import disk_full_as_error
+
+log = logging.getLogger(__name__)
 
 
 def write_atomic(path: str | Path, data: str | bytes) -> None:
@@ -50,3 +54,14 @@ def fsync_folder(folder: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def move_aside(path: Path, aside: Path) -> Path | None:
+    """Renames a damaged file to `aside` (an older one of that name is replaced), so that
+    nothing is lost and the next write does not overwrite it; None when that fails (logged)."""
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        log.warning("could not set %s aside: %s", path, exc)
+        return None
+    return aside

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import tomllib
 from dataclasses import dataclass, fields
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import tomli_w
 
-from engine.atomic_file import write_atomic
+from engine.atomic_file import move_aside, write_atomic
 
 if TYPE_CHECKING:
     from engine.answer.assistant import AssistantSettings
@@ -100,7 +99,7 @@ def load_settings(path: str | Path, set_aside: list[str] | None = None) -> Setti
         data = tomllib.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         log.warning("The settings file %s is damaged (%s); using the defaults", path, error)
-        aside = _set_aside(path)
+        aside = move_aside(path, path.with_name(path.name + ".damaged"))
         if set_aside is not None:
             where = f"it was renamed '{aside}'" if aside else "it was left where it is"
             set_aside.append(f"The settings file '{path}' was damaged ({error}), so the default settings "
@@ -115,17 +114,6 @@ def load_settings(path: str | Path, set_aside: list[str] | None = None) -> Setti
             log.warning("Settings file %s: %s", path, problem)
         values[f.name] = value
     return Settings(**values)
-
-
-def _set_aside(path: Path) -> Path | None:
-    """Rename a damaged file to NAME.damaged (an older one of that name is replaced)."""
-    aside = path.with_name(path.name + ".damaged")
-    try:
-        os.replace(path, aside)
-    except OSError as exc:
-        log.warning("could not set %s aside: %s", path, exc)
-        return None
-    return aside
 
 
 def save_settings(path: str | Path, settings: Settings) -> None:

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.atomic_file import write_atomic
+from engine.atomic_file import move_aside, write_atomic
 from engine.errors import DiskFullError, EngineError
 from engine.types import CheckedSentence, Citation, Quote
 
@@ -176,17 +175,7 @@ class ConversationStore:
             return None
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("conversation file %s is damaged (%s); set aside", path, exc)
-            aside = _set_aside(path)
+            aside = move_aside(path, path.with_suffix(".damaged"))
             if aside is not None:
                 self.set_aside.append(aside)
             return None
-
-
-def _set_aside(path: Path) -> Path | None:
-    aside = path.with_suffix(".damaged")
-    try:
-        os.replace(path, aside)
-    except OSError as exc:
-        log.warning("could not set %s aside: %s", path, exc)
-        return None
-    return aside

@@ -138,6 +138,20 @@ def indexed(tmp_path_factory, pump_pdf):
 
 
 @pytest.fixture
+def indexed_copy(tmp_path, indexed):
+    """A fresh data dir (AppPaths) whose collection already holds the pump manual: a copy of
+    `indexed`, to change at will."""
+    import shutil
+
+    from engine.paths import AppPaths
+
+    paths = AppPaths(tmp_path / "data").ensure()
+    shutil.rmtree(paths.collections)
+    shutil.copytree(indexed.collections, paths.collections)
+    return paths
+
+
+@pytest.fixture
 def root_logging_restored():
     """Handlers a test adds to the root logger (the app's log file) are closed and removed after."""
     import logging

@@ -16,8 +16,8 @@ from engine.cli.common import (
     common_options,
     ctrl_c_sets,
     llm_folder,
-    paths_of,
     nothing_indexed,
+    paths_of,
     plural,
     print_repairs,
 )

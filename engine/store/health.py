@@ -20,6 +20,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -316,8 +317,7 @@ def _repair(connect, findings: Findings) -> list[str]:
 def _reset_fts(connect) -> None:
     """Empty the keyword index's own tables and give them what a new, empty index of this
     SQLite holds: a damaged index cannot even be opened to be rebuilt."""
-    db = connect()
-    try:
+    with _transaction(connect) as db:
         definition = db.execute("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'").fetchone()[0]
         fresh = sqlite3.connect(":memory:")
         try:
@@ -325,42 +325,41 @@ def _reset_fts(connect) -> None:
             empty = {name: fresh.execute(f"SELECT * FROM chunks_fts_{name}").fetchall() for name in _FTS_SHADOWS}
         finally:
             fresh.close()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            for name, rows in empty.items():
-                db.execute(f"DELETE FROM chunks_fts_{name}")
-                if rows:
-                    marks = ",".join("?" * len(rows[0]))
-                    db.executemany(f"INSERT INTO chunks_fts_{name} VALUES ({marks})", rows)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-    finally:
-        db.close()
+        for name, rows in empty.items():
+            db.execute(f"DELETE FROM chunks_fts_{name}")
+            if rows:
+                marks = ",".join("?" * len(rows[0]))
+                db.executemany(f"INSERT INTO chunks_fts_{name} VALUES ({marks})", rows)
 
 
 def _clear_documents(connect, findings: Findings) -> None:
+    with _transaction(connect) as db:
+        triggers = db.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'").fetchall()
+        for name, _sql in triggers:
+            db.execute(f'DROP TRIGGER "{name}"')  # the rebuild that follows covers their work
+        for document_id in findings.reread:
+            db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'page_labels'").fetchone():
+                db.execute("DELETE FROM page_labels WHERE document_id = ?", (document_id,))
+            db.execute("UPDATE documents SET status = 'failed', sha256 = '', title = '', error = ?,"
+                       " page_count = 0 WHERE id = ?", (REREAD_REASON, document_id))
+        for document_id in findings.unnamed:
+            db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
+            db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
+        for _name, sql in triggers:
+            db.execute(sql)
+
+
+@contextmanager
+def _transaction(connect):
+    """A new connection in one immediate transaction: committed, or rolled back on any error;
+    closed either way."""
     db = connect()
     try:
-        triggers = [row[0] for row in db.execute(
-            "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")]
         db.execute("BEGIN IMMEDIATE")
         try:
-            for name in [row[0] for row in db.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'")]:
-                db.execute(f'DROP TRIGGER "{name}"')  # the rebuild that follows covers their work
-            for document_id in findings.reread:
-                db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
-                if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'page_labels'").fetchone():
-                    db.execute("DELETE FROM page_labels WHERE document_id = ?", (document_id,))
-                db.execute("UPDATE documents SET status = 'failed', sha256 = '', title = '', error = ?,"
-                           " page_count = 0 WHERE id = ?", (REREAD_REASON, document_id))
-            for document_id in findings.unnamed:
-                db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
-                db.execute("DELETE FROM documents WHERE id = ?", (document_id,))
-            for sql in triggers:
-                db.execute(sql)
+            yield db
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")

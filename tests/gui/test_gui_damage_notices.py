@@ -4,8 +4,6 @@ replaced silently by a new collection)."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from desktop_app.main_window import MainWindow
@@ -18,11 +16,9 @@ INDEX_MS = 30_000
 
 
 @pytest.fixture
-def data(tmp_path, indexed) -> AppPaths:
-    paths = AppPaths(tmp_path / "data").ensure()
-    shutil.rmtree(paths.collections)
-    shutil.copytree(indexed.collections, paths.collections)
-    return paths
+def data(indexed_copy) -> AppPaths:
+    """A fresh data dir whose collection already holds the pump manual."""
+    return indexed_copy
 
 
 def open_window(qtbot, paths: AppPaths, llm_dir) -> MainWindow:

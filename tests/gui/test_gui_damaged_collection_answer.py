@@ -4,8 +4,6 @@ its files were moved aside."""
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 
 from engine.answer.assistant import ErrorEvent
@@ -17,11 +15,9 @@ from tests.helpers.pump_chat import ANSWER_MS, start_controller
 
 
 @pytest.fixture
-def data(tmp_path, indexed) -> AppPaths:
-    paths = AppPaths(tmp_path / "data").ensure()
-    shutil.rmtree(paths.collections)
-    shutil.copytree(indexed.collections, paths.collections)
-    return paths
+def data(indexed_copy) -> AppPaths:
+    """A fresh data dir whose collection already holds the pump manual."""
+    return indexed_copy
 
 
 def error_of(qtbot, controller) -> str:

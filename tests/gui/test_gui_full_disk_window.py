@@ -7,7 +7,6 @@ the data folder raise OSError(ENOSPC), as a full disk's do."""
 from __future__ import annotations
 
 import logging
-import shutil
 
 import pytest
 from PySide6.QtCore import Qt
@@ -24,11 +23,9 @@ pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
 
 @pytest.fixture
-def data(tmp_path, indexed) -> AppPaths:
-    paths = AppPaths(tmp_path / "data").ensure()
-    shutil.rmtree(paths.collections)
-    shutil.copytree(indexed.collections, paths.collections)
-    return paths
+def data(indexed_copy) -> AppPaths:
+    """A fresh data dir whose collection already holds the pump manual."""
+    return indexed_copy
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ and embedder and the tiny random LLM."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -55,13 +54,10 @@ PIN = "4711"
 
 
 @pytest.fixture
-def data(tmp_path, indexed) -> AppPaths:
+def data(indexed_copy) -> AppPaths:
     """A fresh data dir whose collection holds the pump manual, with an admin PIN set."""
-    paths = AppPaths(tmp_path / "data").ensure()
-    shutil.rmtree(paths.collections)
-    shutil.copytree(indexed.collections, paths.collections)
-    set_pin(paths.pin_file, PIN)
-    return paths
+    set_pin(indexed_copy.pin_file, PIN)
+    return indexed_copy
 
 
 @pytest.fixture

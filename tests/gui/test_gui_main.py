@@ -5,7 +5,6 @@ embedder, the tiny random LLM) and, marked slow, the real built-in models and R'
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -37,12 +36,9 @@ INDEX_MS = 120_000
 
 
 @pytest.fixture
-def data(tmp_path, indexed) -> AppPaths:
+def data(indexed_copy) -> AppPaths:
     """A fresh data dir whose collection already holds the pump manual."""
-    paths = AppPaths(tmp_path / "data").ensure()
-    shutil.rmtree(paths.collections)
-    shutil.copytree(indexed.collections, paths.collections)
-    return paths
+    return indexed_copy
 
 
 def open_window(qtbot, paths: AppPaths, llm_dir, **kwargs) -> MainWindow:

@@ -541,9 +541,9 @@ def test_a_citation_of_a_labelled_pdf_names_the_printed_page_and_opens_the_physi
     """Page index 38 of a manual whose body starts at its 7th sheet is printed "33": the
     citation says "page 33 (PDF page 39)" and clicking it opens the 39th page."""
     from desktop_app.chat.bubbles import AnswerBubble
-    from engine.store.indexer import printed_labels
     from engine.answer.assistant import AnswerStats
     from engine.answer.grounding import Relevance
+    from engine.store.indexer import printed_labels
     from engine.types import Passage, Span
     from tests.helpers.pdf_factory import write_pdf
 
