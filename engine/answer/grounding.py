@@ -117,8 +117,9 @@ TEMPLATE_TOKENS = 40  # what the chat template adds around the messages
 
 # One worked exchange before the real question, on a made-up manual in the real format: with it
 # SmolLM2-135M put the sources' exact names in its own text about twice as often as with the
-# rules alone (docs/benchmarks.md, "Prompt variants"). Its words are nowhere in real manuals,
-# so a sentence copied from it is marked unsupported by the sentence checks.
+# rules alone (docs/benchmarks.md, "A worked example, and fewer passages for the model"). Its
+# words are nowhere in real manuals, so a sentence copied from it is marked unsupported by the
+# sentence checks.
 EXAMPLE_SOURCES = (
     "[1] label-printer.pdf, page 12:\nTo print a test label, hold the FEED key for five seconds. "
     "The print darkness is set with the option --density, from 1 to 15.\n\n"
@@ -156,10 +157,10 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
                  template_tokens: Callable[[int], int] | None = None,
                  example: bool = True) -> Prompt:
     """Messages for the model: the system rules, a worked example (unless `example` is False
-    or it would take over a third of the budget), the recent turns that fit, then one user message with the numbered sources, fenced by a
-    marker, and the question. The
-    question is never cut; sources are cut from the lowest ranked up, then the last one kept
-    is shortened at a sentence or word boundary.
+    or it would take over a third of the budget), the recent turns that fit, then one user
+    message with the numbered sources, fenced by a marker, and the question. The question is
+    never cut; sources are cut from the lowest ranked up, then the last one kept is shortened
+    at a sentence or word boundary.
 
     This is the one place a prompt is fitted (the model only refuses one that does not fit).
     Each piece is counted once: the system rules, the fenced question, each turn and each
@@ -175,11 +176,11 @@ def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[d
     question_text = f"Question: {question.strip()}"
     head, tail = _fence(marker)
     shown = example_turns(marker) if example else []
-    if sum(count(t["content"]) for t in shown) > budget_tokens // 3:
-        shown = []  # a small context needs its room for the sources
+    example_cost = sum(count(t["content"]) for t in shown)
+    if example_cost > budget_tokens // 3:
+        shown, example_cost = [], 0  # a small context needs its room for the sources
     # The fence and question with their separators, as they will be joined around the sources.
-    fixed = (count(SYSTEM_PROMPT) + count(f"{head}\n\n{tail}\n\n{question_text}")
-             + sum(count(t["content"]) for t in shown))
+    fixed = count(SYSTEM_PROMPT) + count(f"{head}\n\n{tail}\n\n{question_text}") + example_cost
     opening = 2 + len(shown)  # the system rules, the example, the question
     turns = _recent_turns(history, count, min(history_tokens, max(0, budget_tokens - fixed - template(opening)) // 3))
     room = budget_tokens - fixed - template(opening + len(turns)) - sum(count(t["content"]) for t in turns)
