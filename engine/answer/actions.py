@@ -86,9 +86,10 @@ def commands(text: str) -> list[str]:
     return [" ".join(f.split()) for f in found if f.strip()]
 
 
-def missing_actions(text: str, passages: Sequence[str]) -> list[str]:
-    """The actions of `text` that no passage holds verbatim."""
-    return [a for a in actions(text) if not any(holds(p, a) for p in passages)]
+def missing_actions(text: str, passages: Sequence[str], find=None) -> list[str]:
+    """The actions of `text` that no passage holds verbatim; `find` (actions by default, or
+    addresses) says which kinds to look for."""
+    return [a for a in (find or actions)(text) if not any(holds(p, a) for p in passages)]
 
 
 def holds(passage: str, action: str) -> bool:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from engine.answer.actions import addresses, holds
+from engine.answer.actions import addresses, missing_actions
 from engine.llm.local import CancelFlag
 
 ADDRESS_REMOVED = "[address removed: not in the manuals]"
@@ -105,10 +105,9 @@ class AnswerGuard:
     def _without_made_up_addresses(self, text: str) -> str:
         if self.known is None:
             return text
-        for address in addresses(text):
-            if not any(holds(p, address) for p in self.known):
-                self.removed.append(address)
-                text = text.replace(address, ADDRESS_REMOVED)
+        for address in missing_actions(text, self.known, find=addresses):  # longest first
+            self.removed.append(address)
+            text = text.replace(address, ADDRESS_REMOVED)
         return text
 
     def _without_hidden(self, text: str) -> str:
