@@ -15,7 +15,7 @@ import re
 import sys
 
 from engine import __version__
-from engine.cli import admin, ask, generate, index, models
+from engine.cli import admin, ask, generate, index, models, serve
 from engine.cli.common import (
     CANCELLED_EXIT,
     DATA_DIR_HELP,
@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--provider", choices=PROVIDER_CHOICES, default=argparse.SUPPRESS,
                         help=PROVIDER_HELP + "; used by the commands that run a model")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
-    for group in (index, ask, models, generate, admin):  # the everyday commands first
+    for group in (index, ask, models, generate, serve, admin):  # the everyday commands first
         group.add_commands(commands)
     _add_help_command(commands, parser)
     for sub in _parsers(parser):

@@ -1,0 +1,140 @@
+"""ServerState: what every route shares, made once per server.
+
+    state.pool            the LLM processes and their queue (engine.server.pool)
+    state.embedder        the built-in embedder (one ONNX session; thread-safe)
+    state.metrics         the Prometheus metrics of answers and requests
+    state.assistant(name, slot)   an Assistant on a collection, for one leased slot
+    state.documents(name) the collection's documents
+
+Loading (the embedder, then each LLM process) runs in a background thread, so that /health
+answers at once and /ready says when the server can serve.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+from engine.answer.metrics import Metrics
+from engine.errors import EngineError
+from engine.server.config import ServerConfig
+from engine.server.pool import LLMPool
+
+log = logging.getLogger(__name__)
+
+
+class CollectionNotFound(EngineError):
+    """No collection of that name in the data folder."""
+
+
+class NotReady(EngineError):
+    """The models are still loading (or failed to load: /ready says why)."""
+
+
+class ServerState:
+    def __init__(self, config: ServerConfig, llm_folder: Path, make_llm=None):
+        from engine.llm.process import LLMClient
+
+        self.config = config
+        self.paths = config.paths
+        self.llm_folder = Path(llm_folder)
+        self.model_name = config.model_name or self.llm_folder.name
+        make_llm = make_llm or (lambda: LLMClient(self.llm_folder, config.provider))
+        self.pool = LLMPool(make_llm, config.llm_workers, config.queue_size, config.queue_timeout_s)
+        self.metrics = Metrics()
+        self.embedder = None
+        self.load_error: str | None = None  # why loading failed, for /ready
+        self._stores: dict[tuple[str, int], object] = {}  # (collection, slot or -1) -> IndexStore
+        self._stores_lock = threading.Lock()
+        self._loader: threading.Thread | None = None
+        self._reranker = None  # loaded at the first question; False when none is imported
+
+    # -- lifetime -------------------------------------------------------------------------
+    def start_loading(self) -> None:
+        self._loader = threading.Thread(target=self._load, name="offline-assistant-load", daemon=True)
+        self._loader.start()
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        if self._loader is not None:
+            self._loader.join(timeout)
+        return self.ready
+
+    def _load(self) -> None:
+        from engine.store.indexer import default_embedder
+
+        try:
+            self.embedder = default_embedder(self.paths)
+            self.pool.load()
+        except Exception as exc:  # told by /ready and the log; the server keeps running
+            self.load_error = str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
+            log.error("The server could not load its models: %s", self.load_error)
+
+    @property
+    def ready(self) -> bool:
+        return self.embedder is not None and self.pool.ready
+
+    def close(self) -> None:
+        self.pool.close()
+        with self._stores_lock:
+            stores, self._stores = list(self._stores.values()), {}
+        for store in stores:
+            store.close()
+        for encoder in (self.embedder, self._reranker):
+            if encoder:
+                encoder.close()
+
+    # -- collections ----------------------------------------------------------------------
+    def check_collection(self, name: str | None) -> str:
+        """The collection's name (the server's default for None); CollectionNotFound if none."""
+        from engine.cli.common import collection_exists
+
+        name = name or self.config.collection
+        self.paths.collection(name)  # EngineError for a name that is a path
+        if not collection_exists(self.paths, name):
+            raise CollectionNotFound(f"No collection named '{name}'; index documents into it first "
+                                     "(offline-assistant-cli index --collection NAME FILES).")
+        return name
+
+    def store(self, name: str, slot: int = -1):
+        """The collection's read-only store for one slot (-1: the one for listings). A slot
+        is used by one request at a time, so its SQLite handle is never shared."""
+        from engine.store.indexer import open_collection
+
+        key = (self.check_collection(name), slot)
+        with self._stores_lock:
+            store = self._stores.get(key)
+            if store is None:
+                store = open_collection(self.paths, key[0], self._require_embedder(), read_only=True)
+                store.refuse_if_emptied()
+                self._stores[key] = store
+            return store
+
+    def assistant(self, name: str, slot):
+        """An Assistant on collection `name` with the leased slot's LLM."""
+        from engine.answer.assistant import Assistant, imported_reranker
+        from engine.answer.retrieval import Retriever
+        from engine.config import load_settings
+
+        settings = load_settings(self.paths.settings_file)
+        reranker = self._reranker_once(imported_reranker) if settings.use_reranker else None
+        retriever = Retriever(self.store(name, slot.index), self._require_embedder(), reranker)
+        return Assistant(retriever, slot.llm, settings.assistant_settings(), self.metrics)
+
+    def _reranker_once(self, load):
+        if self.config.use_reranker and self._reranker is None:
+            with self._stores_lock:
+                if self._reranker is None:
+                    self._reranker = load(self.paths) or False  # False: none is imported
+        return self._reranker or None
+
+    def documents(self, name: str) -> list:
+        store = self.store(name)
+        with self._stores_lock:  # the listing store is shared by every listing request
+            return store.list_documents()
+
+    def _require_embedder(self):
+        if self.embedder is None:
+            raise NotReady(self.load_error
+                           or "The server is still loading its models; try again in a moment (see /ready).")
+        return self.embedder
