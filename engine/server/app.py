@@ -27,10 +27,12 @@ from engine.server.state import CollectionNotFound, NotReady, ServerState
 RETRY_AFTER_S = 2  # what a 429 tells the client to wait
 
 
-def create_app(config: ServerConfig, llm_folder: Path, *, make_llm=None, load: bool = True) -> FastAPI:
-    """`make_llm` makes one unloaded LLM client (default: LLMClient on llm_folder); with
-    load=False the models are loaded by whoever calls app.state.server.start_loading()."""
-    state = ServerState(config, llm_folder, make_llm)
+def create_app(config: ServerConfig, llm_folder: Path, *, make_llm=None, embedder=None,
+               load: bool = True) -> FastAPI:
+    """`make_llm` makes one unloaded LLM client (default: LLMClient on llm_folder); `embedder`
+    is a loaded one to use instead of the built-in one; with load=False the models are loaded
+    by whoever calls app.state.server.start_loading()."""
+    state = ServerState(config, llm_folder, make_llm, embedder)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):

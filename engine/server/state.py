@@ -33,7 +33,7 @@ class NotReady(EngineError):
 
 
 class ServerState:
-    def __init__(self, config: ServerConfig, llm_folder: Path, make_llm=None):
+    def __init__(self, config: ServerConfig, llm_folder: Path, make_llm=None, embedder=None):
         from engine.llm.process import LLMClient
 
         self.config = config
@@ -44,6 +44,7 @@ class ServerState:
         self.pool = LLMPool(make_llm, config.llm_workers, config.queue_size, config.queue_timeout_s)
         self.metrics = Metrics()
         self.embedder = None
+        self._given_embedder = embedder  # a loaded one (tests); None: the built-in one, loaded here
         self.load_error: str | None = None  # why loading failed, for /ready
         self._stores: dict[tuple[str, int], object] = {}  # (collection, slot or -1) -> IndexStore
         self._stores_lock = threading.Lock()
@@ -64,7 +65,7 @@ class ServerState:
         from engine.store.indexer import default_embedder
 
         try:
-            self.embedder = default_embedder(self.paths)
+            self.embedder = self._given_embedder or default_embedder(self.paths)
             self.pool.load()
         except Exception as exc:  # told by /ready and the log; the server keeps running
             self.load_error = str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
