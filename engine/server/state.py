@@ -82,7 +82,7 @@ class ServerState:
         for store in stores:
             store.close()
         for encoder in (self.embedder, self._reranker):
-            if encoder:
+            if encoder and encoder is not self._given_embedder:  # a given one is its owner's
                 encoder.close()
 
     # -- collections ----------------------------------------------------------------------
