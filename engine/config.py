@@ -16,7 +16,7 @@ import logging
 import math
 import re
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -45,7 +45,10 @@ MODEL_NAME_MAX = 200
 FOLDER_MAX = 4096  # characters: PATH_MAX on Linux; longer is a mistake, not a folder
 # what a key left at None means, written as a comment (TOML has no null)
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone one cannot be written as UTF-8
-NONE_MEANS = {"model": "(the built-in model)", "inbox_folder": "(none: no watched inbox folder)"}
+NONE_MEANS = {"model": "(the built-in model)", "inbox_folder": "(none: no watched inbox folder)",
+              "engine_url": "(none: the local model answers)", "engine_key": "(none)",
+              "engine_model": "(the first model the engine lists)"}
+ENGINE_TEXT_MAX = 2048  # an engine URL, key or model name longer than this is a mistake
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,11 @@ class Settings:
     audit_log: bool = False  # one JSON line per question in DATA_DIR/audit; always on in kiosk mode
     inbox_folder: str | None = None  # new manuals copied here are indexed (desktop_app/inbox.py)
     inbox_poll_s: float = 10.0  # seconds between two looks into the inbox folder
+    # a remote OpenAI-compatible engine for generation (retrieval and the checks stay here);
+    # when it cannot be reached the local model answers, if one is installed
+    engine_url: str | None = None  # http(s)://host:port, with or without /v1; None: the local model
+    engine_key: str | None = field(default=None, repr=False)  # never in a log; or OFFLINE_ASSISTANT_ENGINE_KEY
+    engine_model: str | None = None  # the engine's model name; None: the first one it lists
 
     def __post_init__(self):
         # every Settings is valid, however it was made (a dialog, a file, a test)
@@ -162,6 +170,8 @@ def _checked(name: str, value, default):
         if len(value) > FOLDER_MAX or "\0" in value:
             return default, "'inbox_folder' is not a usable folder path; no inbox folder is watched"
         return value, ""
+    if name in ("engine_url", "engine_key", "engine_model"):
+        return _engine_text(name, value)
     if name == "theme":
         if isinstance(value, str) and value.strip().lower() in THEMES:
             return value.strip().lower(), ""
@@ -185,3 +195,20 @@ def _checked(name: str, value, default):
     if clamped != value:
         return clamped, f"'{name}' = {value} is outside {low:g}..{high:g}; using {clamped}"
     return clamped, ""
+
+
+def _engine_text(name: str, value):
+    """engine_url (an http or https address), engine_key or engine_model; "" means none."""
+    if value is None:
+        return None, ""
+    if not isinstance(value, str):
+        return None, f"'{name}' must be text, not {type(value).__name__}; it is left unset"
+    value = value.strip()
+    if not value:
+        return None, ""
+    if len(value) > ENGINE_TEXT_MAX or any(ord(c) < 32 for c in value):
+        return None, f"'{name}' is not usable (too long, or a control character); it is left unset"
+    if name == "engine_url" and not re.match(r"https?://[^/\s]+", value):
+        return None, (f"'engine_url' must start with http:// or https://, not {value[:80]!r}; "
+                      "the local model answers")
+    return value, ""

@@ -25,6 +25,16 @@ class EngineProcessError(EngineError):
     """The separate engine process died or could not be started."""
 
 
+class RemoteEngineError(EngineError):
+    """A remote OpenAI-compatible engine could not be reached or did not answer properly
+    (refused, timed out, a wrong key, busy, a server error, a broken stream). `url` is the
+    engine's; the message names it and what to do."""
+
+    def __init__(self, message: str, url: str = ""):
+        super().__init__(message)
+        self.url = url
+
+
 class DocumentError(EngineError):
     """A document could not be read. `kind` says why, for programs; the message, for people.
 

@@ -240,13 +240,13 @@ class Assistant:
 @contextmanager
 def open_assistant(paths: AppPaths, collection: str = DEFAULT_COLLECTION, llm_folder: Path | None = None,
                    provider: str = "auto", settings: AssistantSettings | None = None, metrics=None,
-                   use_reranker: bool = True) -> Iterator[Assistant]:
+                   use_reranker: bool = True, engine_url: str | None = None, engine_key: str | None = None,
+                   engine_model: str | None = None) -> Iterator[Assistant]:
     """An Assistant on a collection (read-only), the built-in embedder, the imported reranker
-    if there is one, and the LLM in its own process; all closed on exit. A collection that
+    if there is one, and the LLM: in its own process, or with `engine_url` a remote
+    OpenAI-compatible engine (engine.llm.remote); all closed on exit. A collection that
     damage left with nothing to answer from raises CollectionDamagedError saying what happened
     (not "no manuals are indexed yet"); what was repaired is in store.open_report."""
-    from engine.llm.process import LLMClient
-    from engine.models.registry import resolve_llm
     from engine.store.indexer import default_embedder, open_collection
 
     embedder = default_embedder(paths)
@@ -254,10 +254,23 @@ def open_assistant(paths: AppPaths, collection: str = DEFAULT_COLLECTION, llm_fo
     try:
         store.refuse_if_emptied()
         reranker = imported_reranker(paths) if use_reranker else None
-        with LLMClient(llm_folder or resolve_llm(paths), provider) as llm:
+        with _chosen_llm(paths, llm_folder, provider, engine_url, engine_key, engine_model) as llm:
             yield Assistant(Retriever(store, embedder, reranker), llm, settings, metrics)
     finally:
         store.close()
+
+
+def _chosen_llm(paths: AppPaths, llm_folder: Path | None, provider: str, engine_url: str | None,
+                engine_key: str | None, engine_model: str | None):
+    """The remote engine when a URL is given, else the local model in its own process."""
+    if engine_url:
+        from engine.llm.remote import remote_llm
+
+        return remote_llm(paths, engine_url, engine_key, engine_model)
+    from engine.llm.process import LLMClient
+    from engine.models.registry import resolve_llm
+
+    return LLMClient(llm_folder or resolve_llm(paths), provider)
 
 
 def imported_reranker(paths: AppPaths):

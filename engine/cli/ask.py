@@ -15,6 +15,8 @@ from engine.cli.common import (
     collection_told,
     common_options,
     ctrl_c_sets,
+    engine_of,
+    engine_options,
     llm_folder,
     nothing_indexed,
     paths_of,
@@ -63,7 +65,7 @@ def add_commands(commands) -> None:
 def _answering_options():
     from argparse import ArgumentParser
 
-    options = ArgumentParser(add_help=False)
+    options = ArgumentParser(add_help=False, parents=[engine_options()])
     options.add_argument("--model", metavar="NAME",
                          help="an imported model's name (default: the built-in one)")
     options.add_argument("--no-rerank", action="store_true",
@@ -78,9 +80,11 @@ def _open(args, paths):
     from engine.answer.assistant import open_assistant
 
     _refuse_a_missing_collection(args, paths)  # before minutes of preparing the model
-    folder = llm_folder(paths, args.model)
+    url, key, model = engine_of(args, paths)
+    folder = None if url else llm_folder(paths, args.model)  # a remote engine needs no local model
     with collection_told(), open_assistant(paths, args.collection, folder, args.provider,
-                                           use_reranker=not args.no_rerank) as assistant:
+                                           use_reranker=not args.no_rerank, engine_url=url,
+                                           engine_key=key, engine_model=model) as assistant:
         print_repairs(assistant.retriever.store.open_report.get("repaired"))
         yield assistant
 

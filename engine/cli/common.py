@@ -37,6 +37,32 @@ def common_options(runs_model: bool = False) -> argparse.ArgumentParser:
     return common
 
 
+def engine_options() -> argparse.ArgumentParser:
+    """--engine-url and --engine-key, for the commands that run a model: generation on a remote
+    OpenAI-compatible engine (retrieval and the checks stay here)."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--engine-url", metavar="URL", default=None,
+                         help="generate on this OpenAI-compatible engine (our serve, llama.cpp's "
+                              "server, vLLM), with or without /v1 (default: "
+                              "$OFFLINE_ASSISTANT_ENGINE_URL, else engine_url in the settings; "
+                              "else the local model)")
+    options.add_argument("--engine-key", metavar="KEY", default=None,
+                         help="the engine's API key (better: $OFFLINE_ASSISTANT_ENGINE_KEY, which "
+                              "other users' process lists do not show)")
+    return options
+
+
+def engine_of(args, paths) -> tuple[str | None, str | None, str | None]:
+    """(url, key, model) of the remote engine a command uses, or Nones for the local model:
+    --engine-url/--engine-key, then the environment, then the settings file."""
+    from engine.config import load_settings
+    from engine.llm.remote import chosen_engine
+
+    settings = load_settings(paths.settings_file)
+    url, key = chosen_engine(getattr(args, "engine_url", None), getattr(args, "engine_key", None), settings)
+    return url, key, settings.engine_model if url else None
+
+
 def collection_option() -> argparse.ArgumentParser:
     option = argparse.ArgumentParser(add_help=False)
     option.add_argument("--collection", metavar="NAME", default=DEFAULT_COLLECTION,

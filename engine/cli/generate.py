@@ -7,7 +7,16 @@ import json
 import sys
 import threading
 
-from engine.cli.common import CANCELLED_EXIT, common_options, ctrl_c_sets, llm_folder, paths_of, plural
+from engine.cli.common import (
+    CANCELLED_EXIT,
+    common_options,
+    ctrl_c_sets,
+    engine_of,
+    engine_options,
+    llm_folder,
+    paths_of,
+    plural,
+)
 from engine.safe_text import visible
 
 # Small models follow a short plain instruction better than their own long default persona.
@@ -15,7 +24,7 @@ DEFAULT_SYSTEM = "You are a helpful assistant."
 
 
 def add_commands(commands) -> None:
-    generate = commands.add_parser("generate", parents=[common_options(runs_model=True)],
+    generate = commands.add_parser("generate", parents=[common_options(runs_model=True), engine_options()],
                                    help="stream the model's answer to one prompt")
     generate.add_argument("prompt", metavar="PROMPT", help="the text to answer, in quotes (no manuals are used)")
     generate.add_argument("--model", metavar="NAME",
@@ -40,21 +49,38 @@ def add_commands(commands) -> None:
 
 
 def _generate(args) -> int:
-    from engine.llm.process import LLMClient
-
-    folder = llm_folder(paths_of(args), args.model)
+    name, llm = _chosen_llm(args, paths_of(args))
     messages = [{"role": "system", "content": args.system}] if args.system else []
     messages.append({"role": "user", "content": args.prompt})
     cancel = threading.Event()
-    with LLMClient(folder, args.provider) as client:
+    with llm as client:
         stream = client.stream(
             messages, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
             top_p=args.top_p, top_k=args.top_k, seed=args.seed, cancel=cancel,
         )
         with ctrl_c_sets(cancel):
             _write_stream(stream)
-    _print_stats(stream.stats, folder.name, args.json)
+    _print_stats(stream.stats, _model_name(name, client), args.json)
     return CANCELLED_EXIT if cancel.is_set() else 0
+
+
+def _chosen_llm(args, paths):
+    """(a name for the stats, the LLM): the remote engine of --engine-url (or the settings),
+    else the local model in its own process."""
+    url, key, model = engine_of(args, paths)
+    if url:
+        from engine.llm.remote import remote_llm
+
+        return None, remote_llm(paths, url, key, model)
+    from engine.llm.process import LLMClient
+
+    folder = llm_folder(paths, args.model)
+    return folder.name, LLMClient(folder, args.provider)
+
+
+def _model_name(name: str | None, llm) -> str:
+    """The local model's folder name, or the engine's model (known once it is loaded)."""
+    return name or getattr(llm, "model", None) or "remote"
 
 
 def _write_stream(stream) -> None:
