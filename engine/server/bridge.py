@@ -30,10 +30,16 @@ async def iterate_in_thread(make: Callable[[], Iterator[T]], cancel: threading.E
 
     def run() -> None:
         try:
-            for item in make():
-                put(_ITEM, item)
-                if cancel.is_set():
-                    break
+            items = make()
+            try:
+                for item in items:
+                    put(_ITEM, item)
+                    if cancel.is_set():
+                        break
+            finally:
+                close = getattr(items, "close", None)
+                if close is not None:  # a generator's finally (a lease, a stream) runs now, here
+                    close()
         except BaseException as exc:  # handed to the awaiting side, which raises it
             put(_ERROR, exc)
         else:

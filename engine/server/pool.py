@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ class LLMPool:
         self._slots: list[Slot] = []
         self._free: list[Slot] = []
         self._admitted = 0  # running and waiting
+        self._waiters: deque = deque()  # leases waiting for a slot, first come first served
         self._lock = threading.Condition()
         self._closed = False
 
@@ -68,7 +70,7 @@ class LLMPool:
                 slot = Slot(index, llm)
                 self._slots.append(slot)
                 self._free.append(slot)
-                self._lock.notify()
+                self._lock.notify_all()  # the waiter first in line is the one that takes it
         return self
 
     def close(self) -> None:
@@ -114,40 +116,59 @@ class LLMPool:
         return Ticket(self)
 
     def _take(self, cancel) -> Slot:
+        """The next free slot, in the order the leases asked (without that, a late request
+        could overtake one that has waited long, and p95 waits would grow)."""
         deadline = time.monotonic() + self.queue_timeout_s
+        me = object()
         with self._lock:
-            while not self._free:
-                if self._closed:
-                    raise PoolClosed("The server is stopping.")
-                if cancel is not None and cancel.is_set():
-                    raise Abandoned()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise QueueTimeout(f"No model process was free within {self.queue_timeout_s:.0f} s; "
-                                       "try again later.")
-                self._lock.wait(min(left, 0.05))  # short: a disconnected client leaves the queue soon
-            return self._free.pop(0)
+            self._waiters.append(me)
+            try:
+                while not (self._free and self._waiters[0] is me):
+                    self._check_waiting(cancel, deadline)
+                    self._lock.wait(min(max(deadline - time.monotonic(), 0.0), 0.05))
+                return self._free.pop(0)
+            finally:
+                self._waiters.remove(me)
+                self._lock.notify_all()  # the next in line may take the next free slot
+
+    def _check_waiting(self, cancel, deadline: float) -> None:
+        if self._closed:
+            raise PoolClosed("The server is stopping.")
+        if cancel is not None and cancel.is_set():
+            raise Abandoned("The client went away while its request waited.")
+        if time.monotonic() >= deadline:
+            raise QueueTimeout(f"No model process was free within {self.queue_timeout_s:.0f} s; "
+                               "try again later.")  # short waits: a disconnected client leaves soon
 
     def _give_back(self, slot: Slot | None) -> None:
         with self._lock:
             self._admitted -= 1
             if slot is not None and not self._closed:
                 self._free.append(slot)
-                self._lock.notify()
+                self._lock.notify_all()  # the waiter first in line is the one that takes it
 
 
 class Ticket:
-    """One admitted request; lease() once, from the thread that runs it."""
+    """One admitted request; lease() once, from the thread that runs it. release_unused()
+    may come from another thread (the event loop, when the client left first): whichever
+    comes first gives the place back, once."""
 
     def __init__(self, pool: LLMPool):
         self._pool = pool
         self._used = False
+        self._lock = threading.Lock()
+
+    def _claim(self) -> bool:
+        with self._lock:
+            first, self._used = not self._used, True
+            return first
 
     @contextmanager
     def lease(self, cancel=None) -> Iterator[Slot]:
-        """A free slot for the request, waited for; the slot goes back when the block ends."""
-        assert not self._used, "a ticket is leased once"
-        self._used = True
+        """A free slot for the request, waited for; the slot goes back when the block ends.
+        Abandoned when the place was already given back (release_unused came first)."""
+        if not self._claim():
+            raise Abandoned("The request ended before it was given a model process.")
         slot = None
         try:
             slot = self._pool._take(cancel)
@@ -158,7 +179,5 @@ class Ticket:
 
     def release_unused(self) -> None:
         """Gives the place back when the request ended before it leased (say, a bad body)."""
-        if not self._used:
-            self._used = True
+        if self._claim():
             self._pool._give_back(None)
-
