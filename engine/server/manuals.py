@@ -1,5 +1,213 @@
-"""(filled in by issue 16's routes)"""
+"""The manuals routes: POST /v1/ask (an answer from a collection, as JSON or as typed SSE events),
+GET /v1/documents (a collection's documents) and POST /v1/embeddings (OpenAI's shape, with the
+built-in embedder).
 
-from fastapi import APIRouter
+Every route's engine work runs in a thread (engine.server.bridge); the event loop only waits.
+An answer takes a place in the LLM pool's queue first (429 when it is full) and its slot's LLM
+in the thread; a client that goes away sets the request's cancel flag, which stops its
+generation before the next token.
+"""
 
-router = APIRouter()
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+from typing import Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+
+from engine.errors import EngineError
+from engine.server.bridge import call_in_thread, iterate_in_thread
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["manuals"])
+
+# What an ErrorEvent of Assistant.ask (which names its EngineError's class) is answered with.
+_EVENT_STATUS = {"EngineError": 400, "EngineProcessError": 503, "GenerationError": 502,
+                 "RemoteEngineError": 502, "ModelError": 500, "CollectionDamagedError": 500}
+
+
+def _app():
+    from engine.server import app  # late: app.py imports this module
+
+    return app
+
+
+# -- POST /v1/ask ----------------------------------------------------------------------------
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class AskRequest(BaseModel):
+    question: str = Field(description="The question about the manuals.")
+    collection: str | None = Field(None, description="A collection's name; none: the server's default.")
+    history: list[Turn] = Field(default_factory=list, description="The conversation so far, oldest first.")
+    stream: bool = Field(False, description="Typed server-sent events instead of one JSON object.")
+
+
+@router.post("/v1/ask", summary="Answer a question from a collection of manuals, with citations")
+async def ask(body: AskRequest, request: Request):
+    """JSON: the answer, the manual's own lead sentences, the citations, whether the manuals
+    cover it, the relevance figures, the checked sentences and the stage timings. With
+    "stream": true, the events as they come: `event: passages|lead|text|citations|done|error`,
+    each with a JSON object."""
+    state = request.app.state.server
+    name = state.check_collection(body.collection)  # the client's mistakes first, then a 503
+    chars = len(body.question) + sum(len(turn.content) for turn in body.history)
+    if chars > state.config.max_prompt_chars:
+        return _too_large(f"The question and its history are {chars} characters; this server takes "
+                          f"at most {state.config.max_prompt_chars}.", "prompt_too_long")
+    state.require_ready()
+    history = [turn.model_dump() for turn in body.history]
+    ticket = state.pool.admit()
+    cancel = threading.Event()
+
+    def events():
+        with ticket.lease(cancel) as slot:  # waits in this thread for a free LLM process
+            for event in state.assistant(name, slot).ask(body.question, history, cancel):
+                if event.kind == "passages":
+                    state.metrics.record_retrieval(event.relevance)
+                yield event
+
+    if body.stream:
+        return StreamingResponse(_sse(iterate_in_thread(events, cancel)), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    answered = await call_in_thread(lambda: list(events()), cancel, request.is_disconnected)
+    return _ask_reply(body.question, name, answered)
+
+
+def _too_large(message: str, code: str) -> JSONResponse:
+    return _app().error_reply(413, message, _app()._kind(413), code)
+
+
+def event_data(event) -> dict:
+    """One Assistant event as JSON, in the engine's own serialisations."""
+    if event.kind == "passages":
+        return {"answerable": event.answerable, "relevance": event.relevance.to_dict(),
+                "passages": [p.to_dict() for p in event.passages]}
+    if event.kind == "lead":
+        return {"quotes": [_quote(q) for q in event.quotes]}
+    if event.kind == "text":
+        return {"text": event.text}
+    if event.kind == "citations":
+        return {"citations": [_citation(c) for c in event.citations]}
+    if event.kind == "done":
+        return {"answer": event.answer, "answerable": event.stats.answerable,
+                "lead": [_quote(q) for q in event.lead],
+                "sentences": [_sentence(event.answer, s) for s in event.sentences],
+                "stats": event.stats.to_dict()}
+    return _error_data(event.message, event.error)
+
+
+def _quote(quote) -> dict:
+    return {**quote.to_dict(), "title": quote.passage.title}
+
+
+def _citation(citation) -> dict:
+    return {**citation.to_dict(), "title": citation.passage.title}
+
+
+def _sentence(answer: str, sentence) -> dict:
+    return {**sentence.to_dict(), "text": answer[sentence.start:sentence.end]}
+
+
+def _error_data(message: str, error: str) -> dict:
+    status = _EVENT_STATUS.get(error, 500)
+    return _app().error_body(message, _app()._kind(status), error)
+
+
+async def _sse(events):
+    """The events as server-sent events; a failure becomes an `error` event, the stream's last."""
+    try:
+        async for event in events:
+            yield _sse_line(event.kind, event_data(event))
+    except EngineError as exc:
+        yield _sse_line("error", _error_data(str(exc), type(exc).__name__))
+    except Exception as exc:  # noqa: BLE001 - the client gets an event, the log the traceback
+        log.exception("An answer failed")
+        yield _sse_line("error", _error_data(f"The server failed: {type(exc).__name__}", "ServerError"))
+
+
+def _sse_line(kind: str, data: dict) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _ask_reply(question: str, collection: str, events: list) -> JSONResponse | dict:
+    record: dict = {"question": question, "collection": collection, "lead": [], "citations": []}
+    for event in events:
+        if event.kind == "error":
+            status = _EVENT_STATUS.get(event.error, 500)
+            headers = {"Retry-After": str(_app().RETRY_AFTER_S)} if status == 503 else None
+            return JSONResponse(_error_data(event.message, event.error), status_code=status, headers=headers)
+        data = event_data(event)
+        if event.kind == "passages":
+            record.update(answerable=data["answerable"], relevance=data["relevance"], passages=data["passages"])
+        elif event.kind == "lead":
+            record["lead"] = data["quotes"]
+        elif event.kind == "citations":
+            record["citations"] = data["citations"]
+        elif event.kind == "done":
+            record.update(answer=data["answer"], answerable=data["answerable"], sentences=data["sentences"],
+                          stats=data["stats"])
+    return record
+
+
+# -- GET /v1/documents -----------------------------------------------------------------------
+
+@router.get("/v1/documents", summary="The documents of a collection")
+async def documents(request: Request, collection: str | None = None):
+    """Each document with the fields `offline-assistant-cli docs list --json` prints."""
+    state = request.app.state.server
+    name = state.check_collection(collection)
+    found = await call_in_thread(lambda: state.documents(name), threading.Event())
+    return {"object": "list", "collection": name, "data": [doc.to_dict() for doc in found]}
+
+
+# -- POST /v1/embeddings ---------------------------------------------------------------------
+
+class EmbeddingsRequest(BaseModel):
+    input: str | list[str] = Field(description="A text, or a list of texts.")
+    model: str = Field("", description="Any name: the server has one embedder, named in the reply.")
+    encoding_format: Literal["float", "base64"] = "float"
+    user: str | None = None
+
+
+@router.post("/v1/embeddings", summary="Embed texts with the built-in embedder (OpenAI's shape)")
+async def embeddings(body: EmbeddingsRequest, request: Request):
+    """Unit vectors from the embedder that indexes the manuals. A text longer than the embedder's
+    token limit is cut to it, as indexing cuts it; the header X-Inputs-Truncated lists the indexes
+    of the texts that were cut."""
+    state = request.app.state.server
+    embedder = state.require_embedder()
+    texts = [body.input] if isinstance(body.input, str) else body.input
+    if len(texts) > state.config.max_embedding_inputs:
+        return _too_large(f"{len(texts)} inputs in one request; this server takes at most "
+                          f"{state.config.max_embedding_inputs}.", "too_many_inputs")
+    vectors, tokens = await call_in_thread(lambda: _embed(embedder, texts), threading.Event(),
+                                           request.is_disconnected)
+    limit = embedder.max_tokens - 2  # the [CLS] and [SEP] the tokenizer adds count towards it
+    cut = [str(i) for i, n in enumerate(tokens) if n > limit]
+    data = [{"object": "embedding", "index": i, "embedding": _encoded(v, body.encoding_format)}
+            for i, v in enumerate(vectors)]
+    used = sum(min(n, limit) + 2 for n in tokens)
+    reply = {"object": "list", "data": data, "model": embedder.model_id.split(":")[0],
+             "usage": {"prompt_tokens": used, "total_tokens": used}}
+    return JSONResponse(reply, headers={"X-Inputs-Truncated": ",".join(cut)} if cut else None)
+
+
+def _embed(embedder, texts: list[str]):
+    if not texts:
+        return [], []
+    return embedder.encode_documents(texts), embedder.count_tokens_batch(texts)
+
+
+def _encoded(vector, encoding_format: str):
+    if encoding_format == "base64":  # little-endian float32, as OpenAI sends it
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.tolist()

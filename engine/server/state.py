@@ -42,7 +42,7 @@ class ServerState:
         self.model_name = config.model_name or self.llm_folder.name
         make_llm = make_llm or (lambda: LLMClient(self.llm_folder, config.provider))
         self.pool = LLMPool(make_llm, config.llm_workers, config.queue_size, config.queue_timeout_s)
-        self.metrics = Metrics()
+        self.metrics = Metrics(self.pool)  # with the server's families: requests, queue
         self.embedder = None
         self._given_embedder = embedder  # a loaded one (tests); None: the built-in one, loaded here
         self.load_error: str | None = None  # why loading failed, for /ready
@@ -74,6 +74,17 @@ class ServerState:
     @property
     def ready(self) -> bool:
         return self.embedder is not None and self.pool.ready
+
+    def require_ready(self) -> None:
+        """NotReady (503) until the embedder and every LLM process are loaded."""
+        if not self.ready:
+            self._require_embedder()
+            raise NotReady(self.load_error or "The server is still loading its model processes; "
+                           "try again in a moment (see /ready).")
+
+    def require_embedder(self):
+        """The loaded embedder, or NotReady (503)."""
+        return self._require_embedder()
 
     def close(self) -> None:
         self.pool.close()
