@@ -144,7 +144,7 @@ class RemoteLLM:
                     yield piece
         finally:
             response.close()
-        yield self._stats(tally, messages)
+        yield self._stats(tally, messages, params.max_new_tokens)
 
     def _body(self, messages: list[Message], params: GenerationParams) -> dict:
         body = {"messages": messages, "stream": True, "stream_options": {"include_usage": True},
@@ -190,14 +190,19 @@ class RemoteLLM:
             raise self._error(f"the connection was lost mid-answer ({_reason(exc)})",
                               "ask again; if it keeps happening, look at the engine's log") from None
 
-    def _stats(self, tally: "_Tally", messages: list[Message]) -> GenerationStats:
+    def _stats(self, tally: "_Tally", messages: list[Message], limit: int) -> GenerationStats:
+        """The engine's own counts when it sent them (the usage chunk); else the prompt counted
+        here, and the new tokens: the limit when the engine stopped at it, else the chunks
+        (one token each, as llama.cpp and vLLM stream; a few servers add empty ones)."""
         end = time.perf_counter()
         first = tally.first_at or end
         prompt = tally.prompt_tokens
         if prompt is None:
             prompt = sum(self.count_tokens(str(m.get("content") or "")) for m in messages)
             prompt += self.template_tokens(len(messages))
-        new = tally.new_tokens if tally.new_tokens is not None else tally.pieces
+        new = tally.new_tokens
+        if new is None:
+            new = limit if tally.finish == "length" else min(tally.pieces, limit)
         decode_s = end - first
         return GenerationStats(
             prompt_tokens=int(prompt), new_tokens=int(new),
@@ -275,11 +280,11 @@ class _Tally:
             self.finish = _FINISH.get(choice["finish_reason"], "stop")
         delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
         piece = delta.get("content")
-        if not isinstance(piece, str) or not piece:
-            return ""
+        if not isinstance(piece, str):
+            return ""  # the first chunk names the role only
         if self.first_at is None:
             self.first_at = time.perf_counter()
-        self.pieces += 1  # one token per chunk, as these servers stream
+        self.pieces += 1  # one token per chunk, as these servers stream (an empty one: part of a character)
         return piece
 
 
@@ -291,7 +296,7 @@ def engine_base(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise RemoteEngineError(f"The engine URL '{url}' is not an http:// or https:// address; "
                                 "set engine_url like http://gpu-box:8080.", str(url))
-    return text[:-3] if text.endswith("/v1") else text
+    return text.removesuffix("/v1")
 
 
 def chosen_engine(url: str | None = None, key: str | None = None, settings=None,
