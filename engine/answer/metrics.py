@@ -18,7 +18,13 @@ from __future__ import annotations
 
 import threading
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 
 # Seconds: from a 1 ms keyword search up to a long answer on a slow CPU.

@@ -129,7 +129,7 @@ async def _sse(events):
             yield _sse_line(event.kind, event_data(event))
     except EngineError as exc:
         yield _sse_line("error", _error_data(str(exc), type(exc).__name__))
-    except Exception as exc:  # noqa: BLE001 - the client gets an event, the log the traceback
+    except Exception as exc:
         log.exception("An answer failed")
         yield _sse_line("error", _error_data(f"The server failed: {type(exc).__name__}", "ServerError"))
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 import hmac
 
 from fastapi import Request
-from starlette.middleware.body_limit import MAX_BODY_SIZE_SCOPE_KEY, RequestBodyLimitMiddleware
+from starlette.middleware.body_limit import (
+    MAX_BODY_SIZE_SCOPE_KEY,
+    RequestBodyLimitMiddleware,
+)
 from starlette.middleware.cors import CORSMiddleware
 
 OPEN_PATHS = frozenset({"/health"})  # a load balancer's probe carries no key

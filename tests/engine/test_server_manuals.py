@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -71,7 +72,7 @@ def test_ask_answers_with_the_lead_its_citations_checked_sentences_and_timings(c
     stats = record["stats"]
     assert stats["answerable"] is True and {"gate", "lead", "generate", "total"} <= set(stats["timings_s"])
     assert stats["new_tokens"] > 0 and stats["time_to_first_token_s"] > 0
-    assert [p["path"] for p in record["passages"]][0] == "/manuals/filter.md"
+    assert record["passages"][0]["path"] == "/manuals/filter.md"
 
 
 def test_a_question_the_manuals_do_not_cover_is_refused(client):
@@ -224,3 +225,51 @@ def test_ask_answers_from_an_indexed_r_manual_and_cites_it(builtin_data_dir, bui
     assert record["citations"][0]["document"] == "R-data.pdf"
     assert record["lead"] and record["lead"][0]["document"] == "R-data.pdf"
     assert record["stats"]["new_tokens"] > 0 and record["stats"]["timings_s"]["generate"] > 0
+
+
+class _WaitsForCancel:
+    """An Assistant whose ask, after its first piece of text, waits for the request's cancel
+    flag: only a client that went away can set it then (the answer is not finished)."""
+
+    def __init__(self, assistant):
+        self._assistant = assistant
+        self.cancelled = None  # True/False once the wait is over
+        self.over = threading.Event()
+
+    def ask(self, question, history, cancel):
+        try:
+            for event in self._assistant.ask(question, history, cancel):
+                yield event
+                if event.kind == "text" and self.cancelled is None:
+                    self.cancelled = cancel.wait(30)
+        finally:
+            self.over.set()
+
+
+def test_a_client_that_leaves_a_stream_cancels_its_answer(paths, tiny_llm_dir, tiny_embedder):
+    import httpx
+
+    from engine.server.app import create_app
+    from engine.server.config import ServerConfig
+    from tests.helpers.live_server import live_server
+
+    app = create_app(ServerConfig(paths), tiny_llm_dir, embedder=tiny_embedder)
+    state = app.state.server
+    real, spies = state.assistant, []
+
+    def spied(name, slot):
+        spies.append(_WaitsForCancel(real(name, slot)))
+        return spies[-1]
+
+    state.assistant = spied
+    with live_server(app) as base_url:
+        assert state.wait_loaded(60)
+        with httpx.stream("POST", base_url + "/v1/ask", json={"question": FILTER_Q, "stream": True},
+                          timeout=30) as reply:
+            for line in reply.iter_lines():
+                if line == "event: text":
+                    break  # and close the connection
+        (spy,) = spies
+        assert spy.over.wait(30)
+        assert spy.cancelled is True
+        assert state.pool.running == 0 and state.pool.waiting == 0  # the slot went back

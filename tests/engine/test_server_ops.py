@@ -106,7 +106,7 @@ def test_the_dashboard_is_valid_json_with_a_prometheus_datasource_variable():
     (variable,) = [v for v in dashboard["templating"]["list"] if v["type"] == "datasource"]
     assert variable["query"] == "prometheus"
     for panel in dashboard["panels"]:
-        assert panel["datasource"]["uid"] == "${%s}" % variable["name"] and panel["targets"], panel["title"]
+        assert panel["datasource"]["uid"] == f"${{{variable['name']}}}" and panel["targets"], panel["title"]
     ids = [panel["id"] for panel in dashboard["panels"]]
     assert len(ids) == len(set(ids))
     exprs = " ".join(_exprs(dashboard))

@@ -50,7 +50,7 @@ def test_health_is_open_with_a_key(client_with):
 
 
 def test_the_key_is_compared_in_constant_time(client_with, monkeypatch):
-    import engine.server.security as security
+    from engine.server import security
 
     compared = []
     real = security.hmac.compare_digest
