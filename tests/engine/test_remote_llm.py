@@ -9,13 +9,32 @@ import threading
 
 import pytest
 
-from engine.answer.assistant import Assistant, AssistantSettings, DoneEvent, ErrorEvent, LeadEvent, TextEvent
+from engine.answer.assistant import (
+    Assistant,
+    AssistantSettings,
+    DoneEvent,
+    ErrorEvent,
+    LeadEvent,
+    TextEvent,
+)
 from engine.answer.retrieval import Retriever
 from engine.config import Settings
 from engine.errors import GenerationError, RemoteEngineError
-from engine.llm.remote import DEFAULT_CONTEXT, ENV_URL, RemoteLLM, chosen_engine, engine_base
+from engine.llm.remote import (
+    DEFAULT_CONTEXT,
+    ENV_URL,
+    RemoteLLM,
+    chosen_engine,
+    engine_base,
+)
 from engine.llm.tokens import TokenCounter
-from tests.helpers.http_engines import MODEL_ID, WORDS, llama_server, refused_url, scripted_engine
+from tests.helpers.http_engines import (
+    MODEL_ID,
+    WORDS,
+    llama_server,
+    refused_url,
+    scripted_engine,
+)
 from tests.helpers.tiny_collection import fill, open_store
 
 MESSAGES = [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": "Hello?"}]

@@ -3,6 +3,7 @@ OpenAI-compatible server in its own process, and small standard-library servers 
 in one chosen way (refuse the key, hang, die mid-stream, send garbage), over real sockets.
 
     with scripted_engine("dies") as engine:      # engine.url, engine.requests, engine.client_left
+    with scripted_engine("ok", port=port):       # back on the port it had before
     with llama_server(gguf_path) as server:      # server.url; server.stop() makes it go away
     url = refused_url()                          # nothing listens there
 """
@@ -121,9 +122,12 @@ def _handler(engine: ScriptedEngine):
 
 
 @contextlib.contextmanager
-def scripted_engine(behaviour: str = "ok", context_length: int | None = None) -> Iterator[ScriptedEngine]:
+def scripted_engine(behaviour: str = "ok", context_length: int | None = None,
+                    port: int = 0) -> Iterator[ScriptedEngine]:
+    """A scripted engine on `port` (0: one the kernel picks; a given one: an engine back where
+    it was before it went away)."""
     engine = ScriptedEngine(behaviour, context_length)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(engine))
+    server = ThreadingHTTPServer(("127.0.0.1", port), _handler(engine))
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, name=f"engine-{behaviour}", daemon=True)
     thread.start()
