@@ -59,7 +59,7 @@ class LLMPool:
         self._closed = False
 
     # -- lifetime -------------------------------------------------------------------------
-    def load(self) -> "LLMPool":
+    def load(self) -> LLMPool:
         """Starts the processes, one after the other (each loads the model once)."""
         for index in range(self.workers):
             llm = self._make_llm().load()
@@ -104,7 +104,7 @@ class LLMPool:
         with self._lock:
             return max(0, self._admitted - (len(self._slots) - len(self._free)))
 
-    def admit(self) -> "Ticket":
+    def admit(self) -> Ticket:
         """A place in the queue, or QueueFull at once. Never blocks."""
         with self._lock:
             if self._closed:

@@ -25,7 +25,7 @@ class Process:
         self.loads = 0
         self.closed = False
 
-    def load(self) -> "Process":
+    def load(self) -> Process:
         self.loads += 1
         return self
 
@@ -52,7 +52,7 @@ def lease_in_thread(ticket, cancel=None):
             with ticket.lease(cancel) as slot:
                 outcome["slot"], outcome["nth"] = slot.index, next(_LEASED)
                 outcome["release"].wait(WAIT_S)
-        except Exception as exc:
+        except (Abandoned, PoolClosed, QueueTimeout) as exc:
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
@@ -96,13 +96,13 @@ def test_leases_take_the_free_slots_then_a_waiter_gets_the_next_one_freed(pool):
 def test_waiters_are_served_in_the_order_they_came():
     pool = LLMPool(Process, workers=1, queue_size=3).load()
     try:
-        holder, held = lease_in_thread(pool.admit())
+        _holder, held = lease_in_thread(pool.admit())
         eventually(lambda: pool.running == 1)
         waiters = []
         for n in range(3):
             ticket = pool.admit()
             waiters.append(lease_in_thread(ticket))
-            eventually(lambda: pool.waiting == n + 1)
+            eventually(lambda n=n: pool.waiting == n + 1)
         held["release"].set()
         for thread, outcome in waiters:  # each one holds the slot until it is let go
             eventually(lambda: any("slot" in o and not o["release"].is_set() for _, o in waiters))
@@ -138,9 +138,8 @@ def test_a_waiter_times_out_with_queue_timeout():
         holder, held = lease_in_thread(pool.admit())
         eventually(lambda: pool.running == 1)
         started = time.monotonic()
-        with pytest.raises(QueueTimeout, match="within 0 s"):
-            with pool.admit().lease():
-                pass
+        with pytest.raises(QueueTimeout, match="within 0 s"), pool.admit().lease():
+            pass
         assert 0.2 <= time.monotonic() - started < 5
         assert pool.waiting == 0
         held["release"].set()
@@ -168,9 +167,8 @@ def test_a_ticket_given_back_before_its_lease_cannot_lease_any_more(pool):
     ticket = pool.admit()
     ticket.release_unused()
     ticket.release_unused()  # once only: the count stays right
-    with pytest.raises(Abandoned):
-        with ticket.lease():
-            pass
+    with pytest.raises(Abandoned), ticket.lease():
+        pass
     assert pool.waiting == 0 and pool.running == 0
     assert [pool.admit() for _ in range(3)]  # all three places are free
 
