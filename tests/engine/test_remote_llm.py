@@ -129,11 +129,15 @@ def test_our_own_server_is_an_engine(tmp_path, tiny_llm_dir, tiny_embedder):
     from tests.helpers.live_server import live_server
 
     app = create_app(ServerConfig(AppPaths(tmp_path).ensure()), tiny_llm_dir, embedder=tiny_embedder)
-    if not any(getattr(route, "path", "") == "/v1/chat/completions" for route in app.routes):
+    if "/v1/chat/completions" not in app.openapi()["paths"]:
         pytest.skip("our server does not serve /v1/chat/completions yet")
-    with live_server(app) as url, RemoteLLM(url, token_counter=TokenCounter.from_folder(tiny_llm_dir)) as llm:
+    with live_server(app) as url:
+        assert app.state.server.wait_loaded(60), app.state.server.load_error  # 503 until then
+        llm = RemoteLLM(url, token_counter=TokenCounter.from_folder(tiny_llm_dir)).load()
+        assert llm.model and llm.context_length == 2048  # the tiny model's (and the default)
         stream = llm.stream(MESSAGES, max_new_tokens=8)
         "".join(stream)
+        llm.close()
     assert stream.stats.new_tokens == 8 and stream.stats.finish_reason == "length"
 
 
@@ -224,3 +228,44 @@ def test_nothing_to_answer_is_refused_before_any_request():
         with pytest.raises(GenerationError, match="empty"):
             llm.generate([], max_new_tokens=4)
     assert engine.requests == []
+
+
+# -- the settings file and the CLI ------------------------------------------------------------------
+def test_the_settings_file_keeps_an_engine_and_drops_a_bad_url(tmp_path):
+    from engine.config import load_settings, save_settings
+
+    file = tmp_path / "settings.toml"
+    save_settings(file, Settings(engine_url="http://gpu-box:8080/v1", engine_model="smol"))
+    assert load_settings(file).engine_url == "http://gpu-box:8080/v1"
+    assert load_settings(file).engine_model == "smol"
+    file.write_text('engine_url = "gpu-box:8080"\nengine_key = 7\n', encoding="utf-8")
+    assert (load_settings(file).engine_url, load_settings(file).engine_key) == (None, None)
+
+
+def test_generate_streams_from_the_engine_of_engine_url(tmp_path, capsys, monkeypatch):
+    import json
+
+    from engine.cli.main import main
+
+    monkeypatch.delenv(ENV_URL, raising=False)
+    with scripted_engine("ok") as engine:
+        code = main(["generate", "Hello?", "--engine-url", engine.url + "/v1", "--engine-key", "k2",
+                     "--max-new-tokens", "3", "--json", "--data-dir", str(tmp_path)])
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0 and out[0] == "".join(WORDS[:3])
+    stats = json.loads(out[-1])
+    assert stats["model"] == MODEL_ID and stats["provider"] == remote_provider(engine.url)
+    assert stats["new_tokens"] == 3 and engine.headers[-1].get("Authorization") == "Bearer k2"
+
+
+def test_generate_says_an_unreachable_engine_named_by_the_environment(tmp_path, capsys, monkeypatch):
+    from engine.cli.main import main
+
+    url = refused_url()
+    monkeypatch.setenv(ENV_URL, url)
+    code = main(["generate", "Hello?", "--data-dir", str(tmp_path)])
+    assert code == 1 and f"The engine at {url}: it cannot be reached" in capsys.readouterr().err
+
+
+def remote_provider(url: str) -> str:
+    return "remote:" + url.split("//", 1)[1]
