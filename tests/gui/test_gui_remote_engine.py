@@ -114,3 +114,15 @@ def test_without_a_local_model_the_question_waits_for_the_engine(qtbot, indexed,
             assert window.chat.regenerate()  # asked again, once the engine is back
     assert ended.args[0].stats.provider == remote(back.url) and back.requests
     assert turns(window) == before + ["user", "assistant"]
+
+
+def test_an_engine_that_dies_mid_answer_is_answered_again_locally(qtbot, indexed, tiny_llm_dir):
+    with scripted_engine("dies") as engine:
+        window, told, statuses = open_window(qtbot, indexed, tiny_llm_dir, engine.url)
+        assert statuses[-1].provider == remote(engine.url)
+        done = ask(qtbot, window)
+    assert engine.requests  # the engine began the answer, then its connection broke
+    assert done.stats.provider == "cpu" and done.answer
+    assert len(told) == 1 and "mid-answer" in told[0] and engine.url in told[0]
+    bubble = window.chat.last_answer()
+    assert bubble.state.text == done.answer and "word0" not in bubble.state.text  # the local answer only
