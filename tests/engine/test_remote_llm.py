@@ -269,3 +269,20 @@ def test_generate_says_an_unreachable_engine_named_by_the_environment(tmp_path, 
 
 def remote_provider(url: str) -> str:
     return "remote:" + url.split("//", 1)[1]
+
+
+@pytest.mark.slow
+def test_the_built_in_model_on_llama_cpp_answers_from_the_manuals(builtin_data_dir, store, tiny_embedder):
+    """The built-in SmolLM2's GGUF served by llama.cpp, counted with its prepared tokenizer."""
+    from engine.llm.remote import remote_llm
+    from engine.models.registry import BUILTIN_LLM, find_package_file
+    from engine.paths import AppPaths
+
+    gguf = find_package_file(BUILTIN_LLM.files[0])
+    with llama_server(gguf) as server, remote_llm(AppPaths(builtin_data_dir), server.url) as llm:
+        assert llm.token_counter is not None  # the built-in tokenizer.json: the served model's own here
+        events = list(Assistant(Retriever(store, tiny_embedder), llm, ANSWER).ask(
+            "What does error E-12 mean?"))
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and done.stats.answerable and done.answer, events
+    assert done.stats.provider == llm.provider and done.stats.new_tokens > 0
