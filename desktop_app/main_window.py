@@ -259,6 +259,7 @@ class MainWindow(QMainWindow):
         self.assistant.modelReady.connect(self._show_model)
         self.assistant.modelFailed.connect(self._show_model_failure)
         self.assistant.engineRestarting.connect(self._show_model_restarting)
+        self.assistant.engineUnreachable.connect(self.show_notice)  # said once, beside the status bar
         QWidget.setTabOrder(self.conversations.list, self.chat.input)
         QWidget.setTabOrder(self.chat.input, self.chat.send_button)
         QWidget.setTabOrder(self.chat.send_button, self.documents.add_button)

@@ -98,6 +98,13 @@ class Metrics:
             self._tokens.labels("prompt").inc(stats.prompt_tokens)
             self._tokens.labels("generated").inc(stats.new_tokens)
 
+    def record_generation(self, stats) -> None:
+        """Takes the engine.types.GenerationStats of a generation without manuals (the
+        server's /generate and /v1/chat/completions): its tokens count too."""
+        with self._lock:
+            self._tokens.labels("prompt").inc(stats.prompt_tokens)
+            self._tokens.labels("generated").inc(stats.new_tokens)
+
     def record_error(self, kind: str) -> None:
         with self._lock:
             self._errors.labels(kind).inc()

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from engine.cli.generate import DEFAULT_SYSTEM
 from engine.errors import EngineError, GenerationError
 from engine.server.bridge import iterate_in_thread
-from engine.server.state import NotReady
+from engine.server.replies import NotReady, PromptTooLong, body_for, reply_for
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -157,7 +157,7 @@ class _Either:
         return any(flag.is_set() for flag in self._flags)
 
 
-def run_job(ticket, job: Job, cancel: threading.Event) -> Iterator[str | Finished]:
+def run_job(ticket, job: Job, cancel: threading.Event, metrics=None) -> Iterator[str | Finished]:
     """In the request's thread: the text as it comes (cut at a stop string), then Finished."""
     stopped = threading.Event()
     cut = StopCut(job.stop)
@@ -171,6 +171,8 @@ def run_job(ticket, job: Job, cancel: threading.Event) -> Iterator[str | Finishe
                 stopped.set()  # the model stops before its next token; its stats still come
     if text := cut.flush():
         yield text
+    if metrics is not None and stream.stats is not None:
+        metrics.record_generation(stream.stats)
     yield Finished(stream.stats, "stop" if cut.stopped else stream.stats.finish_reason)
 
 
@@ -187,7 +189,7 @@ class Generation:
         self.job = job
         self.cancel = threading.Event()
         self.ticket = state.pool.admit()
-        self._items = iterate_in_thread(lambda: run_job(self.ticket, job, self.cancel), self.cancel)
+        self._items = iterate_in_thread(lambda: run_job(self.ticket, job, self.cancel, state.metrics), self.cancel)
         self.finished: Finished | None = None
 
     async def first(self) -> str | Finished:
@@ -255,28 +257,15 @@ async def started(generation: Generation) -> str | Finished:
         raise
 
 
-def error_reply_for(exc: EngineError) -> JSONResponse:
-    """A prompt the model refuses (too long for its context) is the client's error: 400."""
-    from engine.server.app import error_reply, reply_for
-
-    if isinstance(exc, GenerationError):
-        return error_reply(400, str(exc), "invalid_request_error", type(exc).__name__)
-    return reply_for(exc)
-
-
 def _error_dict(exc: BaseException) -> dict:
     if isinstance(exc, EngineError):
-        return json.loads(error_reply_for(exc).body)
+        return body_for(exc)
     log.exception("A generation failed unexpectedly", exc_info=exc)
     return {"error": {"message": f"The server failed unexpectedly ({type(exc).__name__}).",
                       "type": "server_error", "code": None}}
 
 
 # -- limits ---------------------------------------------------------------------------------
-class PromptTooLong(EngineError):
-    """A prompt longer than the server's max_prompt_chars: 413."""
-
-
 def _check_prompt_size(request: Request, chars: int) -> None:
     limit = request.app.state.server.config.max_prompt_chars
     if chars > limit:
@@ -287,12 +276,6 @@ def _check_prompt_size(request: Request, chars: int) -> None:
 def _capped(request: Request, wanted: int | None) -> int:
     limit = request.app.state.server.config.max_new_tokens
     return limit if wanted is None else min(wanted, limit)
-
-
-def _too_large(exc: PromptTooLong) -> JSONResponse:
-    from engine.server.app import error_reply
-
-    return error_reply(413, str(exc), "invalid_request_error", "prompt_too_long")
 
 
 # -- the simple API -------------------------------------------------------------------------
@@ -309,12 +292,12 @@ async def generate(body: GenerateRequest, request: Request):
     long for the model's context 400, a full queue 429 with Retry-After."""
     try:
         generation = Generation(request, _simple_job(request, body))
-    except PromptTooLong as exc:
-        return _too_large(exc)
+    except EngineError as exc:
+        return reply_for(exc)
     try:
         text, finished = await generation.collect()
     except EngineError as exc:
-        return error_reply_for(exc)
+        return reply_for(exc)
     finally:
         await generation.close()
     return GenerateResponse(generated_text=text, tokens_generated=finished.stats.new_tokens,
@@ -332,12 +315,12 @@ async def stream_generate(body: GenerateRequest, request: Request):
     `[error] <message>`. Closing the connection stops the generation before its next token."""
     try:
         generation = Generation(request, _simple_job(request, body))
-    except PromptTooLong as exc:
-        return _too_large(exc)
+    except EngineError as exc:
+        return reply_for(exc)
     try:
         first = await started(generation)
     except EngineError as exc:
-        return error_reply_for(exc)
+        return reply_for(exc)
     except StopAsyncIteration:  # cannot happen: a generation always ends with Finished
         first = ""
 
@@ -357,8 +340,11 @@ async def stream_generate(body: GenerateRequest, request: Request):
 @router.get("/v1/models", summary="The model this server serves (OpenAI's list)")
 async def list_models(request: Request):
     state = request.app.state.server
-    return {"object": "list",
-            "data": [{"id": state.model_name, "object": "model", "created": 0, "owned_by": "offline-assistant"}]}
+    model = {"id": state.model_name, "object": "model", "created": 0, "owned_by": "offline-assistant"}
+    llm = state.pool.any_llm
+    if llm is not None:  # vLLM's field: a remote client (engine/llm/remote.py) fits its prompts to it
+        model["max_model_len"] = llm.context_length
+    return {"object": "list", "data": [model]}
 
 
 def _chat_job(request: Request, body: ChatRequest) -> Job:
@@ -394,25 +380,22 @@ async def chat_completions(body: ChatRequest, request: Request):
     `data: [DONE]`. An error after the stream began comes as `data: {"error": {...}}` before
     `[DONE]`. Closing the connection stops the generation before its next token."""
     try:
-        job = _chat_job(request, body)
-        generation = Generation(request, job)
-    except PromptTooLong as exc:
-        return _too_large(exc)
+        generation = Generation(request, _chat_job(request, body))
     except EngineError as exc:
-        return error_reply_for(exc)
+        return reply_for(exc)
     reply = _ChatReply(request.app.state.server.model_name)
     if not body.stream:
         try:
             text, finished = await generation.collect()
         except EngineError as exc:
-            return error_reply_for(exc)
+            return reply_for(exc)
         finally:
             await generation.close()
         return reply.completion(text, finished)
     try:
         first = await started(generation)
     except EngineError as exc:
-        return error_reply_for(exc)
+        return reply_for(exc)
     usage = bool(body.stream_options and body.stream_options.include_usage)
     return _GenerationResponse(_chat_events(reply, generation, first, usage), generation, "text/event-stream")
 

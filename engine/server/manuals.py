@@ -22,20 +22,10 @@ from pydantic import BaseModel, Field
 
 from engine.errors import EngineError
 from engine.server.bridge import call_in_thread, iterate_in_thread
+from engine.server.replies import PromptTooLong, body_for, error_reply, named_body, named_reply
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["manuals"])
-
-# What an ErrorEvent of Assistant.ask (which names its EngineError's class) is answered with.
-_EVENT_STATUS = {"EngineError": 400, "EngineProcessError": 503, "GenerationError": 502,
-                 "RemoteEngineError": 502, "ModelError": 500, "CollectionDamagedError": 500}
-
-
-def _app():
-    from engine.server import app  # late: app.py imports this module
-
-    return app
-
 
 # -- POST /v1/ask ----------------------------------------------------------------------------
 
@@ -61,8 +51,8 @@ async def ask(body: AskRequest, request: Request):
     name = state.check_collection(body.collection)  # the client's mistakes first, then a 503
     chars = len(body.question) + sum(len(turn.content) for turn in body.history)
     if chars > state.config.max_prompt_chars:
-        return _too_large(f"The question and its history are {chars} characters; this server takes "
-                          f"at most {state.config.max_prompt_chars}.", "prompt_too_long")
+        raise PromptTooLong(f"The question and its history are {chars} characters; this server takes "
+                            f"at most {state.config.max_prompt_chars} (max_prompt_chars). Shorten them.")
     state.require_ready()
     history = [turn.model_dump() for turn in body.history]
     ticket = state.pool.admit()
@@ -82,10 +72,6 @@ async def ask(body: AskRequest, request: Request):
     return _ask_reply(body.question, name, answered)
 
 
-def _too_large(message: str, code: str) -> JSONResponse:
-    return _app().error_reply(413, message, _app()._kind(413), code)
-
-
 def event_data(event) -> dict:
     """One Assistant event as JSON, in the engine's own serialisations."""
     if event.kind == "passages":
@@ -102,7 +88,7 @@ def event_data(event) -> dict:
                 "lead": [_quote(q) for q in event.lead],
                 "sentences": [_sentence(event.answer, s) for s in event.sentences],
                 "stats": event.stats.to_dict()}
-    return _error_data(event.message, event.error)
+    return named_body(event.message, event.error)
 
 
 def _quote(quote) -> dict:
@@ -117,21 +103,16 @@ def _sentence(answer: str, sentence) -> dict:
     return {**sentence.to_dict(), "text": answer[sentence.start:sentence.end]}
 
 
-def _error_data(message: str, error: str) -> dict:
-    status = _EVENT_STATUS.get(error, 500)
-    return _app().error_body(message, _app()._kind(status), error)
-
-
 async def _sse(events):
     """The events as server-sent events; a failure becomes an `error` event, the stream's last."""
     try:
         async for event in events:
             yield _sse_line(event.kind, event_data(event))
     except EngineError as exc:
-        yield _sse_line("error", _error_data(str(exc), type(exc).__name__))
+        yield _sse_line("error", body_for(exc))
     except Exception as exc:
         log.exception("An answer failed")
-        yield _sse_line("error", _error_data(f"The server failed: {type(exc).__name__}", "ServerError"))
+        yield _sse_line("error", named_body(f"The server failed: {type(exc).__name__}", "ServerError"))
 
 
 def _sse_line(kind: str, data: dict) -> str:
@@ -142,9 +123,7 @@ def _ask_reply(question: str, collection: str, events: list) -> JSONResponse | d
     record: dict = {"question": question, "collection": collection, "lead": [], "citations": []}
     for event in events:
         if event.kind == "error":
-            status = _EVENT_STATUS.get(event.error, 500)
-            headers = {"Retry-After": str(_app().RETRY_AFTER_S)} if status == 503 else None
-            return JSONResponse(_error_data(event.message, event.error), status_code=status, headers=headers)
+            return named_reply(event.message, event.error)
         data = event_data(event)
         if event.kind == "passages":
             record.update(answerable=data["answerable"], relevance=data["relevance"], passages=data["passages"])
@@ -187,8 +166,8 @@ async def embeddings(body: EmbeddingsRequest, request: Request):
     embedder = state.require_embedder()
     texts = [body.input] if isinstance(body.input, str) else body.input
     if len(texts) > state.config.max_embedding_inputs:
-        return _too_large(f"{len(texts)} inputs in one request; this server takes at most "
-                          f"{state.config.max_embedding_inputs}.", "too_many_inputs")
+        return error_reply(413, f"{len(texts)} inputs in one request; this server takes at most "
+                                f"{state.config.max_embedding_inputs}.", code="too_many_inputs")
     vectors, tokens = await call_in_thread(lambda: _embed(embedder, texts), threading.Event(),
                                            request.is_disconnected)
     limit = embedder.max_tokens - 2  # the [CLS] and [SEP] the tokenizer adds count towards it

@@ -23,6 +23,8 @@ from starlette.middleware.body_limit import (
 )
 from starlette.middleware.cors import CORSMiddleware
 
+from engine.server.replies import error_reply
+
 OPEN_PATHS = frozenset({"/health"})  # a load balancer's probe carries no key
 
 
@@ -48,8 +50,6 @@ async def _too_large(request: Request, exc):
 
 
 def _too_large_reply(limit: int):
-    from engine.server.app import error_reply
-
     return error_reply(413, f"The request body is larger than this server takes ({limit} bytes).",
                        "invalid_request_error", "body_too_large")
 
@@ -87,8 +87,6 @@ class BearerAuth:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS or self._allowed(scope):
             return await self.app(scope, receive, send)
-        from engine.server.app import error_reply
-
         reply = error_reply(401, "This server needs an API key: send the header 'Authorization: Bearer KEY'.",
                             "authentication_error", "invalid_api_key",
                             headers={"WWW-Authenticate": 'Bearer realm="offline-assistant"'})

@@ -20,16 +20,9 @@ from engine.answer.metrics import Metrics
 from engine.errors import EngineError
 from engine.server.config import ServerConfig
 from engine.server.pool import LLMPool
+from engine.server.replies import CollectionNotFound, NotReady
 
 log = logging.getLogger(__name__)
-
-
-class CollectionNotFound(EngineError):
-    """No collection of that name in the data folder."""
-
-
-class NotReady(EngineError):
-    """The models are still loading (or failed to load: /ready says why)."""
 
 
 class ServerState:

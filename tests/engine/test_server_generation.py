@@ -54,6 +54,18 @@ def test_generate_answers_in_the_simple_apis_shape(client):
     assert body["finish_reason"] in ("stop", "length")
 
 
+def generated_tokens(client) -> float:
+    line = next(line for line in client.get("/metrics").text.splitlines()
+                if line.startswith('offline_assistant_tokens_total{kind="generated"}'))
+    return float(line.split()[-1])
+
+
+def test_generated_tokens_count_in_the_metrics(client):
+    before = generated_tokens(client)
+    body = client.post("/generate", json={"prompt": "Hello", "max_new_tokens": 8, "temperature": 0}).json()
+    assert generated_tokens(client) == before + body["tokens_generated"] > before
+
+
 def test_greedy_generation_is_the_same_every_time_and_streamed_the_same(client):
     request = {"prompt": "Tell me about pumps.", "max_new_tokens": 24, "temperature": 0}
     first = client.post("/generate", json=request).json()
@@ -141,6 +153,7 @@ def test_models_lists_the_served_model(client):
     listing = client.get("/v1/models").json()
     assert listing["object"] == "list"
     assert [model["id"] for model in listing["data"]] == [state_of(client).model_name]
+    assert listing["data"][0]["max_model_len"] == state_of(client).pool.any_llm.context_length == 2048
 
 
 def test_chat_completion_has_openais_shape(client):

@@ -107,7 +107,7 @@ def test_a_streamed_refusal_has_no_lead(client):
 def test_an_error_of_the_assistant_is_a_reply_or_the_streams_last_event(client):
     reply = client.post("/v1/ask", json={"question": "   "})
     assert reply.status_code == 400
-    assert reply.json()["error"]["code"] == "EngineError" and "question is empty" in reply.json()["error"]["message"]
+    assert reply.json()["error"]["code"] == "engine_error" and "question is empty" in reply.json()["error"]["message"]
     events = sse_events(client, {"question": "   "})
     assert [kind for kind, _ in events] == ["error"]
     assert events[0][1] == reply.json()

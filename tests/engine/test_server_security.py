@@ -111,7 +111,7 @@ def test_an_unknown_collection_is_404(client_with):
         for reply in (client.get("/v1/documents", params={"collection": "never"}),
                       client.post("/v1/ask", json={"question": "Oil?", "collection": "never"})):
             assert reply.status_code == 404, reply.text
-            assert reply.json()["error"]["code"] == "CollectionNotFound"
+            assert reply.json()["error"]["code"] == "collection_not_found"
 
 
 @pytest.mark.parametrize("name", ["../x", "..", "/etc", "a/b", "a\\b", "C:x", " default"])
