@@ -52,7 +52,7 @@ SECTION = "## The server under load (issue 16)"
 LLAMA_VENV = ROOT / "bench" / ".llama-venv"
 CLI = Path(sys.executable).with_name("offline-assistant-cli")
 DEFAULT_SERVERS = "ours-w1,ours-w2,ours-w1-t2,llama.cpp"
-DEFAULT_LEVELS = "1:6,4:16,16:32,64:64"  # clients:requests per round
+DEFAULT_LEVELS = "1:4,4:12,16:32,64:64"  # clients:requests per round
 THREADS = 2  # this machine's cores: llama.cpp's --n_threads, the most our variants use
 
 # Prompts: a manual excerpt and a question, about the size of a short retrieval answer's prompt.
@@ -206,12 +206,12 @@ def ours(name: str, workers: int, threads: int | None, data_dir: Path) -> Server
     return Server(name, command, port=port)
 
 
-def llama_cpp(python: Path, gguf: Path) -> Server:
+def llama_cpp(name: str, python: Path, gguf: Path, interrupt: bool) -> Server:
     port = free_port()
     command = [str(python), "-m", "llama_cpp.server", "--model", str(gguf),
                "--n_threads", str(THREADS), "--n_threads_batch", str(THREADS), "--n_ctx", "2048",
-               "--port", str(port), "--interrupt_requests", "False", "--verbose", "False"]
-    return Server("llama.cpp", command, port=port)
+               "--port", str(port), "--interrupt_requests", str(interrupt), "--verbose", "False"]
+    return Server(name, command, port=port)
 
 
 def prepare_data_dir(data_dir: Path) -> Path:
@@ -249,12 +249,13 @@ def parse_server(spec: str, data_dir: Path, llama_python: Path | None, gguf: Pat
     if match:
         threads = int(match[2]) if match[2] else None
         return ours(spec, int(match[1]), threads, data_dir)
-    if spec == "llama.cpp":
+    if spec in ("llama.cpp", "llama.cpp-interrupting"):
         if llama_python is None:
             raise SystemExit("llama.cpp: no Python with llama_cpp.server (give --llama-python "
                              "or --install).")
-        return llama_cpp(llama_python, gguf)
-    raise SystemExit(f"unknown server {spec!r}: ours-wW, ours-wW-tT or llama.cpp")
+        return llama_cpp(spec, llama_python, gguf, interrupt=spec != "llama.cpp")
+    raise SystemExit(f"unknown server {spec!r}: ours-wW, ours-wW-tT, llama.cpp or "
+                     f"llama.cpp-interrupting (its default --interrupt_requests True)")
 
 
 def has_llama_server(python: Path) -> bool:
@@ -604,7 +605,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--level-limit", type=float, default=60.0, help="seconds per level at most")
     parser.add_argument("--soak", type=int, default=1000, help="requests in all for our best server")
-    parser.add_argument("--soak-limit", type=float, default=300.0)
+    parser.add_argument("--soak-limit", type=float, default=240.0)
     parser.add_argument("--warmup", type=int, default=100, help="requests before the RSS baseline")
     parser.add_argument("--data-dir", type=Path, default=CACHE / "server-data")
     parser.add_argument("--llama-python", help="a Python with llama_cpp.server")
@@ -619,7 +620,8 @@ def main() -> int:
         args.warmup = 4
     started = datetime.datetime.now()
     names = args.servers.split(",")
-    llama_python = find_llama_python(args.llama_python, args.install) if "llama.cpp" in names else None
+    wants_llama = any(n.startswith("llama.cpp") for n in names)
+    llama_python = find_llama_python(args.llama_python, args.install) if wants_llama else None
     data_dir = prepare_data_dir(args.data_dir)
     count_tokens = make_token_counter(data_dir)
     args.prompt_tokens = round(statistics.median(
