@@ -59,25 +59,25 @@ THREADS = 2  # this machine's cores: llama.cpp's --n_threads, the most our varia
 SYSTEM = ("You answer questions about a technical manual. Use only the excerpt below; if it does "
           "not say, answer that the manual does not say.")
 EXCERPTS = [
-    "Before opening any cover, switch the machine off at the main isolator, lock it, and wait at "
-    "least ten minutes for the capacitors to discharge. Check the coolant level through the sight "
-    "glass on the left side of the tank; it should sit between the two marks. Top it up with the "
-    "mixture given in table 7, never with plain water, which corrodes the impeller.",
-    "Inspect the suction strainer every two hundred operating hours. Remove the four wing nuts, "
-    "lift the strainer out and rinse it in warm water from the clean side towards the dirty side. "
-    "Replace the gasket if it is cracked, flattened or hard to the touch.",
-    "If the display shows error E12, the flow sensor reports no flow while the pump runs. Make "
-    "sure valve V3 is open, then check the sensor cable for damage. Error E15 means the coolant "
-    "temperature exceeded the limit in parameter P41: let the unit cool down and clean the fins.",
-    "To install the package, download the archive, unpack it into a folder of your choice and run "
-    "the installer from a terminal with administrator rights. The installer asks for the licence "
-    "key, the installation folder and whether to create a desktop shortcut.",
-    "The printer keeps its settings in the configuration menu. Hold the menu key for three "
-    "seconds, choose Network with the arrow keys and press OK. The printer shows its address; "
-    "write it down before you add the printer on a computer.",
-    "Record every intervention in the maintenance log with the date, the hours counter reading, "
-    "the parts replaced and your initials, so that the next technician knows what was done. Call "
-    "the service department when an error returns three times within one shift.",
+    ("Before opening any cover, switch the machine off at the main isolator, lock it, and wait at "
+     "least ten minutes for the capacitors to discharge. Check the coolant level through the sight "
+     "glass on the left side of the tank; it should sit between the two marks. Top it up with the "
+     "mixture given in table 7, never with plain water, which corrodes the impeller."),
+    ("Inspect the suction strainer every two hundred operating hours. Remove the four wing nuts, "
+     "lift the strainer out and rinse it in warm water from the clean side towards the dirty side. "
+     "Replace the gasket if it is cracked, flattened or hard to the touch."),
+    ("If the display shows error E12, the flow sensor reports no flow while the pump runs. Make "
+     "sure valve V3 is open, then check the sensor cable for damage. Error E15 means the coolant "
+     "temperature exceeded the limit in parameter P41: let the unit cool down and clean the fins."),
+    ("To install the package, download the archive, unpack it into a folder of your choice and run "
+     "the installer from a terminal with administrator rights. The installer asks for the licence "
+     "key, the installation folder and whether to create a desktop shortcut."),
+    ("The printer keeps its settings in the configuration menu. Hold the menu key for three "
+     "seconds, choose Network with the arrow keys and press OK. The printer shows its address; "
+     "write it down before you add the printer on a computer."),
+    ("Record every intervention in the maintenance log with the date, the hours counter reading, "
+     "the parts replaced and your initials, so that the next technician knows what was done. Call "
+     "the service department when an error returns three times within one shift."),
 ]
 QUESTIONS = [
     "How long should I wait before opening a cover?",
@@ -175,9 +175,9 @@ class Server:
 
     def start(self) -> None:
         CACHE.mkdir(parents=True, exist_ok=True)
-        log_file = open(CACHE / f"server-{self.name}.log", "w")
-        self.process = subprocess.Popen(self.command, stdout=log_file, stderr=subprocess.STDOUT,
-                                        env={**os.environ, **self.env}, cwd=ROOT)
+        with open(CACHE / f"server-{self.name}.log", "w") as log_file:  # the child keeps its copy
+            self.process = subprocess.Popen(self.command, stdout=log_file, stderr=subprocess.STDOUT,
+                                            env={**os.environ, **self.env}, cwd=ROOT)
         threading.Thread(target=self._sample, daemon=True).start()
 
     def _sample(self) -> None:
@@ -315,6 +315,8 @@ def request_body(index: int, max_tokens: int) -> dict:
 
 async def one_request(client, url: str, index: int, max_tokens: int, count_tokens) -> Outcome:
     """One streaming chat completion, checked: every event parses, one finish_reason, [DONE]."""
+    import httpx
+
     started = time.perf_counter()
     first, text, usage, finish, done = None, [], None, None, False
     try:
@@ -347,7 +349,7 @@ async def one_request(client, url: str, index: int, max_tokens: int, count_token
                     finish = choice.get("finish_reason") or finish
     except (ValueError, KeyError, TypeError) as exc:
         return Outcome("lost", detail=f"malformed event: {exc}")
-    except Exception as exc:  # connection reset, timeout: the stream was lost
+    except (httpx.HTTPError, OSError) as exc:  # connection reset, timeout: the stream was lost
         return Outcome("lost", detail=f"{type(exc).__name__}: {exc}")
     total = time.perf_counter() - started
     if not done or finish is None:
@@ -568,33 +570,106 @@ def versions(llama_python: Path | None) -> str:
     if llama_python:
         llama_v = subprocess.run(
             [str(llama_python), "-c", "import llama_cpp; print(llama_cpp.__version__)"],
-            capture_output=True, text=True).stdout.strip()
+            capture_output=True, text=True, check=False).stdout.strip()
         text += f"; llama-cpp-python {llama_v or '?'} (built from source)"
     return text
 
 
-def section(args, names, levels, results, trends, llama_python, started) -> str:
-    soak_rows = {n: r["soak"] for n, r in results.items() if "soak" in r}
+def section(report: dict) -> str:
+    names, levels, results = report["names"], report["levels"], report["results"]
     soak_text = "".join(
-        f"Soak ({n}, 16 clients): {combine(r)['ok']} ok of {combine(r)['requests']}, "
-        f"{combine(r)['tok_s']:.1f} tok/s, lost {combine(r)['lost']}, errors {combine(r)['error']}, "
-        f"429 {combine(r)['429']}.\n\n" for n, r in soak_rows.items())
-    counted = ", ".join(f"{n}: {'usage chunk' if combine([x for v in results[n].values() for x in v])['usage_counted'] else 'tokenizer on the streamed text'}"
-                        for n in names if results[n])
+        f"Soak ({n}, 16 clients, after the rounds): {combine(r['soak'])['ok']} ok of "
+        f"{combine(r['soak'])['requests']}, {combine(r['soak'])['tok_s']:.1f} tok/s, lost "
+        f"{combine(r['soak'])['lost']}, errors {combine(r['soak'])['error']}, 429 "
+        f"{combine(r['soak'])['429']}.\n\n" for n, r in results.items() if "soak" in r)
+    counted = "; ".join(
+        f"{n}: {'its usage chunk' if combine([x for v in results[n].values() for x in v])['usage_counted'] else 'the tokenizer on the streamed text (no usage chunk)'}"
+        for n in names if results.get(n))
     return (
         f"{SECTION}\n\n"
-        f"`python bench/bench_server.py` ({started:%Y-%m-%d %H:%M}, {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, shared and noisy; {args.rounds} rounds, servers alternating per "
-        f"level, medians over rounds; counts are sums). {versions(llama_python)}.\n\n"
-        f"Streaming `/v1/chat/completions` on loopback, {args.max_tokens} new tokens at most, "
-        f"temperature 0, 6 fixed chats (~{args.prompt_tokens} prompt tokens). `ours-wW`: `serve "
-        f"--llm-workers W`; `-tT`: the model's intra-op threads set to T (default: onnxruntime's "
-        f"choice); `llama.cpp`: `llama_cpp.server --n_threads {THREADS} --n_ctx 2048 "
-        f"--interrupt_requests False`, same GGUF. Tokens counted by {counted}.\n\n"
-        f"{table(levels, names, results)}\n{soak_text}"
+        f"`python bench/bench_server.py` ({report['started'][:16].replace('T', ' ')}, "
+        f"{report['machine']}, shared and noisy; {report['rounds']} rounds, servers taking turns "
+        f"per level, medians over rounds; counts are sums). {report['versions']}.\n\n"
+        f"Streaming `/v1/chat/completions` on loopback, at most {report['max_tokens']} new tokens, "
+        f"temperature 0, 6 fixed chats (~{report['prompt_tokens']} tokens of content). `ours-wW`: "
+        f"`serve --llm-workers W`; `-tT`: the model's intra-op threads set to T (without it: "
+        f"onnxruntime-genai's default); `llama.cpp`: `llama_cpp.server --n_threads {THREADS} "
+        f"--n_ctx 2048 --interrupt_requests False`, the same GGUF. Tokens counted by {counted}.\n\n"
+        f"{table(levels, names, results)}\n{verdict(report)}\n{soak_text}"
         f"Resident memory of each server with its child processes (sampled every 0.5 s):\n\n"
-        f"{rss_table(trends)}\n"
+        f"{rss_table(report['trends'])}\n{READING}"
     )
+
+
+READING = """\
+How to read it. llama-cpp-python's server runs one completion at a time behind one lock (its
+2 threads on one request; the others wait), with a Python step per token; with its default
+`--interrupt_requests True` a waiting request cuts the running stream short (no finish_reason,
+counted as lost: try `--servers llama.cpp-interrupting`), so it is measured with that off. Ours
+runs W model processes; onnxruntime-genai's default intra-op threads on this machine behave as
+1 (the child has the same threads and speed as with `intra_op_num_threads` 1), so W=2 uses both
+cores once 2 or more requests wait, and W=1 equals W=2 at 1 client. Giving one process 2 threads
+(`-t2`) is faster for a lone stream on a quiet machine, but here the spinning intra-op threads
+compete with the HTTP server and the clients on the same 2 cores, and it loses at low
+concurrency. First-token times at 16 and 64 clients are mostly queueing (first come first
+served: p95 is about the queue's depth over W times one request's time). No 429s: the queue
+(128 here; `serve` defaults to 64) holds every waiting client. RSS sums each process's resident
+pages (shared ones counted per process): the server process holds the embedder, each model
+process about 300 MiB more.
+"""
+
+
+def verdict(report: dict) -> str:
+    """Against the issue's target: per level, tokens/s at least llama.cpp's and p95 first-token
+    time no worse; and which of ours serves each level best."""
+    names, results = report["names"], report["results"]
+    peer = next((n for n in names if n == "llama.cpp" and results.get(n)), None)
+    lines = []
+    for name in (n for n in names if n.startswith("ours") and results.get(n)):
+        misses = []
+        for clients, _ in report["levels"]:
+            if peer is None or clients not in results[name] or clients not in results[peer]:
+                continue
+            ours_c, peer_c = combine(results[name][clients]), combine(results[peer][clients])
+            if ours_c["tok_s"] < peer_c["tok_s"]:
+                misses.append(f"{clients} clients: {ours_c['tok_s']:.1f} < {peer_c['tok_s']:.1f} tok/s")
+            if (ours_c["ttft_p95"] or 0) > (peer_c["ttft_p95"] or 0):
+                misses.append(f"{clients} clients: first-token p95 {seconds(ours_c['ttft_p95'])} > "
+                              f"{seconds(peer_c['ttft_p95'])} s")
+            if ours_c["lost"] or ours_c["error"]:
+                misses.append(f"{clients} clients: {ours_c['lost']} lost, {ours_c['error']} errors")
+        if peer is not None:
+            lines.append(f"- {name}: " + ("meets the target at every level." if not misses
+                                          else "misses it at " + "; ".join(misses) + "."))
+    best = []
+    for clients, _ in report["levels"]:
+        ranked = [(combine(results[n][clients])["tok_s"], n) for n in names
+                  if n.startswith("ours") and clients in results.get(n, {})]
+        if ranked:
+            best.append(f"{clients}: {max(ranked)[1]}")
+    if best:
+        lines.append(f"- Most tokens/s of ours, per level: {', '.join(best)}.")
+    return "\n".join(lines) + "\n"
+
+
+def load_report(path: Path) -> dict:
+    report = json.loads(path.read_text())
+    report["levels"] = [tuple(level) for level in report["levels"]]
+    report["results"] = {n: {(int(k) if k.isdigit() else k): v for k, v in r.items()}
+                         for n, r in report["results"].items()}
+    return report
+
+
+def write_outputs(args, report: dict) -> None:
+    print(table(report["levels"], report["names"], report["results"]))
+    print(rss_table(report["trends"]))
+    if args.json:
+        saved = {**report, "results": {n: {str(k): v for k, v in r.items()}
+                                       for n, r in report["results"].items()}}
+        args.json.write_text(json.dumps(saved, indent=1))
+    if not args.no_doc:
+        update_section(DOC, SECTION, section(report))
+        log(f"wrote {DOC.relative_to(ROOT)} ({SECTION})")
 
 
 def main() -> int:
@@ -614,7 +689,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="smoke run: ours-w1, 4 clients, 8 requests")
     parser.add_argument("--no-doc", action="store_true")
     parser.add_argument("--json", type=Path, help="every level's figures as JSON")
+    parser.add_argument("--from-json", type=Path, help="write the table of a saved --json run")
     args = parser.parse_args()
+    if args.from_json:
+        write_outputs(args, load_report(args.from_json))
+        return 0
     if args.quick:
         args.servers, args.levels, args.rounds, args.soak, args.no_doc = "ours-w1", "4:8", 1, 0, True
         args.warmup = 4
@@ -634,16 +713,12 @@ def main() -> int:
     finally:
         for server in servers:
             server.stop()
-    print(table(levels, names, results))
-    print(rss_table(trends))
-    if args.json:
-        args.json.write_text(json.dumps({"results": {n: {str(k): v for k, v in r.items()}
-                                                     for n, r in results.items()},
-                                         "trends": trends}, indent=1))
-    if not args.no_doc:
-        update_section(DOC, SECTION, section(args, names, levels, results, trends, llama_python,
-                                             started))
-        log(f"wrote {DOC.relative_to(ROOT)} ({SECTION})")
+    report = {"started": started.isoformat(), "names": names, "levels": levels,
+              "rounds": args.rounds, "max_tokens": args.max_tokens,
+              "prompt_tokens": args.prompt_tokens, "versions": versions(llama_python),
+              "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+              "results": results, "trends": trends}
+    write_outputs(args, report)
     bad = sum(combine(v)["lost"] + combine(v)["error"] for r in results.values() for v in r.values())
     return 1 if bad else 0
 
