@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 
 from engine.cli.common import collection_option, common_options, llm_folder, paths_of
+from engine.errors import EngineError
 from engine.safe_text import visible
 
 DEFAULT_PORT = 8080
+# Two model processes served 2 cores best: 2.3-2.9x the tokens/s of one at 4-64 clients
+# (docs/benchmarks.md, "The server under load"); one where there is a single core.
+DEFAULT_WORKERS = min(2, os.cpu_count() or 1)
 
 
 def add_commands(commands) -> None:
@@ -20,8 +25,9 @@ def add_commands(commands) -> None:
                             "other needs an API key)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default: {DEFAULT_PORT})")
     serve.add_argument("--model", metavar="NAME", help="an imported model's name (default: the built-in one)")
-    serve.add_argument("--llm-workers", type=int, default=1, metavar="N",
-                       help="model processes answering at once (default: 1; each takes the model's memory)")
+    serve.add_argument("--llm-workers", type=int, default=DEFAULT_WORKERS, metavar="N",
+                       help=f"model processes answering at once (default: {DEFAULT_WORKERS}; each takes the "
+                            "model's memory, about 310 MiB for the built-in one)")
     serve.add_argument("--queue-size", type=int, default=64, metavar="N",
                        help="requests that may wait for a model process; more get 429 (default: 64)")
     serve.add_argument("--api-key", metavar="KEY", default=None,
@@ -52,6 +58,7 @@ def _serve(args) -> int:
     from engine.server.app import create_app
 
     config = server_config(args)
+    check_port_free(config.host, config.port)  # before the model loads: said plainly, exit 1
     folder = llm_folder(config.paths, args.model)
     app = create_app(config, folder)
     print(f"Serving on http://{_shown_host(config.host)}:{config.port} (API docs at /docs); "
@@ -59,6 +66,24 @@ def _serve(args) -> int:
     uvicorn.run(app, host=config.host, port=config.port, log_level=args.log_level,
                 timeout_graceful_shutdown=5)
     return 0
+
+
+def check_port_free(host: str, port: int) -> None:
+    """EngineError when the address cannot be listened on (uvicorn would exit with code 3,
+    which is `ask`'s "not covered", after loading the model)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise EngineError(f"Cannot listen on '{visible(host)}': {exc.strerror}. Give an address of this "
+                          "machine with --host (127.0.0.1 for this machine only).") from exc
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise EngineError(f"Cannot listen on {_shown_host(host)}:{port}: {exc.strerror}. "
+                              "Choose another port with --port.") from exc
 
 
 def _shown_host(host: str) -> str:
