@@ -49,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
 DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## The server under load (issue 16)"
-LLAMA_VENV = ROOT / "bench" / ".llama-venv"
+LLAMA_VENV = ROOT / ".venv-llama"  # `make llama-server` builds it too
+LLAMA_PACKAGE = "llama-cpp-python[server]==0.3.36"  # the Makefile's pin
 CLI = Path(sys.executable).with_name("offline-assistant-cli")
 DEFAULT_SERVERS = "ours-w1,ours-w2,ours-w1-t2,llama.cpp"
 DEFAULT_LEVELS = "1:4,4:12,16:32,64:64"  # clients:requests per round
@@ -278,7 +279,7 @@ def find_llama_python(given: str | None, install: bool) -> Path | None:
 
 
 def install_llama_venv(venv_python: Path) -> Path:
-    """llama-cpp-python[server] compiled from source into bench/.llama-venv (~10 min, 2 cores)."""
+    """llama-cpp-python[server] compiled from source into .venv-llama (~4 min, 2 cores)."""
     CACHE.mkdir(parents=True, exist_ok=True)
     log_file = CACHE / "pip-llama-cpp-server.log"
     log(f"building llama-cpp-python[server] into {LLAMA_VENV} (log: {log_file}); takes minutes")
@@ -286,7 +287,7 @@ def install_llama_venv(venv_python: Path) -> Path:
     with open(log_file, "w") as out:
         subprocess.run([sys.executable, "-m", "venv", str(LLAMA_VENV)], check=True)
         rc = subprocess.call([str(venv_python), "-m", "pip", "install", "--no-binary",
-                              "llama-cpp-python", "llama-cpp-python[server]"],
+                              "llama-cpp-python", LLAMA_PACKAGE],
                              stdout=out, stderr=subprocess.STDOUT, env=env)
     if rc != 0 or not has_llama_server(venv_python):
         raise SystemExit(f"building llama-cpp-python[server] failed (see {log_file})")
@@ -685,7 +686,7 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, default=CACHE / "server-data")
     parser.add_argument("--llama-python", help="a Python with llama_cpp.server")
     parser.add_argument("--install", action="store_true", help="build llama-cpp-python[server] "
-                        "into bench/.llama-venv when no Python has it")
+                        "into .venv-llama when no Python has it")
     parser.add_argument("--quick", action="store_true", help="smoke run: ours-w1, 4 clients, 8 requests")
     parser.add_argument("--no-doc", action="store_true")
     parser.add_argument("--json", type=Path, help="every level's figures as JSON")

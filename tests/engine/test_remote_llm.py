@@ -1,5 +1,5 @@
 """RemoteLLM against real HTTP servers on loopback: llama.cpp's OpenAI-compatible server on
-the tiny GGUF (skipped where it is not installed), our own server once it serves
+the tiny GGUF (`make llama-server` builds it; skipped where it is not, failed in CI), our own server serving
 /v1/chat/completions, and standard-library servers that refuse, hang, fail or die mid-stream.
 """
 
@@ -129,8 +129,6 @@ def test_our_own_server_is_an_engine(tmp_path, tiny_llm_dir, tiny_embedder):
     from tests.helpers.live_server import live_server
 
     app = create_app(ServerConfig(AppPaths(tmp_path).ensure()), tiny_llm_dir, embedder=tiny_embedder)
-    if "/v1/chat/completions" not in app.openapi()["paths"]:
-        pytest.skip("our server does not serve /v1/chat/completions yet")
     with live_server(app) as url:
         assert app.state.server.wait_loaded(60), app.state.server.load_error  # 503 until then
         llm = RemoteLLM(url, token_counter=TokenCounter.from_folder(tiny_llm_dir)).load()
