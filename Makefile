@@ -5,7 +5,7 @@ PYTHON ?= python3
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup system-libs prepare run test test-fast test-packaging manuals bench soak dist clean
+.PHONY: setup system-libs prepare run test test-fast test-packaging manuals bench soak dist docker clean
 
 # the app alone (`pip install -e .`); the tests and the installers add their extras on top
 setup: $(VENV)/.installed
@@ -55,6 +55,11 @@ soak: prepare manuals
 # the installer for this OS, into dist/ (packaging/build.py)
 dist: $(VENV)/.installed-dist
 	$(PY) packaging/build.py
+
+# the container image offline-assistant:VERSION (packaging/docker: root, mmdebstrap, a docker daemon);
+# `make docker DOCKER_ARGS=--llama` also builds llama.cpp's server for packaging/docker/compose.yaml
+docker:
+	packaging/docker/build.sh $(DOCKER_ARGS)
 
 bench: prepare manuals
 	$(PY) bench/bench_llm.py
