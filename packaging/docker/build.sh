@@ -22,12 +22,11 @@ done
 mkdir -p "$WORK"
 
 packaging/docker/base.sh "$BASE"
-[ "$base_only" = 1 ] && exit 0
-
-# pip inside the build trusts what pip trusts here: a proxy's CA ($PIP_CERT), if there is one.
-# It stays in the build stage; the image itself carries Debian's CA certificates only.
+# pip inside the builds (and `docker compose build`) trusts what pip trusts here: a proxy's CA
+# ($PIP_CERT), if there is one. It stays in the build stages: the images carry Debian's CAs only.
 : > "$WORK/pip-ca.crt"
 if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then cp "$PIP_CERT" "$WORK/pip-ca.crt"; fi
+[ "$base_only" = 1 ] && exit 0
 
 started=$SECONDS
 docker build --network host --build-arg "BASE=$BASE" -f packaging/docker/Dockerfile -t "$tag" .
