@@ -29,7 +29,13 @@ if [ -n "${PIP_CERT:-}" ] && [ -f "$PIP_CERT" ]; then cp "$PIP_CERT" "$WORK/pip-
 [ "$base_only" = 1 ] && exit 0
 
 started=$SECONDS
+# The build stage is tagged, then removed once the image is made: its ~900 MB would stay behind as
+# cache that the next build cannot use anyway (any change to the sources redoes it).
+build_stage="offline-assistant-build:$$"
+docker build --network host --build-arg "BASE=$BASE" -f packaging/docker/Dockerfile --target build \
+  -t "$build_stage" .
 docker build --network host --build-arg "BASE=$BASE" -f packaging/docker/Dockerfile -t "$tag" .
+docker rmi "$build_stage" >/dev/null
 echo "image $tag built in $((SECONDS - started)) s, $(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.0f MB", $1/1e6}')"
 if [ "$llama" = 1 ]; then
   docker build --network host --build-arg "BASE=$BASE" -f packaging/docker/llama.Dockerfile \

@@ -7,7 +7,8 @@ from nothing). Then:
   the image's own HEALTHCHECK passes;
 - with no network at all (`--network none`) and no key given: the server generates a key, prints
   it, loads the baked-in models and answers /generate to a client inside the container.
-The test's containers and images are removed at the end.
+The test's containers and image are removed at the end (build.sh removes its build stage), and
+the base too unless it was there before.
 
 Needs Linux, root (mmdebstrap) and a docker daemon (.ci/run starts one). With no daemon it skips,
 saying so, even under CI; other missing parts fail under CI. About 5 minutes.
@@ -33,7 +34,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = "offline-assistant-base:bookworm"
-RECIPE_LABEL = "offline-assistant.base-recipe"  # on the base, so on every image built from it
 USER_ID = "10001"
 READY_CMD = "python /opt/offline-assistant/bin/container-health.py /ready"
 IN_CONTAINER_CLIENT = """
@@ -111,8 +111,6 @@ def image():
         _docker("rmi", "-f", tag, check=False)
         if not had_base:
             _docker("rmi", "-f", BASE, check=False)
-        # the build stage's images: dangling, and all from our base (its label)
-        _docker("image", "prune", "-f", "--filter", f"label={RECIPE_LABEL}", check=False)
 
 
 @pytest.fixture
