@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -124,13 +125,16 @@ def test_stop_before_the_first_piece_drops_the_whole_answer(qtbot, controller):
 
 def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat):
     controller = chat._controller
-    pid = controller.worker._llm.pid
-    hold = Hold(controller.worker, monkeypatch)
-    with wait_event(qtbot, controller.answerEvent, TextEvent, timeout=ANSWER_MS):
-        chat.ask(QUESTION)
+    llm = controller.worker._llm
+    pid = llm.pid
+    freeze_the_model_once_passages_are_shown(controller.worker, monkeypatch, pid)
     with wait_event(qtbot, controller.answerEvent, ErrorEvent, timeout=ANSWER_MS) as failed:
-        os.kill(pid, signal.SIGKILL)  # the model's process dies in the middle of an answer
-        hold.release.set()
+        chat.ask(QUESTION)
+        # The model's process dies in the middle of an answer: frozen, it can have written
+        # nothing yet (the tiny one writes a whole answer in milliseconds), and it is killed
+        # once the model's request has begun.
+        qtbot.waitUntil(lambda: llm._active is not None, timeout=ANSWER_MS)
+        os.kill(pid, signal.SIGKILL)
     assert "stopped unexpectedly" in failed.args[0].message
     bubble = chat.last_answer()
     assert bubble.state.error and bubble.notice.isVisible() and "failed" in bubble.notice.text()
@@ -139,6 +143,21 @@ def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat)
     with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
     assert controller.worker._llm.pid not in (None, pid)
+
+
+def freeze_the_model_once_passages_are_shown(worker, monkeypatch, pid: int) -> None:
+    """SIGSTOP the model's process when the worker relays the passages, before the model is
+    asked to write (SIGKILL still ends a stopped process)."""
+    relay = worker._relay
+    frozen = threading.Event()
+
+    def freezing_relay(request_id, event):
+        if isinstance(event, PassagesEvent) and not frozen.is_set():
+            frozen.set()
+            os.kill(pid, signal.SIGSTOP)
+        return relay(request_id, event)
+
+    monkeypatch.setattr(worker, "_relay", freezing_relay)
 
 
 def test_no_collection_yet_says_to_add_documents(qtbot, tmp_path, tiny_llm_dir):
