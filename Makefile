@@ -5,7 +5,7 @@ PYTHON ?= python3
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup system-libs prepare run test test-fast test-packaging manuals bench soak dist docker clean
+.PHONY: setup system-libs prepare run test test-fast test-packaging manuals llama-server bench soak dist docker clean
 
 # the app alone (`pip install -e .`); the tests and the installers add their extras on top
 setup: $(VENV)/.installed
@@ -37,8 +37,19 @@ run: system-libs prepare
 manuals:
 	bash tests/fetch_manuals.sh
 
+# llama.cpp's OpenAI-compatible server, compiled from source (about 4 min on 2 cores, once): the
+# remote-engine tests (tests/helpers/http_engines.py) and bench/bench_server.py run it as a peer
+LLAMA_VENV ?= .venv-llama
+llama-server: $(LLAMA_VENV)/.installed
+
+$(LLAMA_VENV)/.installed:
+	$(PYTHON) -m venv $(LLAMA_VENV)
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=ON}" $(LLAMA_VENV)/bin/pip install --quiet \
+		--no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36"
+	touch $@
+
 # the packaging tests in it build the installer: PyInstaller too
-test: $(VENV)/.installed-test $(VENV)/.installed-dist manuals
+test: $(VENV)/.installed-test $(VENV)/.installed-dist manuals llama-server
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed-test
@@ -67,4 +78,4 @@ bench: prepare manuals
 	$(PY) bench/bench_retrieval.py --answers --latency
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) $(LLAMA_VENV) build dist *.egg-info
