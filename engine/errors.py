@@ -151,3 +151,11 @@ class CollectionDamagedError(EngineError):
         self.folder = str(folder)
         self.moved_to = str(moved_to)
         self.repaired = list(repaired or [])
+
+
+# -- index bundles -------------------------------------------------------------------------------
+class BundleError(EngineError):
+    """An index bundle was refused or could not be built, installed or switched to: unsigned,
+    signed by a key this kiosk does not trust, a wrong signature, damaged or tampered with, not
+    newer than the installed version, or made for another embedder. The message names the file
+    and what is wrong; the running version is left as it was."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +15,9 @@ from engine.errors import EngineError
 APP_NAME = "OfflineAssistant"
 DEFAULT_COLLECTION = "default"
 DB_NAME = "collection.sqlite3"  # in each collection's folder
+FLEET_STATE = "state.json"  # in DATA/fleet/<collection>/: {"current": N, "previous": M | null}
+
+log = logging.getLogger(__name__)
 
 
 def app_folder() -> Path:
@@ -94,10 +99,57 @@ class AppPaths:
     def audit_folder(self) -> Path:
         return self.root / "audit"
 
+    # -- index bundles (engine/fleet) ---------------------------------------------------------
+    @property
+    def fleet(self) -> Path:
+        return self.root / "fleet"
+
+    @property
+    def fleet_objects(self) -> Path:
+        """Content-addressed files (objects/<sha256>) this machine holds; downloads land as
+        <sha256>.part first."""
+        return self.fleet / "objects"
+
+    @property
+    def trusted_keys_file(self) -> Path:
+        """Extra trusted public keys, one base64 key a line (besides the settings' bundle_keys)."""
+        return self.fleet / "trusted_keys"
+
+    def fleet_collection(self, name: str) -> Path:
+        """DATA/fleet/<name>: the installed bundle versions of collection `name`."""
+        return self.fleet / _checked_name(name)
+
+    def fleet_state_file(self, name: str) -> Path:
+        return self.fleet_collection(name) / FLEET_STATE
+
+    def fleet_version(self, name: str, version: int) -> Path:
+        """DATA/fleet/<name>/versions/<version>: one installed version, a collection folder."""
+        return self.fleet_collection(name) / "versions" / str(int(version))
+
+    def fleet_current(self, name: str) -> int | None:
+        """The installed bundle version state.json names as current, or None (no bundle, or a
+        state file that cannot be read: logged, and the local collection is used)."""
+        path = self.fleet_state_file(name)
+        try:
+            current = json.loads(path.read_text(encoding="utf-8")).get("current")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AttributeError) as exc:
+            log.warning("cannot read %s (%s); using the local collection", path, exc)
+            return None
+        return current if isinstance(current, int) and not isinstance(current, bool) else None
+
     def collection(self, name: str) -> Path:
-        """The folder of collection `name`; refuses names that are paths."""
-        if not name or name in (".", "..") or any(ch in name for ch in '/\\:') or name != name.strip():
-            raise EngineError(f"'{name}' is not a valid collection name; use letters, digits, '-' or '_'.")
+        """The folder of collection `name`: the installed bundle version state.json names as
+        current, else DATA/collections/<name>. Refuses names that are paths."""
+        name = _checked_name(name)
+        current = self.fleet_current(name) if self.fleet.is_dir() else None
+        if current is not None:
+            folder = self.fleet_version(name, current)
+            if folder.is_dir():
+                return folder
+            log.warning("%s names version %d, which is not installed; using the local collection",
+                        self.fleet_state_file(name), current)
         return self.collections / name
 
     def collection_db(self, name: str) -> Path:
@@ -108,3 +160,9 @@ class AppPaths:
         for folder in (self.root, self.models, self.collections, self.logs, self.conversations):
             folder.mkdir(parents=True, exist_ok=True)
         return self
+
+
+def _checked_name(name: str) -> str:
+    if not name or name in (".", "..") or any(ch in name for ch in '/\\:') or name != name.strip():
+        raise EngineError(f"'{name}' is not a valid collection name; use letters, digits, '-' or '_'.")
+    return name
