@@ -12,6 +12,8 @@ are ignored, so an older app reads a newer file. No Qt here: the CLI and a kiosk
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import math
 import re
@@ -40,6 +42,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "admin_relock_min": (0.5, 60.0),
     "inbox_poll_s": (2.0, 3600.0),
     "source_zoom": (0.0, 6.0),
+    "bundle_poll_s": (2.0, 86400.0),
 }
 MODEL_NAME_MAX = 200
 FOLDER_MAX = 4096  # characters: PATH_MAX on Linux; longer is a mistake, not a folder
@@ -47,7 +50,8 @@ FOLDER_MAX = 4096  # characters: PATH_MAX on Linux; longer is a mistake, not a f
 _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone one cannot be written as UTF-8
 NONE_MEANS = {"model": "(the built-in model)", "inbox_folder": "(none: no watched inbox folder)",
               "engine_url": "(none: the local model answers)", "engine_key": "(none)",
-              "engine_model": "(the first model the engine lists)"}
+              "engine_model": "(the first model the engine lists)",
+              "bundle_source": "(none: no bundle updates; a folder, a network share or an http(s):// URL)"}
 ENGINE_TEXT_MAX = 2048  # an engine URL, key or model name longer than this is a mistake
 
 
@@ -73,6 +77,10 @@ class Settings:
     engine_url: str | None = None  # http(s)://host:port, with or without /v1; None: the local model
     engine_key: str | None = field(default=None, repr=False)  # never in a log; or OFFLINE_ASSISTANT_ENGINE_KEY
     engine_model: str | None = None  # the engine's model name; None: the first one it lists
+    # a kiosk fleet (engine/fleet, docs/fleet.md): signed index bundles published by an administrator
+    bundle_source: str | None = None  # a folder, a network share or an http(s):// URL; None: no updates
+    bundle_keys: tuple[str, ...] = ()  # base64 Ed25519 public keys (32 bytes) whose bundles are accepted
+    bundle_poll_s: float = 60.0  # seconds between two looks at the source's latest.json (jittered)
 
     def __post_init__(self):
         # every Settings is valid, however it was made (a dialog, a file, a test)
@@ -172,6 +180,10 @@ def _checked(name: str, value, default):
         return value, ""
     if name in ("engine_url", "engine_key", "engine_model"):
         return _engine_text(name, value)
+    if name == "bundle_source":
+        return _bundle_source(value)
+    if name == "bundle_keys":
+        return _bundle_keys(value)
     if name == "theme":
         if isinstance(value, str) and value.strip().lower() in THEMES:
             return value.strip().lower(), ""
@@ -212,3 +224,41 @@ def _engine_text(name: str, value):
         return None, (f"'engine_url' must start with http:// or https://, not {value[:80]!r}; "
                       "the local model answers")
     return value, ""
+
+
+def _bundle_source(value):
+    """A folder path or an http(s):// URL; "" means none."""
+    if value is None:
+        return None, ""
+    if not isinstance(value, str):
+        return None, f"'bundle_source' must be a folder or an http(s):// URL, not {value!r}; no bundle updates"
+    value = value.strip()
+    if not value:
+        return None, ""
+    if len(value) > FOLDER_MAX or any(ord(c) < 32 for c in value):
+        return None, "'bundle_source' is not a usable folder or URL (too long, or a control character)"
+    if re.match(r"[a-z][a-z0-9+.-]*://", value, re.IGNORECASE) and \
+            not re.match(r"(https?://[^/\s]+|file://.)", value, re.IGNORECASE):
+        return None, (f"'bundle_source' must be a folder, or start with http:// or https://, not "
+                      f"{value[:80]!r}; no bundle updates")
+    return value, ""
+
+
+def _bundle_keys(value):
+    """The public keys that are valid (base64 of 32 bytes); each bad one is named and dropped."""
+    if isinstance(value, str):
+        value = [value]  # one key written without the brackets
+    if not isinstance(value, (list, tuple)):
+        return (), f"'bundle_keys' must be a list of base64 public keys, not {value!r}; no bundle is trusted"
+    keys, bad = [], []
+    for key in value:
+        text = key.strip() if isinstance(key, str) else ""
+        try:
+            ok = len(base64.b64decode(text, validate=True)) == 32
+        except (binascii.Error, ValueError):
+            ok = False
+        (keys if ok else bad).append(text if ok else key)
+    problem = (f"'bundle_keys': {', '.join(repr(b)[:60] for b in bad)} "
+               f"{'is not an Ed25519 public key' if len(bad) == 1 else 'are not Ed25519 public keys'} "
+               "(base64 of 32 bytes); left out") if bad else ""
+    return tuple(dict.fromkeys(keys)), problem
