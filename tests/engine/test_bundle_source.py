@@ -159,3 +159,36 @@ def test_a_stopped_download_keeps_its_part_for_next_time(source_dir, tmp_path):
     with pytest.raises(Cancelled):
         FolderSource(source_dir).fetch_object(SHA, part, size=len(DATA), cancel=stop)
     assert part.exists() and not (tmp_path / "objects" / SHA).exists()
+
+
+# -- the settings that name a source and whom to trust (engine/config.py) ---------------------
+KEY = "Rx/6QZThQmceSFH8rRdMRR2xVtey5h8bcBJCnkdfUVc="
+
+
+@pytest.mark.parametrize("value, kept", [
+    (" https://cdn.example/manuals ", "https://cdn.example/manuals"), ("/mnt/share/manuals", "/mnt/share/manuals"),
+    ("file:///srv/b", "file:///srv/b"), ("", None), ("ftp://host/x", None), (42, None), ("a\x00b", None),
+])
+def test_bundle_source_is_a_folder_or_an_http_url(value, kept):
+    from engine.config import Settings
+
+    assert Settings(bundle_source=value).bundle_source == kept
+
+
+def test_bad_bundle_keys_are_left_out_and_good_ones_kept_once(tmp_path, caplog):
+    from engine.config import load_settings
+
+    path = tmp_path / "settings.toml"
+    path.write_text(f'bundle_keys = ["{KEY}", "not a key", "{KEY}", 7]\nbundle_poll_s = 0.5\n')
+    settings = load_settings(path)
+    assert settings.bundle_keys == (KEY,)
+    assert settings.bundle_poll_s == 2.0  # clamped
+    assert "bundle_keys" in caplog.text and "not a key" in caplog.text
+
+
+def test_bundle_settings_survive_a_save(tmp_path):
+    from engine.config import Settings, load_settings, save_settings
+
+    settings = Settings(bundle_source="http://10.0.0.5/manuals", bundle_keys=(KEY,), bundle_poll_s=300)
+    save_settings(tmp_path / "s.toml", settings)
+    assert load_settings(tmp_path / "s.toml") == settings
