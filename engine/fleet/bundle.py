@@ -113,14 +113,23 @@ class _TarReader(_Reader):
         super().__init__(where)
         try:
             self._tar = tarfile.open(where, "r:")
-            members = {m.name: m for m in self._tar.getmembers()}
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise BundleError(f"{where}: the bundle is truncated or not a bundle file ({exc}).") from exc
-        self._members = members
-        if MANIFEST_NAME not in members:
-            raise BundleError(f"{where}: not a bundle (no manifest.json), or truncated.")
-        signature = self._read(SIGNATURE_NAME) if SIGNATURE_NAME in members else b""
-        self.manifest = Manifest.from_bytes(self._read(MANIFEST_NAME), signature, origin=str(where))
+        try:
+            self._open()
+        except BaseException:
+            self._tar.close()
+            raise
+
+    def _open(self) -> None:
+        try:
+            self._members = {m.name: m for m in self._tar.getmembers()}
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise BundleError(f"{self.where}: the bundle is truncated or not a bundle file ({exc}).") from exc
+        if MANIFEST_NAME not in self._members:
+            raise BundleError(f"{self.where}: not a bundle (no manifest.json), or truncated.")
+        signature = self._read(SIGNATURE_NAME) if SIGNATURE_NAME in self._members else b""
+        self.manifest = Manifest.from_bytes(self._read(MANIFEST_NAME), signature, origin=str(self.where))
 
     def _read(self, name: str) -> bytes:
         try:
