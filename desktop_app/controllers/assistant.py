@@ -148,6 +148,7 @@ class AssistantWorker(QObject):
         self._model_folder: Path | None = None  # the last model opened, also while it restarts
         self._embedder = None
         self._store = None
+        self._store_folder: Path | None = None  # the folder self._store reads: a switch changes paths.collection
         self._reranker = None
         self._reranker_wanted: bool | None = None
         self._assistant: Assistant | None = None
@@ -428,6 +429,7 @@ class AssistantWorker(QObject):
             self._open_llm()
             self.opened.emit(self._status())
         llm = self._llm
+        self._follow_switch()
         if self._assistant is not None:
             return self._assistant
         from engine.answer.retrieval import Retriever
@@ -437,6 +439,7 @@ class AssistantWorker(QObject):
         if self._store is None:
             if not self._collection_exists():
                 raise self._no_collection()
+            self._store_folder = self.paths.collection(self.collection)
             self._store = open_collection(self.paths, self.collection, self._embedder, read_only=True)
         self._store.refuse_if_emptied()  # damage left nothing: say so, not "no manuals yet"
         wanted = self._config.settings.use_reranker
@@ -448,6 +451,19 @@ class AssistantWorker(QObject):
         retriever = Retriever(self._store, self._embedder, self._reranker)
         self._assistant = Assistant(retriever, llm, self._config.answer_settings())
         return self._assistant
+
+    def _follow_switch(self) -> None:
+        """Between questions: when an installed bundle switched the collection to another folder
+        (engine.fleet), the next answer reads the new one. The answer in flight, if any, ran to its
+        end on the old store first: this runs on the worker's thread, one question at a time."""
+        if self._store is None:
+            return
+        folder = self.paths.collection(self.collection)
+        if folder == self._store_folder:
+            return
+        log.info("the collection '%s' switched to %s; reopening it", self.collection, folder)
+        store, self._store, self._assistant = self._store, None, None
+        store.close()
 
     def _open_embedder(self):
         from engine.store.indexer import default_embedder
