@@ -172,7 +172,7 @@ def test_four_kiosk_processes_switch_while_answering(tmp_path, tiny_llm_dir):
     out = tmp_path / "fleet.json"
     run = subprocess.run([sys.executable, str(ROOT / "bench" / "fleet_kiosks.py"), "--kiosks", "4",
                           "--poll-s", "3", "--kills", "2", "--llm", str(tiny_llm_dir),
-                          "--work", str(tmp_path / "work"), "--json", str(out)],
+                          "--work", str(tmp_path / "work"), "--admin-data", "", "--json", str(out)],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     figures = json.loads(out.read_text())
