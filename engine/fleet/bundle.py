@@ -31,10 +31,22 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.atomic_file import write_atomic, write_json_atomic
 from engine.errors import BundleError
-from engine.fleet.kiosk import (builtin_embedder_id, install_version, rollback, status,  # noqa: F401
-                                switch)
-from engine.fleet.manifest import (MANIFEST_NAME, SHA256_PATTERN, SIGNATURE_NAME, Manifest,  # noqa: F401
-                                   check_signature, parse_public_key, public_key_text)
+from engine.fleet.kiosk import (  # noqa: F401
+    builtin_embedder_id,
+    install_version,
+    rollback,
+    status,
+    switch,
+)
+from engine.fleet.manifest import (
+    MANIFEST_NAME,
+    SHA256_PATTERN,
+    SIGNATURE_NAME,
+    Manifest,
+    check_signature,
+    parse_public_key,
+    public_key_text,
+)
 from engine.fleet.snapshot import build_bundle  # noqa: F401
 
 CHUNK = 1 << 20
@@ -112,7 +124,7 @@ class _TarReader(_Reader):
     def __init__(self, where: Path):
         super().__init__(where)
         try:
-            self._tar = tarfile.open(where, "r:")
+            self._tar = tarfile.open(where, "r:")  # noqa: SIM115 (closed by close())
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise BundleError(f"{where}: the bundle is truncated or not a bundle file ({exc}).") from exc
         try:
@@ -203,15 +215,14 @@ def _copy_checked(source: BinaryIO, sha: str, size: int, dest: Path | None, wher
     and refuses it when its size or SHA-256 is not what the manifest says."""
     digest, count = hashlib.sha256(), 0
     part = dest.with_name(dest.name + ".part") if dest is not None else None
-    out = open(part, "wb") if part is not None else contextlib.nullcontext()
     try:
-        with out:
+        with open(part, "wb") if part is not None else contextlib.nullcontext() as out:
             while block := source.read(CHUNK):
                 digest.update(block)
                 count += len(block)
-                if part is not None:
+                if out is not None:
                     out.write(block)
-            if part is not None:
+            if out is not None:
                 out.flush()
                 os.fsync(out.fileno())
     except (tarfile.TarError, EOFError, OSError) as exc:

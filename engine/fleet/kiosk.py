@@ -29,7 +29,12 @@ from pathlib import Path
 from engine.atomic_file import fsync_folder, write_atomic, write_json_atomic
 from engine.errors import BundleError, EngineError
 from engine.fleet import records
-from engine.fleet.manifest import MANIFEST_NAME, SIGNATURE_NAME, Manifest, check_signature
+from engine.fleet.manifest import (
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    Manifest,
+    check_signature,
+)
 from engine.paths import DB_NAME
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,13 @@ import binascii
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from engine.errors import BundleError
@@ -83,7 +86,7 @@ class Manifest:
         return next((entry for entry in self.files if entry.kind == kind), None)
 
     @classmethod
-    def from_bytes(cls, data: bytes, signature: bytes = b"", origin: str = "") -> "Manifest":
+    def from_bytes(cls, data: bytes, signature: bytes = b"", origin: str = "") -> Manifest:
         where = origin or MANIFEST_NAME
         try:
             doc = json.loads(data.decode("utf-8"))
@@ -202,4 +205,4 @@ def check_signature(manifest: Manifest, trusted_keys) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")

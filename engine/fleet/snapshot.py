@@ -24,8 +24,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from engine.atomic_file import write_json_atomic
 from engine.errors import BundleError, EngineError
-from engine.fleet.manifest import (FORMAT, MANIFEST_NAME, SIGNATURE_NAME, FileEntry, Manifest,
-                                   public_key_text, sign, utc_now)
+from engine.fleet.manifest import (
+    FORMAT,
+    MANIFEST_NAME,
+    SIGNATURE_NAME,
+    FileEntry,
+    Manifest,
+    public_key_text,
+    sign,
+    utc_now,
+)
 from engine.paths import DB_NAME
 
 BUILDS_FILE = "builds.json"  # DATA/fleet/builds.json: {collection: last version built here}
