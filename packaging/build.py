@@ -128,6 +128,12 @@ def build_deb(version: str, out: Path, compression: str = "xz") -> Path:
     install_file(PACKAGING / "linux" / "copyright", root / f"usr/share/doc/{NAME}")
     # for kiosks: `systemctl --user enable --now offline-assistant-kiosk` (README, "Running as a kiosk")
     install_file(PACKAGING / "linux" / f"{NAME}-kiosk.service", root / "usr/lib/systemd/user")
+    # the kiosk's X session: the app alone, no window manager (README, "Running as a kiosk")
+    install_file(PACKAGING / "linux" / f"{NAME}-kiosk.desktop", root / "usr/share/xsessions")
+    install_file(PACKAGING / "linux" / f"{NAME}-kiosk-session", root / f"usr/libexec/{NAME}")
+    (root / f"usr/libexec/{NAME}" / f"{NAME}-kiosk-session").chmod(0o755)
+    for example in ("50-offline-assistant-kiosk.conf", "lightdm-offline-assistant-kiosk.conf"):
+        install_file(PACKAGING / "linux" / example, root / f"usr/share/doc/{NAME}/examples/kiosk")
     control = (PACKAGING / "linux" / "control").read_text(encoding="utf-8").format(
         version=version, arch=arch, installed_kib=folder_size(root) // 1024,
         libc=f"libc6 (>= {glibc_needed(opt)})")

@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.inbox import start_inbox
+from desktop_app.kiosk.x11_guard import WINDOW_LOST_EXIT_CODE, WindowGuard, keyboard_follows_pointer
 from desktop_app.theme import apply_theme
 from engine.kiosk.admin_pin import PinGate
 from engine.kiosk.audit import AuditLog, AuditSink
@@ -331,6 +332,7 @@ class Kiosk(QObject):
         self.audit = AuditRecorder(window)
         self.state = "off"
         self.pin_panel: PinPanel | None = None
+        self.guard: WindowGuard | None = None  # on X11, against other clients (x11_guard.py)
         self._may_close = False
         self._reset_pending = False
         self._style = ""
@@ -406,9 +408,17 @@ class Kiosk(QObject):
         self._touch_scrolling(True)
         w.setWindowFlag(Qt.WindowType.FramelessWindowHint, True)
         w.showFullScreen()
+        self._fill_screen()
+        w.activateWindow()  # with no window manager nobody else gives it the keyboard
         w.chat.set_kiosk(True)  # the welcome text never says to drop files here
         self._set_state("locked")
         self.new_question()
+        if QApplication.platformName() == "xcb":
+            keyboard_follows_pointer()
+            w.activateWindow()
+            self.guard = WindowGuard(w, is_ours=lambda: self.state != "off" and not self._may_close,
+                                     on_lost=self._window_lost)
+            app.installNativeEventFilter(self.guard)
         log.info("kiosk mode on")
 
     def exit(self) -> None:
@@ -419,6 +429,7 @@ class Kiosk(QObject):
         self._close_dialogs()
         self._set_state("off")
         QApplication.instance().removeEventFilter(self)
+        self._remove_guard()
         self.idle_timer.stop()
         self.relock_timer.stop()
         w.removeToolBar(self.bar)
@@ -442,8 +453,20 @@ class Kiosk(QObject):
         self._may_close = True
         self._close_dialogs()
         QApplication.instance().removeEventFilter(self)
+        self._remove_guard()
         self.window.close()
         self.audit.close()
+
+    def _window_lost(self) -> None:
+        """Another X client destroyed the window: the app ends, to be started again (by the
+        kiosk session or systemd) with a new one."""
+        self.close_app()
+        QApplication.exit(WINDOW_LOST_EXIT_CODE)
+
+    def _remove_guard(self) -> None:
+        if self.guard is not None:
+            QApplication.instance().removeNativeEventFilter(self.guard)
+            self.guard = None
 
     # -- the admin ---------------------------------------------------------------------------
     def ask_pin(self) -> PinPanel:
@@ -586,8 +609,22 @@ class Kiosk(QObject):
 
     def _full_screen(self) -> None:
         w = self.window
-        if self.state != "off" and (w.isMinimized() or not w.isFullScreen()):
+        if self.state == "off":
+            return
+        if w.isMinimized() or not w.isFullScreen():
             w.showFullScreen()
+        self._fill_screen()
+        if not w.isActiveWindow():
+            w.activateWindow()
+
+    def _fill_screen(self) -> None:
+        """The window takes the screen's geometry itself: in the kiosk session there is no window
+        manager to honour full screen, and the window kept its last size (its question box off
+        the bottom of a smaller screen)."""
+        w = self.window
+        screen = w.screen()
+        if screen is not None and w.geometry() != screen.geometry():
+            w.setGeometry(screen.geometry())
 
     def eventFilter(self, watched, event) -> bool:  # noqa: N802
         kind = event.type()
@@ -607,7 +644,7 @@ class Kiosk(QObject):
             if kind == T.Close and not self._may_close:
                 event.ignore()
                 return True
-            if kind == T.WindowStateChange:
+            if kind in (T.WindowStateChange, T.Move, T.Resize):
                 QTimer.singleShot(0, self, self._full_screen)
         if kind in DROP_EVENTS and self.state == "locked":
             event.ignore()
