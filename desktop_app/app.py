@@ -31,7 +31,7 @@ from PySide6.QtCore import QObject, QSocketNotifier, QTimer, QtMsgType, Signal, 
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from engine.errors import disk_full_as_error
+from engine.errors import EngineError, disk_full_as_error
 from engine.kiosk import crash_loop, sd_notify
 from engine.llm.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths, app_folder
@@ -401,6 +401,7 @@ def _show_and_run(app: QApplication, window, args: argparse.Namespace, started: 
     kiosk = args.kiosk or getattr(window.settings, "kiosk", False)
     window.show()
     mode = _start_kiosk(window, kiosk)
+    watcher = _start_bundle_watcher(window, kiosk)
     # the kiosk refuses to close but by its close_app(); the window's closeEvent ends its threads
     close = getattr(mode, "close_app", window.close)
     sigterm.close = close
@@ -412,7 +413,11 @@ def _show_and_run(app: QApplication, window, args: argparse.Namespace, started: 
         from desktop_app.self_check import SelfCheck
 
         check = SelfCheck(window, args.self_check, started, close=close)
-    code = app.exec()
+    try:
+        code = app.exec()
+    finally:
+        if watcher is not None:
+            watcher.stop()
     del mode  # kept alive while the app ran
     return code if check is None else code or (0 if check.passed else 1)
 
@@ -425,6 +430,22 @@ def _window_shown(started: float, what: str) -> None:
 
 
 # -- kiosk ---------------------------------------------------------------------------------------
+def _start_bundle_watcher(window, kiosk: bool):
+    """A kiosk with a bundle_source installs new index bundles in the background (engine.fleet);
+    the assistant switches to them between questions. A bad source is logged, never fatal."""
+    if not kiosk or not window.settings.bundle_source:
+        return None
+    from engine.fleet.watcher import watcher_from_settings
+
+    try:
+        watcher = watcher_from_settings(window.paths, window.settings)
+    except EngineError as exc:
+        log.error("bundle updates are off: %s", exc)
+        return None
+    log.info("watching %s for index bundles every %.0f s", watcher.source, watcher.poll_s)
+    return watcher.start()
+
+
 def _start_kiosk(window, kiosk: bool):
     """THE call site of desktop_app/kiosk/lockdown.py, once the window is shown: kiosk mode when asked
     for (--kiosk or `kiosk = true`), else the audit log alone if the settings turn it on.

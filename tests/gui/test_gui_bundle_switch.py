@@ -67,3 +67,27 @@ def test_the_answer_in_flight_ends_on_the_old_version_and_the_next_reads_the_new
         assert isinstance(after[-1], DoneEvent)
     finally:
         controller.shutdown()
+
+
+def test_a_kiosk_with_a_bundle_source_starts_the_watcher(qtbot, tmp_path, indexed_copy):
+    """desktop_app/app.py starts it in kiosk mode only, from the settings."""
+    from types import SimpleNamespace
+
+    from desktop_app.app import _start_bundle_watcher
+    from engine.config import Settings
+    from engine.fleet.bundle import publish_bundle
+
+    key = generate_keys(tmp_path / "key.pem")
+    build_bundle(indexed_copy, "default", key, tmp_path / "v1.tar", version=1)
+    publish_bundle(tmp_path / "v1.tar", tmp_path / "source")
+    kiosk = AppPaths(tmp_path / "kiosk").ensure()
+    settings = Settings(bundle_source=str(tmp_path / "source"), bundle_keys=(public_key_text(key),),
+                        bundle_poll_s=2)
+    window = SimpleNamespace(paths=kiosk, settings=settings)
+    assert _start_bundle_watcher(window, kiosk=False) is None
+    assert _start_bundle_watcher(SimpleNamespace(paths=kiosk, settings=Settings()), kiosk=True) is None
+    watcher = _start_bundle_watcher(window, kiosk=True)
+    try:
+        qtbot.waitUntil(lambda: kiosk.fleet_current("default") == 1, timeout=30_000)
+    finally:
+        watcher.stop()
