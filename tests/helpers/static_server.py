@@ -5,6 +5,7 @@ same with single-range support (`bytes=N-` / `bytes=N-M`, answered 206), as ngin
     with static_server(folder, ranges=True) as server:
         open_source(server.url).latest()                      # "http://127.0.0.1:PORT/"
         server.requests, server.bytes_sent   # (method, path, status) of each; body bytes sent
+        server.broken     # connections a client dropped mid-reply
 """
 
 from __future__ import annotations
@@ -78,11 +79,18 @@ class _Limited:
         self._data.close()
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A client that went away mid-file (a kiosk killed while downloading) is counted, not printed."""
+        self.broken += 1
+
+
 @contextlib.contextmanager
 def static_server(folder: str | Path, ranges: bool = True) -> Iterator[ThreadingHTTPServer]:
     """Serves `folder` on 127.0.0.1 (a port the kernel picks) until the block ends."""
     handler = functools.partial(RangeHandler if ranges else QuietHandler, directory=os.fspath(folder))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _Server(("127.0.0.1", 0), handler)
+    server.broken = 0
     server.daemon_threads = True
     server.requests = []
     server.bytes_sent = 0
