@@ -44,7 +44,9 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.inbox import start_inbox
-from desktop_app.kiosk.x11_guard import WINDOW_LOST_EXIT_CODE, WindowGuard, keyboard_follows_pointer
+from desktop_app.kiosk.keyboard import KeyboardHook, OnScreenKeyboard
+from desktop_app.kiosk.x11_guard import (WINDOW_LOST_EXIT_CODE, WindowGuard, in_kiosk_session,
+                                         keyboard_follows_pointer)
 from desktop_app.theme import apply_theme
 from engine.kiosk.admin_pin import PinGate
 from engine.kiosk.audit import AuditLog, AuditSink
@@ -341,6 +343,10 @@ class Kiosk(QObject):
         window.chat.busyChanged.connect(self._on_busy)
         window.chat.citationClicked.connect(self._show_source)
         self._build_bar()
+        # under the question box, for touch screens with no keyboard (keyboard.py)
+        self.keyboard = OnScreenKeyboard(window.chat.input, key_px=touch_px(window))
+        window.chat.layout().addWidget(self.keyboard)
+        self.keyboard_hook = KeyboardHook(window.chat.input, self.keyboard)
         app = QApplication.instance()
         app.aboutToQuit.connect(self.audit.close)
 
@@ -409,13 +415,14 @@ class Kiosk(QObject):
         w.setWindowFlag(Qt.WindowType.FramelessWindowHint, True)
         w.showFullScreen()
         self._fill_screen()
-        w.activateWindow()  # with no window manager nobody else gives it the keyboard
         w.chat.set_kiosk(True)  # the welcome text never says to drop files here
         self._set_state("locked")
+        self.keyboard_hook.start()
         self.new_question()
-        if QApplication.platformName() == "xcb":
-            keyboard_follows_pointer()
+        if in_kiosk_session():
+            keyboard_follows_pointer()  # with no window manager nobody else gives it the keys
             w.activateWindow()
+        if QApplication.platformName() == "xcb":
             self.guard = WindowGuard(w, is_ours=lambda: self.state != "off" and not self._may_close,
                                      on_lost=self._window_lost)
             app.installNativeEventFilter(self.guard)
@@ -430,6 +437,7 @@ class Kiosk(QObject):
         self._set_state("off")
         QApplication.instance().removeEventFilter(self)
         self._remove_guard()
+        self.keyboard_hook.stop()
         self.idle_timer.stop()
         self.relock_timer.stop()
         w.removeToolBar(self.bar)
@@ -588,6 +596,7 @@ class Kiosk(QObject):
         w.setStyleSheet(self._style + KIOSK_STYLE.format(
             touch=touch, gap=touch // 8, wide_gap=touch // 4, wide=touch // 2, key=touch * 5 // 4,
             input_pad=input_padding(w.chat.input, app.font(), touch)))
+        self.keyboard.set_key_size(touch)
         # the box sets its height on a font change, which the style sheet applies before the
         # padding: once more, with the padding in place
         QApplication.sendEvent(w.chat.input, QEvent(T.FontChange))
@@ -614,14 +623,16 @@ class Kiosk(QObject):
         if w.isMinimized() or not w.isFullScreen():
             w.showFullScreen()
         self._fill_screen()
-        if not w.isActiveWindow():
-            w.activateWindow()
 
     def _fill_screen(self) -> None:
-        """The window takes the screen's geometry itself: in the kiosk session there is no window
-        manager to honour full screen, and the window kept its last size (its question box off
-        the bottom of a smaller screen)."""
+        """In the kiosk session the window takes the screen's geometry itself (and back, when
+        another X client moves or resizes it): there is no window manager to honour full screen,
+        and the window kept its last size (its question box off the bottom of a smaller screen)."""
         w = self.window
+        if self.state == "off" or not in_kiosk_session():
+            return
+        if not w.isActiveWindow():
+            w.activateWindow()
         screen = w.screen()
         if screen is not None and w.geometry() != screen.geometry():
             w.setGeometry(screen.geometry())
@@ -644,8 +655,10 @@ class Kiosk(QObject):
             if kind == T.Close and not self._may_close:
                 event.ignore()
                 return True
-            if kind in (T.WindowStateChange, T.Move, T.Resize):
+            if kind == T.WindowStateChange:
                 QTimer.singleShot(0, self, self._full_screen)
+            elif kind in (T.Move, T.Resize) and self.state != "off":
+                QTimer.singleShot(0, self, self._fill_screen)
         if kind in DROP_EVENTS and self.state == "locked":
             event.ignore()
             return True

@@ -16,11 +16,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 
 from PySide6.QtCore import QAbstractNativeEventFilter, QTimer
+from PySide6.QtGui import QGuiApplication
 
 log = logging.getLogger(__name__)
 
+SESSION_ENV = "OFFLINE_ASSISTANT_KIOSK_SESSION"
 WINDOW_LOST_EXIT_CODE = 70  # EX_SOFTWARE: not a crash of ours, but the app must start again
 XCB_EVENT = b"xcb_generic_event_t"
 DESTROY_NOTIFY = 17
@@ -31,6 +34,12 @@ WINDOW_OFFSET = 8
 POINTER_ROOT = 1  # X.h's PointerRoot, RevertToPointerRoot, CurrentTime
 REVERT_TO_POINTER_ROOT = 1
 CURRENT_TIME = 0
+
+
+def in_kiosk_session() -> bool:
+    """Whether the app runs in the kiosk's X session (packaging/linux/offline-assistant-kiosk-session
+    sets SESSION_ENV), where no window manager places, sizes or focuses its window."""
+    return QGuiApplication.platformName() == "xcb" and os.environ.get(SESSION_ENV) == "1"
 
 
 def keyboard_follows_pointer() -> bool:
@@ -96,5 +105,6 @@ class WindowGuard(QAbstractNativeEventFilter):
             self._own_unmaps += 1
             w.hide()  # Qt still counts it as shown: a hide and a show map it again
             w.showFullScreen()
-            keyboard_follows_pointer()
+            if in_kiosk_session():
+                keyboard_follows_pointer()
             w.activateWindow()
