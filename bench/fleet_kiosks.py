@@ -44,7 +44,12 @@ def kiosk_main(data: Path, log_path: Path, llm: Path, think_s: float) -> int:
     from PySide6.QtCore import QCoreApplication, QTimer
 
     from desktop_app.controllers.assistant import AssistantController
-    from engine.answer.assistant import AssistantSettings, DoneEvent, ErrorEvent, PassagesEvent
+    from engine.answer.assistant import (
+        AssistantSettings,
+        DoneEvent,
+        ErrorEvent,
+        PassagesEvent,
+    )
     from engine.config import load_settings
     from engine.fleet.watcher import watcher_from_settings
     from engine.paths import AppPaths
@@ -52,7 +57,7 @@ def kiosk_main(data: Path, log_path: Path, llm: Path, think_s: float) -> int:
     app = QCoreApplication([])
     paths = AppPaths(data).ensure()
     settings = load_settings(paths.settings_file)
-    out = open(log_path, "a", buffering=1, encoding="utf-8")
+    out = open(log_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115 (open while the kiosk runs)
 
     def note(kind: str, **fields) -> None:
         out.write(json.dumps({"t": time.time(), "kind": kind, **fields}) + "\n")
@@ -135,15 +140,31 @@ class Admin:
                           f"the basket; torque the cover bolts to {20 + self.version} Nm.", encoding="utf-8")
         self.index([manual])
 
-    def publish(self) -> dict:
+    def publish(self, tamper: bool = False) -> dict:
+        """Builds the next version and publishes it: into a staging source with `admin bundle
+        publish`, then onto the served one, latest.json last (with `tamper`, its manifest.json is
+        changed by one byte after signing before any kiosk can see it)."""
         from engine.fleet.bundle import build_bundle, publish_bundle
 
         self.version += 1
         out = self.paths.root / f"bundle-{self.version}.tar"
         started = time.monotonic()
         manifest = build_bundle(self.paths, "default", self.key, out, version=self.version)
-        publish_bundle(out, self.source)
+        staging = self.source.with_name("staging")
+        publish_bundle(out, staging)
         out.unlink()
+        (self.source / "objects").mkdir(parents=True, exist_ok=True)
+        for item in (staging / "objects").iterdir():
+            if not (self.source / "objects" / item.name).exists():
+                shutil.copyfile(item, self.source / "objects" / f".{item.name}")
+                os.replace(self.source / "objects" / f".{item.name}", self.source / "objects" / item.name)
+        folder = f"bundles/{self.version}"
+        shutil.copytree(staging / folder, self.source / folder)
+        if tamper:  # one space more: the same JSON, other bytes than were signed
+            target = self.source / folder / "manifest.json"
+            target.write_bytes(target.read_bytes().replace(b'"size": ', b'"size":  ', 1))
+        shutil.copyfile(staging / "latest.json", self.source / ".latest.json")
+        os.replace(self.source / ".latest.json", self.source / "latest.json")
         return {"version": self.version, "bundle_bytes": manifest.total_bytes,
                 "build_publish_s": round(time.monotonic() - started, 2), "manifest": manifest}
 
@@ -167,7 +188,7 @@ class Kiosk:
     def start(self) -> None:
         env = dict(os.environ, QT_QPA_PLATFORM="offscreen", OMP_NUM_THREADS="1")
         self.process = subprocess.Popen(self.args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                                        stderr=open(self.paths.root / "stderr.txt", "ab"))
+                                        stderr=open(self.paths.root / "stderr.txt", "ab"))  # noqa: SIM115
 
     def kill9(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -213,7 +234,7 @@ def switch_round(kiosks, admin, poll_s) -> dict:
     published = admin.publish()
     version, t0 = published["version"], time.time()
     done = wait_until(lambda: all(answered_on(k, version, t0) for k in kiosks), poll_s * 3 + 120)
-    switch, first, install, moved = [], [], [], []
+    switch, first, moved = [], [], []
     for k in kiosks:
         polls = [r for r in k.records() if r["kind"] == "poll" and r["t"] >= t0 and r["version"] == version
                  and r["outcome"] == "installed"]
@@ -246,49 +267,53 @@ def _spread(values) -> dict:
 def tamper_round(kiosks, admin, poll_s) -> int:
     """Publishes a version whose manifest is changed after signing: how many kiosks refuse it."""
     admin.add_manual()
-    version = admin.publish()["version"]
-    manifest = admin.source / "bundles" / str(version) / "manifest.json"
-    raw = manifest.read_bytes()
-    manifest.write_bytes(raw.replace(b'"size": ', b'"size":  ', 1))  # one space more: same JSON, other bytes
     t0 = time.time()
+    version = admin.publish(tamper=True)["version"]
 
     def refused(k):
         return any(r["kind"] == "poll" and r["t"] >= t0 and r["outcome"] == "refused" for r in k.records())
 
     wait_until(lambda: all(refused(k) for k in kiosks), poll_s * 2 + 60)
-    count = sum(refused(k) and k.current() != version for k in kiosks)
-    manifest.write_bytes(raw)  # the next publish is a newer version anyway
-    return count
+    return sum(refused(k) and k.current() != version for k in kiosks)
 
 
-def kill_round(kiosk: Kiosk, admin, when: str, poll_s: float) -> dict:
-    """Publishes a change, kills `kiosk` with SIGKILL while it downloads (a .part exists) or
-    installs (an unpacking folder exists), restarts it, and checks it answers on an installed
-    version afterwards (and takes the new one)."""
-    before = kiosk.current()
+def kill_round(targets: dict, admin, poll_s: float) -> list[dict]:
+    """Publishes a change and kills each kiosk of `targets` ({"download": kiosk, "install": kiosk})
+    with SIGKILL inside its window: while it downloads (a .part exists) or installs (an unpacking
+    folder exists); restarts it, and checks that it answers on an installed version afterwards
+    and then takes the new one."""
     admin.add_manual()
+    before = {when: k.current() for when, k in targets.items()}
     version = admin.publish()["version"]
-    objects, versions = kiosk.paths.fleet_objects, kiosk.paths.fleet_collection("default") / "versions"
 
-    def in_window():
-        if when == "download" and any(objects.glob("*.part")):
+    def state(when: str, kiosk: Kiosk):
+        if when == "download" and any(kiosk.paths.fleet_objects.glob("*.part")):
             return "hit"
+        versions = kiosk.paths.fleet_collection("default") / "versions"
         if when == "install" and any(p.name.startswith(f".{version}-") for p in versions.glob(".*")):
             return "hit"
         return "missed" if kiosk.current() == version else None  # too quick to catch this time
 
-    hit = wait_until(in_window, poll_s * 2 + 60, step_s=0.002) == "hit"
-    kiosk.kill9()
-    killed_at = time.time()
-    on_disk = kiosk.current()
-    kiosk.start()
-    answered = wait_until(lambda: next((r for r in kiosk.records() if r["kind"] == "answer"
-                                        and r["t"] >= killed_at), None), 180)
-    took = wait_until(lambda: answered_on(kiosk, version, killed_at), poll_s * 2 + 120)
-    working = bool(answered and answered["ok"] and answered["versions"]
-                   and answered["versions"][0] in (before, version))
-    return {"hit": hit, "before": before, "after_kill": on_disk, "working": working,
-            "took_new": bool(took)}
+    outcome, killed_at = {}, {}
+    deadline = time.monotonic() + poll_s * 2 + 120
+    while len(outcome) < len(targets) and time.monotonic() < deadline:
+        for when, kiosk in targets.items():
+            if when not in outcome and (seen := state(when, kiosk)):
+                kiosk.kill9()
+                outcome[when], killed_at[when] = seen, time.time()
+                kiosk.start()
+        time.sleep(0.002)
+    rounds = []
+    for when, kiosk in targets.items():
+        since = killed_at.get(when, time.time())
+        answered = wait_until(lambda: next((r for r in kiosk.records() if r["kind"] == "answer"  # noqa: B023
+                                            and r["t"] >= since), None), 180)  # noqa: B023
+        took = wait_until(lambda: answered_on(kiosk, version, since), poll_s * 2 + 120)  # noqa: B023
+        working = bool(answered and answered["ok"] and answered["versions"]
+                       and answered["versions"][0] in (before[when], version))
+        rounds.append({"when": when, "kiosk": kiosk.index, "hit": outcome.get(when) == "hit",
+                       "before": before[when], "working": working, "took_new": bool(took)})
+    return rounds
 
 
 def run_fleet(args) -> dict:
@@ -316,13 +341,17 @@ def run_fleet(args) -> dict:
             figures["switch"] = switch_round(kiosks, admin, args.poll_s)
             figures["bytes_sent_switch"] = server.bytes_sent - sent
             figures["tampered_refused_by"] = tamper_round(kiosks, admin, args.poll_s)
+            rounds = []
+            for i in range(args.kills):  # each round: one kiosk killed downloading, another installing
+                targets = {"download": kiosks[(2 * i) % len(kiosks)], "install": kiosks[(2 * i + 1) % len(kiosks)]}
+                rounds += kill_round(targets, admin, args.poll_s)
             figures["kills"] = {}
             for when in ("download", "install"):
-                rounds = [kill_round(kiosks[i % len(kiosks)], admin, when, args.poll_s) for i in range(args.kills)]
-                figures["kills"][when] = {"runs": len(rounds), "landed": sum(r["hit"] for r in rounds),
-                                          "working_after": sum(r["working"] for r in rounds),
-                                          "took_new_after": sum(r["took_new"] for r in rounds),
-                                          "rounds": rounds}
+                mine = [r for r in rounds if r["when"] == when]
+                figures["kills"][when] = {"runs": len(mine), "landed": sum(r["hit"] for r in mine),
+                                          "working_after": sum(r["working"] for r in mine),
+                                          "took_new_after": sum(r["took_new"] for r in mine),
+                                          "rounds": mine}
             working = [k for k in kiosks if k.current() is not None and
                        (k.paths.collection("default") / "collection.sqlite3").is_file()]
             figures["on_a_working_version_at_end"] = len(working)
