@@ -52,6 +52,11 @@ KEYS = ["super", "Super_L+d", "Super_L+e", "Super_L+r", "alt+Tab", "alt+F2", "al
         "Menu", "shift+F10", *[f"ctrl+alt+F{n}" for n in range(1, 13)]]
 GRID = (6, 4)  # points across, down: every part of the screen
 DUMMY_SCREEN = """
+Section "Monitor"
+    Identifier "monitor"
+    HorizSync 5.0 - 1000.0
+    VertRefresh 5.0 - 200.0
+EndSection
 Section "Device"
     Identifier "dummy"
     Driver "dummy"
@@ -60,9 +65,11 @@ EndSection
 Section "Screen"
     Identifier "screen"
     Device "dummy"
+    Monitor "monitor"
     DefaultDepth 24
     SubSection "Display"
         Depth 24
+        Modes "{width}x{height}"
         Virtual {width} {height}
     EndSubSection
 EndSection
