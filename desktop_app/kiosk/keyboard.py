@@ -14,7 +14,13 @@ from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QApplication, QGridLayout, QPushButton, QSizePolicy, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QGridLayout,
+    QPushButton,
+    QSizePolicy,
+    QWidget,
+)
 
 ROWS = ("1234567890-", "qwertyuiop/", "asdfghjkl.?", "zxcvbnm,'")
 SHIFT, BACKSPACE, SPACE, ENTER = "Shift", "⌫", "Space", "Enter"

@@ -45,8 +45,12 @@ from PySide6.QtWidgets import (
 
 from desktop_app.controllers.inbox import start_inbox
 from desktop_app.kiosk.keyboard import KeyboardHook, OnScreenKeyboard
-from desktop_app.kiosk.x11_guard import (WINDOW_LOST_EXIT_CODE, WindowGuard, in_kiosk_session,
-                                         keyboard_follows_pointer)
+from desktop_app.kiosk.x11_guard import (
+    WINDOW_LOST_EXIT_CODE,
+    WindowGuard,
+    in_kiosk_session,
+    keyboard_follows_pointer,
+)
 from desktop_app.theme import apply_theme
 from engine.kiosk.admin_pin import PinGate
 from engine.kiosk.audit import AuditLog, AuditSink

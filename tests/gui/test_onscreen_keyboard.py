@@ -15,10 +15,11 @@ from PySide6.QtWidgets import QWidget
 
 from desktop_app.kiosk.keyboard import BACKSPACE, ENTER, SHIFT, SPACE
 from desktop_app.kiosk.lockdown import MIN_FONT_PT, TOUCH_PX, touch_px
-from tests.gui.test_gui_kiosk import clock, data, open_kiosk  # noqa: F401 (fixtures)
+from tests.gui import test_gui_kiosk
 from tests.helpers.pump_chat import ANSWER_MS
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
+data, clock, open_kiosk = test_gui_kiosk.data, test_gui_kiosk.clock, test_gui_kiosk.open_kiosk  # its fixtures
 
 
 def touch(qtbot, kiosk, *keys: str) -> None:
