@@ -91,7 +91,7 @@ def object_path(part: Path) -> Path:
     return part.with_suffix("")
 
 
-def open_source(where: str | Path) -> "FolderSource | HttpSource":
+def open_source(where: str | Path) -> FolderSource | HttpSource:
     """A source for an http(s):// URL, a file:// URL or a folder path."""
     text = str(where).strip()
     if re.match(r"https?://", text, re.IGNORECASE):

@@ -80,7 +80,7 @@ class BundleWatcher:
         self._refused: set[str] = set()  # digests of manifests refused for their signature
 
     # -- the thread -----------------------------------------------------------------------------
-    def start(self) -> "BundleWatcher":
+    def start(self) -> BundleWatcher:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="bundle-watcher", daemon=True)
             self._thread.start()

@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.fleet.bundle import build_bundle, generate_keys, publish_bundle, public_key_text
+from engine.fleet.bundle import (
+    build_bundle,
+    generate_keys,
+    public_key_text,
+    publish_bundle,
+)
 from engine.fleet.records import read_records
 from engine.fleet.source import open_source
 from engine.fleet.watcher import JITTER, BundleWatcher

@@ -10,10 +10,22 @@ from pathlib import Path
 import pytest
 
 from engine.answer.assistant import DoneEvent, PassagesEvent
-from engine.fleet.bundle import build_bundle, generate_keys, install_bundle, public_key_text
+from engine.fleet.bundle import (
+    build_bundle,
+    generate_keys,
+    install_bundle,
+    public_key_text,
+)
 from engine.paths import AppPaths
 from tests.helpers.events import wait_event
-from tests.helpers.pump_chat import ANSWER_MS, QUESTION, Hold, answer_of, index_into, start_controller
+from tests.helpers.pump_chat import (
+    ANSWER_MS,
+    QUESTION,
+    Hold,
+    answer_of,
+    index_into,
+    start_controller,
+)
 
 
 @pytest.fixture

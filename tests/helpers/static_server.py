@@ -23,7 +23,7 @@ from pathlib import Path
 class QuietHandler(SimpleHTTPRequestHandler):
     """http.server's own handler: no Range. Logs to the server's list, not to stderr."""
 
-    def log_message(self, format, *args):  # noqa: A002 (http.server's name)
+    def log_message(self, format, *args):
         pass
 
     def log_request(self, code="-", size="-"):
