@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
 from engine.cli.generate import DEFAULT_SYSTEM
@@ -278,6 +278,16 @@ def _capped(request: Request, wanted: int | None) -> int:
     return limit if wanted is None else min(wanted, limit)
 
 
+async def _collected(generation: Generation) -> tuple[str, Finished] | JSONResponse:
+    """The whole text and how it ended, or the error's reply; the generation is closed."""
+    try:
+        return await generation.collect()
+    except EngineError as exc:
+        return reply_for(exc)
+    finally:
+        await generation.close()
+
+
 # -- the simple API -------------------------------------------------------------------------
 def _simple_job(request: Request, body: GenerateRequest) -> Job:
     _check_prompt_size(request, len(body.prompt))
@@ -294,12 +304,10 @@ async def generate(body: GenerateRequest, request: Request):
         generation = Generation(request, _simple_job(request, body))
     except EngineError as exc:
         return reply_for(exc)
-    try:
-        text, finished = await generation.collect()
-    except EngineError as exc:
-        return reply_for(exc)
-    finally:
-        await generation.close()
+    collected = await _collected(generation)
+    if isinstance(collected, JSONResponse):
+        return collected
+    text, finished = collected
     return GenerateResponse(generated_text=text, tokens_generated=finished.stats.new_tokens,
                             finish_reason=finished.finish_reason)
 
@@ -385,13 +393,8 @@ async def chat_completions(body: ChatRequest, request: Request):
         return reply_for(exc)
     reply = _ChatReply(request.app.state.server.model_name)
     if not body.stream:
-        try:
-            text, finished = await generation.collect()
-        except EngineError as exc:
-            return reply_for(exc)
-        finally:
-            await generation.close()
-        return reply.completion(text, finished)
+        collected = await _collected(generation)
+        return collected if isinstance(collected, JSONResponse) else reply.completion(*collected)
     try:
         first = await started(generation)
     except EngineError as exc:

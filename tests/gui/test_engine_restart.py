@@ -15,15 +15,13 @@ from engine.answer.assistant import ErrorEvent
 from engine.config import Settings
 from engine.paths import AppPaths
 from tests.helpers.events import wait_event
-from tests.helpers.pdf_factory import write_pdf
 from tests.helpers.pump_chat import (
     ANSWER,
     ANSWER_MS,
     LOAD_MS,
-    PUMP_PAGES,
     QUESTION,
     answer_of,
-    index_into,
+    pump_data_dir,
     start_controller,
 )
 
@@ -32,11 +30,7 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SI
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, qapp) -> AppPaths:
-    """A data dir whose collection holds the pump manual."""
-    pdf = write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
-    paths = AppPaths(tmp_path_factory.mktemp("data")).ensure()
-    index_into(paths, [pdf])
-    return paths
+    return pump_data_dir(tmp_path_factory)
 
 
 @pytest.fixture

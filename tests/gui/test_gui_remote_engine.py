@@ -16,23 +16,18 @@ from engine.config import Settings
 from engine.paths import AppPaths
 from tests.helpers.events import wait_event
 from tests.helpers.http_engines import llama_server, refused_url, scripted_engine
-from tests.helpers.pdf_factory import write_pdf
 from tests.helpers.pump_chat import (
     ANSWER,
     ANSWER_MS,
     LOAD_MS,
-    PUMP_PAGES,
     QUESTION,
-    index_into,
+    pump_data_dir,
 )
 
 
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, qapp) -> AppPaths:
-    pdf = write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
-    paths = AppPaths(tmp_path_factory.mktemp("data")).ensure()
-    index_into(paths, [pdf])
-    return paths
+    return pump_data_dir(tmp_path_factory)
 
 
 def open_window(qtbot, paths, llm_dir, engine_url: str) -> tuple[MainWindow, list, list]:

@@ -39,6 +39,16 @@ def index_into(paths: AppPaths, files: list[Path]) -> None:
     assert [o.status for o in outcomes] == ["ready"] * len(files), outcomes
 
 
+def pump_data_dir(tmp_path_factory) -> AppPaths:
+    """A data dir whose collection holds the pump manual as a real PDF."""
+    from tests.helpers.pdf_factory import write_pdf
+
+    pdf = write_pdf(tmp_path_factory.mktemp("docs") / "pump.pdf", PUMP_PAGES)
+    paths = AppPaths(tmp_path_factory.mktemp("data")).ensure()
+    index_into(paths, [pdf])
+    return paths
+
+
 def start_controller(qtbot, paths, llm_dir, answer=ANSWER, **settings) -> AssistantController:
     controller = AssistantController(paths, provider="cpu", settings=Settings(**settings),
                                      llm_folder=llm_dir, assistant_settings=answer, start=False)
