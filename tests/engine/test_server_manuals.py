@@ -237,12 +237,16 @@ class _WaitsForCancel:
         self.over = threading.Event()
 
     def ask(self, question, history, cancel):
+        completed = False
         try:
             for event in self._assistant.ask(question, history, cancel):
                 yield event
                 if event.kind == "text" and self.cancelled is None:
                     self.cancelled = cancel.wait(30)
+            completed = True
         finally:
+            if self.cancelled is None:  # closed at a yield: the request's thread saw the cancel first
+                self.cancelled = not completed and cancel.is_set()
             self.over.set()
 
 
