@@ -242,6 +242,9 @@ def session(display, tmp_path, tiny_llm_dir):
         beacon.close()
 
 
+FOCUS_SETTLES = 5  # GUI-thread turns a restarted app may take before its window holds the keys (Xorg, loaded CI)
+
+
 class Session:
     def __init__(self, display_name: str, beacon: Beacon, pid: int, log: Path):
         self.display = display_name
@@ -268,6 +271,11 @@ class Session:
         ready, self.pid = self.beacon.wait("READY=1", started, BACK_WITHIN_S)
         assert self.pid != old, f"{what}: the same app said READY=1 again"
         self.beacon.settle(self.pid)
+        for _ in range(FOCUS_SETTLES):  # a new window gets the keys once its X11 guard has run
+            windows = mapped_windows(self.display)
+            if len(windows) == 1 and keyboard_window(self.display) == windows[0][0]:
+                break
+            self.beacon.settle(self.pid)
         self.ours()
         return ready - started
 
