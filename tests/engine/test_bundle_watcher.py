@@ -91,12 +91,19 @@ def test_a_kiosk_installs_then_takes_only_the_new_document(tmp_path, admin, wher
     watcher.stop()
 
 
-def test_a_tampered_manifest_is_refused_and_audited_once(tmp_path, admin, where):
+def installed_then_v2_published(tmp_path, admin, where):
+    """A kiosk's watcher with version 1 installed, and version 2 (a valve manual more) published:
+    (the watcher, version 2's manifest)."""
     paths, key, source = admin
     watcher = watcher_for(tmp_path, admin, where)
     assert watcher.poll_once().outcome == "installed"
     add_manual(paths, "valve.txt", "Valve manual. Close the valve before removing the strainer basket.")
-    publish(paths, key, source, 2)
+    return watcher, publish(paths, key, source, 2)
+
+
+def test_a_tampered_manifest_is_refused_and_audited_once(tmp_path, admin, where):
+    source = admin[2]
+    watcher, _ = installed_then_v2_published(tmp_path, admin, where)
     manifest = source / "bundles" / "2" / "manifest.json"
     manifest.write_bytes(manifest.read_bytes().replace(b'"version": 2', b'"version": 3'))
     refused = watcher.poll_once()
@@ -110,11 +117,8 @@ def test_a_tampered_manifest_is_refused_and_audited_once(tmp_path, admin, where)
 
 
 def test_a_tampered_object_is_refused_and_the_current_version_keeps_serving(tmp_path, admin, where):
-    paths, key, source = admin
-    watcher = watcher_for(tmp_path, admin, where)
-    assert watcher.poll_once().outcome == "installed"
-    add_manual(paths, "valve.txt", "Valve manual. Close the valve before removing the strainer basket.")
-    v2 = publish(paths, key, source, 2)
+    source = admin[2]
+    watcher, v2 = installed_then_v2_published(tmp_path, admin, where)
     document = next(e for e in v2.files if "valve" in e.name)
     target = source / "objects" / document.sha256
     target.write_bytes(target.read_bytes().replace(b"valve", b"VALVE"))
