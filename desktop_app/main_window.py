@@ -42,6 +42,7 @@ from desktop_app.theme import apply_theme
 from engine.config import Settings, load_settings, save_settings
 from engine.conversations import ConversationStore
 from engine.errors import EngineError
+from engine.kiosk import sd_notify
 from engine.models.prepare import needs_preparation
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 
@@ -489,6 +490,9 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:  # noqa: N802
         if not self._closed:
             self._closed = True
+            # systemd stops the watchdog here and allows TimeoutStopSec: ending the threads and
+            # the model's process blocks this thread, and heartbeats stop meanwhile
+            sd_notify.stopping()
             self.chat.stop()
             self.save_conversation()
             self.assistant.shutdown()

@@ -35,14 +35,16 @@ REPO = Path(__file__).resolve().parents[2]
 WATCHDOG_S = 5.0  # WatchdogSec, as in the unit (2 s gave false kills on a loaded 2-core machine)
 RESTART_S = 0.5  # RestartSec
 START_TIMEOUT_S = 60.0  # TimeoutStartSec: a start with no READY=1 is killed
+STOP_TIMEOUT_S = 10.0  # TimeoutStopSec: after STOPPING=1 there is no watchdog, this instead
 BACK_WITHIN_S = 10.0
 _names = itertools.count()
 
 
 class Supervisor:
     """systemd's part, in a thread: starts the app with NOTIFY_SOCKET and WATCHDOG_USEC, takes
-    READY=1 / WATCHDOG=1 from its main process only (the sender's pid, as NotifyAccess=main),
-    SIGKILLs it when a start or a heartbeat is late, and starts it again whenever it exits."""
+    READY=1 / WATCHDOG=1 / STOPPING=1 from its main process only (the sender's pid, as
+    NotifyAccess=main), SIGKILLs it when a start, a heartbeat or (after STOPPING=1) the exit is
+    late, and starts it again whenever it exits."""
 
     def __init__(self, argv: list[str], log_path: Path):
         self.argv = argv
@@ -121,6 +123,7 @@ class Supervisor:
     def _run(self) -> None:
         started = last_ping = time.monotonic()
         ready = False
+        stopping_at = None
         while not self._stop.is_set():
             for pid, message in self._receive():
                 if pid != self.process.pid:
@@ -131,17 +134,29 @@ class Supervisor:
                     self._record("READY", pid)
                 if "WATCHDOG=1" in message:
                     last_ping = now
+                if "STOPPING=1" in message and stopping_at is None:
+                    stopping_at = now
+                    self._record("STOPPING", pid)
             now = time.monotonic()
             if self.process.poll() is not None:
                 self._record(f"exit {self.process.returncode}", self.process.pid)
                 time.sleep(RESTART_S)
                 self._start()
                 started = last_ping = time.monotonic()
-                ready = False
-            elif (ready and now - last_ping > WATCHDOG_S) or (not ready and now - started > START_TIMEOUT_S):
-                self._record("watchdog kill" if ready else "start timeout", self.process.pid)
+                ready, stopping_at = False, None
+            elif late := self._late(now, ready, started, last_ping, stopping_at):
+                self._record(late, self.process.pid)
                 self.process.kill()
                 self.process.wait()
+
+    @staticmethod
+    def _late(now: float, ready: bool, started: float, last_ping: float, stopping_at: float | None) -> str:
+        """What systemd would kill the process for now, or ""."""
+        if stopping_at is not None:
+            return "stop timeout" if now - stopping_at > STOP_TIMEOUT_S else ""
+        if not ready:
+            return "start timeout" if now - started > START_TIMEOUT_S else ""
+        return "watchdog kill" if now - last_ping > WATCHDOG_S else ""
 
     def _receive(self) -> list[tuple[int, str]]:
         out = []
@@ -236,7 +251,8 @@ def test_sigterm_is_a_clean_exit_not_a_crash(tmp_path, tiny_llm_dir):
             stopped_at = time.monotonic()
             os.kill(pid, signal.SIGTERM)
             _, pid = supervisor.wait_ready(stopped_at, BACK_WITHIN_S, other_than=pid)
-        assert supervisor.count("exit 0") == crash_loop.CRASHES, supervisor.events
+        assert supervisor.count("exit 0") == crash_loop.CRASHES, [what for _, what, _ in supervisor.events]
+        assert supervisor.count("STOPPING") == crash_loop.CRASHES
         history = json.loads(starts.read_text(encoding="utf-8"))["starts"]
     assert [start["clean"] for start in history] == [True] * crash_loop.CRASHES + [False]  # the last runs
     assert safe_mode_starts(data) == 0
