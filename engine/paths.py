@@ -99,6 +99,12 @@ class AppPaths:
     def audit_folder(self) -> Path:
         return self.root / "audit"
 
+    @property
+    def ocr_cache(self) -> Path:
+        """Pages recognised by OCR, kept as each is done (<sha256>/<engine>/<page>.json), so an
+        interrupted run carries on where it stopped; shared by every collection."""
+        return self.root / "cache" / "ocr"
+
     # -- index bundles (engine/fleet) ---------------------------------------------------------
     @property
     def fleet(self) -> Path:

@@ -48,15 +48,53 @@ DocumentStatus = Literal["ready", "ready_with_warnings", "failed"]
 
 
 @dataclass(frozen=True)
+class OcrWord:
+    """A recognised word: characters [start, end) of its page's text, and where it is on the
+    page (x0, y0, x1, y1 in PDF points from the page's top left, as QtPdf draws)."""
+
+    start: int
+    end: int
+    box: tuple[float, float, float, float]
+    confidence: float  # 0..1, the recogniser's
+
+
+@dataclass(frozen=True)
+class PageOcr:
+    """How a page without a text layer was read: by OCR, with this confidence (0..1, over
+    its characters), on a page of width x height points; `engine` names the models and
+    settings (engine.ingest.ocr.OcrSettings.engine_id)."""
+
+    confidence: float
+    width: float
+    height: float
+    words: tuple[OcrWord, ...]
+    engine: str
+
+    def to_json(self) -> dict:
+        return {"confidence": self.confidence, "width": self.width, "height": self.height,
+                "engine": self.engine,
+                "words": [[w.start, w.end, *w.box, w.confidence] for w in self.words]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "PageOcr":
+        words = tuple(OcrWord(int(s), int(e), (float(x0), float(y0), float(x1), float(y1)), float(c))
+                      for s, e, x0, y0, x1, y1, c in data.get("words", ()))
+        return cls(float(data["confidence"]), float(data["width"]), float(data["height"]), words,
+                   str(data.get("engine", "")))
+
+
+@dataclass(frozen=True)
 class Page:
     """One page of a document's text. For PDFs `number` is the physical page (1-based, as a
     viewer counts) and `label` its printed label where the PDF declares one that differs
     ("5" on page 10); for other formats it numbers sections or blocks of lines, and `label`
-    says which ("lines 1-120", a heading)."""
+    says which ("lines 1-120", a heading). `ocr` is set when the text was recognised from
+    the page's image (a scanned page)."""
 
     number: int
     text: str
     label: str = ""
+    ocr: PageOcr | None = None
 
 
 @dataclass(frozen=True)
