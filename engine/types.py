@@ -168,6 +168,15 @@ _STORED_COLUMNS = ("id", "path", "sha256", "size", "mtime", "status", "error", "
 
 
 @dataclass(frozen=True)
+class PageProgress:
+    """OCR of one document under way: `done` of the `total` pages without text recognised
+    (ParsePool.imap(..., progress=True) yields it before the document's result)."""
+
+    done: int
+    total: int
+
+
+@dataclass(frozen=True)
 class IndexProgress:
     """One event of an indexing run, for progress bars and logs."""
 
@@ -181,6 +190,9 @@ class IndexProgress:
     bytes_total: int = 0
     document_pages: int = 0  # of the current document, once it is parsed
     document_pages_done: int = 0  # of those, the pages whose chunks are embedded
+    # "" while parsing, chunking and embedding; "recognising" while OCR reads the current
+    # document's scanned pages: document_pages and document_pages_done then count those pages
+    stage: str = ""
 
     @property
     def pages_per_s(self) -> float:

@@ -4,6 +4,8 @@
         for path, result in pool.imap(discover([folder])):
             ...  # a ParsedDocument, or a DocumentError saying why not
 
+    ParsePool(ocr=OcrOptions(cache=paths.ocr_cache))   # scanned pages recognised (ocr_pages)
+
 `parse_file` reads one file in the calling process: only worker processes should call it on
 files nobody has vetted (see parse_pool). `inbox` says which files in a watched folder are
 whole and ready to index. `locate` finds a cited passage in a page's text as another reader
@@ -16,10 +18,11 @@ from pathlib import Path
 
 from engine.errors import DocumentError
 from engine.ingest.discover import SUPPORTED, discover, is_supported
+from engine.ingest.ocr_pages import OcrOptions
 from engine.ingest.parse_pool import ParsePool
 from engine.types import DocumentOutcome, OutlineEntry, Page, ParsedDocument
 
-__all__ = ["SUPPORTED", "ParsePool", "discover", "is_supported", "outcome_for", "parse_file"]
+__all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "outcome_for", "parse_file"]
 
 
 def parse_file(path: str | Path) -> ParsedDocument:
@@ -28,7 +31,7 @@ def parse_file(path: str | Path) -> ParsedDocument:
     parser = _parser_for(path)
     if parser is None:
         raise DocumentError.of("unsupported", path, f"'{path.suffix or 'no extension'}'")
-    return _cleaned(parser(path))
+    return cleaned(parser(path))
 
 
 def outcome_for(document: ParsedDocument) -> DocumentOutcome:
@@ -58,9 +61,10 @@ def _parser_for(path: Path):
     return None
 
 
-def _cleaned(document: ParsedDocument) -> ParsedDocument:
-    """Text that SQLite, JSON and tokenizers all accept: no NULs, no lone surrogates."""
-    pages = tuple(Page(page.number, _clean(page.text), _clean(page.label))
+def cleaned(document: ParsedDocument) -> ParsedDocument:
+    """Text that SQLite, JSON and tokenizers all accept: no NULs, no lone surrogates. A page
+    recognised by OCR keeps its text as it is: its word boxes count its characters."""
+    pages = tuple(page if page.ocr is not None else Page(page.number, _clean(page.text), _clean(page.label))
                   for page in document.pages)
     outline = tuple(OutlineEntry(entry.page, tuple(_clean(t) for t in entry.path))
                     for entry in document.outline)

@@ -12,11 +12,23 @@ own errors). So each document is parsed in a worker process with:
 Whatever happens to a worker, the caller gets a DocumentError for that document, and the next
 document gets a fresh worker.
 
+OCR (ParsePool(ocr=OcrOptions(...)), see ocr_pages): after a PDF's text pass the worker
+recognises its pages without a usable text layer, one by one, and reports each page. Each
+report moves the document's deadline to at least the per-page limit (plus a grace) from then,
+and the worker re-arms its CPU limit before each page: a 300-page scan is not "timed out" by
+the document's limit, while a page stuck in the recogniser still is. A page over its limit
+between the recogniser's steps is given up alone (a warning); the rest of the document is kept.
+
 Protocol: one JSON object per message over a Pipe (send_bytes / recv_bytes; never pickle).
   caller -> worker   {"op": "settings", "memory_limit_mb": int}   once, first
-                     {"op": "parse", "path": str, "cpu_limit_s": float}
+                     {"op": "parse", "path": str, "cpu_limit_s": float,
+                      "ocr": null | {"enabled": bool, "cache": str | null, "page_time_limit_s": float,
+                                     "memory_limit_mb": int | null}}
                      {"op": "close"}
-  worker -> caller   {"ok": true, "document": {"path", "title", "pages": [[number, text, label]],
+  worker -> caller   {"progress": {"done": int, "total": int}}   OCR: before the first page to
+                      recognise and after each one (pages read from the cache count as done)
+                     {"ok": true, "document": {"path", "title",
+                      "pages": [[number, text, label, ocr]], (ocr: null, or PageOcr.to_json())
                       "warnings": [str], "outline": [[page, [title, ...]]]}}
                      {"ok": false, "kind": str, "message": str, "retire": bool}
 A worker that replies with "retire": true exits after the reply (its state is suspect).
@@ -40,13 +52,21 @@ from typing import Protocol
 from engine.child_process import ChildDied, JsonChild, describe_exit, quiet_child
 from engine.errors import DocumentError, EngineProcessError
 from engine.ingest.discover import is_supported
+from engine.ingest.ocr_pages import OcrOptions
 from engine.models.manifest import sha256_file
-from engine.types import OutlineEntry, Page, ParsedDocument
+from engine.types import OutlineEntry, Page, PageOcr, PageProgress, ParsedDocument
 
 MB = 1024 * 1024
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 _POLL_S = 0.1  # how often a waiting caller looks at its cancel flag
 _CPU_MARGIN_S = 5.0  # the worker's own CPU limit lies this far past the wall-time limit
+# a page's hard limits lie this far past its own limit: the first page also loads the models,
+# and the per-page limit is checked between the recogniser's steps, not inside them
+_PAGE_GRACE_S = 30.0
+# RLIMIT_AS of a worker recognising pages (OCR): onnxruntime, the models and a page image at
+# 200 dpi need some 1.5 GB of address space besides the text pass (measured in the worker: see
+# the report of issue 18); text-only documents keep memory_limit_mb
+OCR_MEMORY_LIMIT_MB = 3072
 
 
 class CancelFlag(Protocol):
@@ -66,9 +86,10 @@ class ParsePool:
 
     def __init__(self, workers: int = 1, time_limit_s: float = 120.0,
                  memory_limit_mb: int | None = 2048, max_file_mb: int = 512,
-                 max_text_mb: int = 64):
+                 max_text_mb: int = 64, ocr: OcrOptions | None = None):
         if workers < 1:
             raise ValueError("workers must be at least 1")
+        self.ocr = ocr if ocr is not None and ocr.enabled else None
         self.workers = workers
         self.time_limit_s = time_limit_s
         self.memory_limit_mb = memory_limit_mb
@@ -102,8 +123,9 @@ class ParsePool:
         return result
 
     def imap(self, paths: Iterable[str | Path], cancel: CancelFlag | None = None,
-             ) -> Iterator[tuple[Path, Result]]:
-        """(path, ParsedDocument or DocumentError) for each path, in order.
+             progress: bool = False) -> Iterator[tuple[Path, Result | PageProgress]]:
+        """(path, ParsedDocument or DocumentError) for each path, in order; with `progress`,
+        also (path, PageProgress(done, total)) while OCR recognises its pages, before its result.
 
         Keeps `workers` documents parsing ahead, so the next documents parse while the caller
         works on this one. Stops early, yielding nothing more, once `cancel` is set.
@@ -113,8 +135,14 @@ class ParsePool:
         try:
             self._fill(in_flight, queue, cancel)
             while in_flight:
-                job = in_flight.popleft()
-                result = self._finish(job, cancel)
+                job = in_flight[0]  # stays in the queue, to be stopped, while its progress is out
+                result = None
+                for item in self._outcome(job, cancel):
+                    if not isinstance(item, PageProgress):
+                        result = item
+                    elif progress:
+                        yield job.path, item
+                in_flight.popleft()
                 if result is None:
                     return  # cancelled while waiting
                 self._fill(in_flight, queue, cancel)
@@ -136,8 +164,14 @@ class ParsePool:
         if refusal is not None:
             return _Job(path, result=refusal)
         worker = self._send({"op": "parse", "path": str(path),
-                             "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S})
+                             "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S, "ocr": self._ocr_request()})
         return _Job(path, worker=worker, deadline=time.monotonic() + self.time_limit_s)
+
+    def _ocr_request(self) -> dict | None:
+        if self.ocr is None:
+            return None
+        memory = max(self.memory_limit_mb, OCR_MEMORY_LIMIT_MB) if self.memory_limit_mb else None
+        return {**self.ocr.to_json(), "memory_limit_mb": memory}
 
     def _send(self, request: dict) -> "_Worker":
         """An idle worker, or a new one, that has taken `request`."""
@@ -156,26 +190,44 @@ class ParsePool:
             raise EngineProcessError("A document reader process stopped as it started.") from exc
         return worker
 
-    def _finish(self, job: "_Job", cancel: CancelFlag | None) -> Result | None:
+    def _outcome(self, job: "_Job", cancel: CancelFlag | None) -> Iterator[PageProgress | Result | None]:
+        """The document's OCR progress as it comes, then its result (None: cancelled)."""
         if job.result is not None:
-            return job.result
+            yield job.result
+            return
         worker = job.worker
-        try:
-            reply = worker.receive(job.deadline, cancel)
-        except _Cancelled:
-            self._discard(worker)
-            return None
-        except _TimedOut:
-            self._discard(worker)
-            return DocumentError.of("timed_out", job.path, f"limit {self.time_limit_s:g} s")
-        except ChildDied as died:
-            self._discard(worker)
-            return self._death_error(job.path, died.exitcode)
+        while True:
+            try:
+                reply = worker.receive(job.deadline, cancel)
+            except _Cancelled:
+                self._discard(worker)
+                yield None
+                return
+            except _TimedOut:
+                self._discard(worker)
+                yield DocumentError.of("timed_out", job.path, self._over_limit(job))
+                return
+            except ChildDied as died:
+                self._discard(worker)
+                yield self._death_error(job, died.exitcode)
+                return
+            if "progress" not in reply:
+                break
+            job.progress = _progress_of(reply)
+            job.deadline = max(job.deadline, time.monotonic() + self.ocr.page_time_limit_s + _PAGE_GRACE_S)
+            yield job.progress
         if reply.get("retire"):
             self._discard(worker, polite=True)
         else:
             self._idle.append(worker)
-        return _result_from(reply, job.path)
+        yield _result_from(reply, job.path)
+
+    def _over_limit(self, job: "_Job", what: str = "limit") -> str:
+        """Which limit a document ran past: the document's, or a page's while OCR ran."""
+        if job.progress is None or job.progress.done >= job.progress.total:
+            return f"{what} {self.time_limit_s:g} s"
+        return (f"recognising page {job.progress.done + 1} of the {job.progress.total} without text went "
+                f"past the {self.ocr.page_time_limit_s:g} s {what} per page")
 
     def _refusal(self, path: Path) -> DocumentError | None:
         """Why `path` need not reach a worker at all, if it need not."""
@@ -197,11 +249,14 @@ class ParsePool:
                                     f"limit for this format is {limit_mb:,} MB")
         return None
 
-    def _death_error(self, path: Path, exitcode: int | None) -> DocumentError:
+    def _death_error(self, job: "_Job", exitcode: int | None) -> DocumentError:
+        path = job.path
         if exitcode == -signal.SIGKILL:  # not by us: the system ran out of memory
             return DocumentError.of("too_large", path, "it ran out of memory")
         sigxcpu = getattr(signal, "SIGXCPU", None)  # not on Windows
         if sigxcpu is not None and exitcode == -sigxcpu:
+            if job.progress is not None and job.progress.done < job.progress.total:
+                return DocumentError.of("timed_out", path, self._over_limit(job, "CPU limit"))
             return DocumentError.of("timed_out", path, f"over {self.time_limit_s:g} s of CPU")
         return DocumentError.of("crashed", path, f"the reader process {describe_exit(exitcode)}")
 
@@ -248,6 +303,7 @@ class _Job:
         self.worker = worker
         self.deadline = deadline
         self.result = result
+        self.progress: PageProgress | None = None  # the last OCR progress its worker reported
 
 
 class _TimedOut(Exception):
@@ -289,6 +345,11 @@ class _Worker(JsonChild):
                 raise _TimedOut()
 
 
+def _progress_of(reply: dict) -> PageProgress:
+    progress = reply["progress"]
+    return PageProgress(int(progress["done"]), int(progress["total"]))
+
+
 def _is_set(cancel: CancelFlag | None) -> bool:
     return cancel is not None and cancel.is_set()
 
@@ -298,7 +359,8 @@ def _result_from(reply: dict, path: Path) -> Result:
         return DocumentError(reply.get("message", f"'{path.name}' could not be read."),
                              reply.get("kind", "crashed"), str(path))
     document = reply["document"]
-    pages = tuple(Page(number, text, label) for number, text, label in document["pages"])
+    pages = tuple(Page(number, text, label, PageOcr.from_json(ocr) if ocr else None)
+                  for number, text, label, ocr in document["pages"])
     outline = tuple(OutlineEntry(page, tuple(titles)) for page, titles in document.get("outline", ()))
     return ParsedDocument(str(path), document["title"], pages, tuple(document["warnings"]), outline)
 
@@ -314,7 +376,7 @@ def worker_main(conn: Connection) -> None:
             request = json.loads(conn.recv_bytes())
             if request.get("op") != "parse":
                 return
-            reply, retire = _serve(request, settings)
+            reply, retire = _serve(request, settings, conn)
             conn.send_bytes(reply)
             if retire:
                 return
@@ -333,28 +395,57 @@ def _apply_settings(settings: dict) -> None:
     warnings.simplefilter("ignore")
 
 
-def _serve(request: dict, settings: dict) -> tuple[bytes, bool]:
+def _serve(request: dict, settings: dict, conn: Connection) -> tuple[bytes, bool]:
     """The reply to one parse request, and whether this worker should retire after it."""
-    from engine.ingest import parse_file
     from engine.ingest.pdf import describe
 
     path = Path(request["path"])
+    memory_limit_mb = settings.get("memory_limit_mb")
     try:
         _limit_cpu(float(request["cpu_limit_s"]))
-        return _encode({"ok": True, "document": _document_json(parse_file(path))}), False
+        ocr = OcrOptions.from_json(request.get("ocr"))
+        if ocr.enabled and path.suffix.lower() == ".pdf":
+            memory_limit_mb = (request.get("ocr") or {}).get("memory_limit_mb") or memory_limit_mb
+            document = _parse_with_ocr(path, ocr, conn, memory_limit_mb)
+        else:
+            from engine.ingest import parse_file
+
+            document = parse_file(path)
+        return _encode({"ok": True, "document": _document_json(document)}), False
     except DocumentError as exc:
         return _encode(_error_json(exc, retire=False)), False
     except MemoryError:  # built here, once the big objects are gone with the exception
         failure = DocumentError.of("too_large", path, "it needs more than the "
-                                   f"{settings.get('memory_limit_mb')} MB memory limit")
+                                   f"{memory_limit_mb} MB memory limit")
     except Exception as exc:
         failure = DocumentError.of("crashed", path, describe(exc))
     return _encode(_error_json(failure, retire=True)), True
 
 
+def _parse_with_ocr(path: Path, ocr: OcrOptions, conn: Connection, memory_limit_mb: int | None) -> ParsedDocument:
+    """The text pass, then OCR of the pages that need it, each page reported as it is done.
+    The worker's memory cap grows to the OCR one first, and stays so: the models stay loaded
+    for its next documents, which then have as much room as a worker without them."""
+    from engine.ingest import cleaned
+    from engine.ingest.ocr_pages import recognise_pages
+    from engine.ingest.pdf import finish_pdf, read_pdf
+
+    text = read_pdf(path)
+    if text.needs_ocr and memory_limit_mb:
+        _limit_memory(memory_limit_mb)
+    page_cpu_s = (ocr.page_time_limit_s + _PAGE_GRACE_S) * (os.cpu_count() or 1)  # all cores recognise
+
+    def report(done: int, total: int) -> None:
+        conn.send_bytes(_encode({"progress": {"done": done, "total": total}}))
+
+    found, warnings = recognise_pages(path, text.needs_ocr, ocr, report, lambda: _limit_cpu(page_cpu_s))
+    return cleaned(finish_pdf(text, found, warnings))
+
+
 def _document_json(document: ParsedDocument) -> dict:
     return {"path": document.path, "title": document.title,
-            "pages": [[page.number, page.text, page.label] for page in document.pages],
+            "pages": [[page.number, page.text, page.label, page.ocr.to_json() if page.ocr else None]
+                      for page in document.pages],
             "warnings": list(document.warnings),
             "outline": [[entry.page, list(entry.path)] for entry in document.outline]}
 
@@ -376,6 +467,14 @@ def _limit_resources(limit_mb: int | None) -> None:
     _set_soft_limit(resource, resource.RLIMIT_CORE, 0)  # a crash must not dump a document
     if limit_mb:
         _set_soft_limit(resource, resource.RLIMIT_AS, int(limit_mb) * MB)
+
+
+def _limit_memory(limit_mb: int) -> None:
+    try:
+        import resource
+    except ImportError:
+        return
+    _set_soft_limit(resource, resource.RLIMIT_AS, int(limit_mb) * MB)
 
 
 def _limit_cpu(seconds: float) -> None:

@@ -1,16 +1,23 @@
 """PDF: text per physical page with pypdf. Run it in a worker process (see parse_pool):
-pypdf can take minutes or much memory on hostile files, and raises many exception types."""
+pypdf can take minutes or much memory on hostile files, and raises many exception types.
+
+parse_pdf reads the text layer alone. With OCR, the parse pool's worker calls read_pdf (the text
+layer, and which pages need OCR: an empty or garbage text layer on a page that draws an image,
+or no text at all on a page that draws much), recognises those pages, then finish_pdf.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import DocumentError
-from engine.types import OutlineEntry, Page, ParsedDocument
+from engine.types import OutlineEntry, Page, PageOcr, ParsedDocument
 
 # pypdf's own limits, set in the worker (pypdf keeps them per thread, in a context variable).
 # Defaults of pypdf 7.1 except where noted; a page's text never needs more.
@@ -33,12 +40,20 @@ UNSUPPORTED_COMPRESSION = "the file uses an unsupported compression"
 MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
 MAX_OUTLINE_ENTRIES = 20_000  # a hostile outline costs its headings, not the document
 MAX_OUTLINE_DEPTH = 6  # as deep as chunking keeps heading paths
+DRAWN_TEXT_BYTES = 4096  # a page's drawing commands beyond which it may be text drawn as shapes
 MAX_LABEL_CHARS = 40  # a printed page label ("iv", "A-3"); a longer one is not a page number
 # LimitReachedError covers sizes and structure (cycles, depth); only sizes are "too large"
 _SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
 _FILTER_NAME = re.compile(r"\b(\w+Decode)\b")  # "BrotliDecode", "Unsupported filter /FooDecode"
 # pypdf names its decoders' modules in nothing it raises; these say which filter failed
 _DECODER_MODULES = {"brotli": "BrotliDecode", "zlib": "FlateDecode"}
+
+
+try:
+    from engine.ingest.ocr import text_needs_ocr
+except ImportError:  # until engine.ingest.ocr has it: only an empty text layer needs OCR
+    def text_needs_ocr(text: str) -> bool:
+        return not text.strip()
 
 
 def apply_pypdf_limits() -> None:
@@ -51,19 +66,77 @@ def apply_pypdf_limits() -> None:
 def parse_pdf(path: str | Path) -> ParsedDocument:
     """The text of each physical page (1-based), labelled with the page's printed label where
     the PDF declares one that differs from its number; pages that fail are skipped with a
-    warning."""
+    warning. Scanned pages stay without text (a warning says so): see read_pdf for OCR."""
+    return finish_pdf(read_pdf(path))
+
+
+@dataclass
+class PdfText:
+    """A PDF's text layer, read; what finish_pdf needs to make it a ParsedDocument."""
+
+    path: Path
+    title: str
+    page_count: int
+    pages: list[Page]
+    failures: dict[str, list[int]]  # {reason: page numbers} of the pages that could not be read
+    image_only: list[int]  # pages with images and no text: scanned, most likely
+    needs_ocr: list[int]  # pages whose text an OCR pass should recognise (see _needs_ocr)
+    damage: list[str]  # what pypdf logged: its only sign of damage it recovered from
+    outline: tuple[OutlineEntry, ...]
+
+
+def read_pdf(path: str | Path) -> PdfText:
+    """The text layer of each page, and which pages need OCR; raises DocumentError when the
+    file cannot be opened or none of its pages can be read."""
     path = Path(path)
     with _pypdf_log() as damage:
         reader, page_count = _open(path)
         labels = _page_labels(reader, page_count)
-        pages, failures, image_only = _read_pages(reader, page_count, labels)
+        pages, failures, image_only, needs_ocr = _read_pages(reader, page_count, labels)
     if not pages:
         _raise_unreadable(path, failures, page_count)
+    return PdfText(path, _title(reader, path), page_count, pages, failures, image_only, needs_ocr,
+                   damage, _outline(reader, page_count))
+
+
+def finish_pdf(text: PdfText, recognised: dict[int, tuple[str, PageOcr]] | None = None,
+               ocr_warnings: Sequence[str] = ()) -> ParsedDocument:
+    """The document. Without OCR (`recognised` None) the scanned pages stay without text, with
+    a warning, or DocumentError "no_text" when no page has text. With OCR, each page of
+    `recognised` ({page: (text, PageOcr)}) takes its recognised text, and keeps its PageOcr
+    even when nothing was found (confidence 0, for the indexer to say so); `ocr_warnings` say
+    which pages OCR could not read."""
+    if recognised is None:
+        return _document(text, text.pages, _image_only_warning(text.image_only))
+    pages = [_recognised_page(page, recognised.get(page.number)) for page in text.pages]
     if not any(page.text.strip() for page in pages):
-        _raise_no_text(path, page_count, image_only, damage)
-    warnings = _failure_warnings(failures) + _image_only_warning(image_only)
-    return ParsedDocument(str(path), _title(reader, path), tuple(pages), tuple(warnings),
-                          _outline(reader, page_count))
+        _raise_nothing_recognised(text, ocr_warnings)
+    return _document(text, pages, list(ocr_warnings))
+
+
+def _document(text: PdfText, pages: Sequence[Page], warnings: list[str]) -> ParsedDocument:
+    if not any(page.text.strip() for page in pages):
+        _raise_no_text(text.path, text.page_count, text.image_only, text.damage)
+    return ParsedDocument(str(text.path), text.title, tuple(pages),
+                          tuple(_failure_warnings(text.failures) + warnings), text.outline)
+
+
+def _recognised_page(page: Page, found: tuple[str, PageOcr] | None) -> Page:
+    if found is None:
+        return page
+    recognised, ocr = found
+    if recognised.strip() or not page.text.strip():
+        return Page(page.number, recognised, page.label, ocr)
+    return page  # OCR found nothing where a (garbage) text layer is: that layer, as before
+
+
+def _raise_nothing_recognised(text: PdfText, ocr_warnings: Sequence[str]) -> NoReturn:
+    if not text.image_only and text.damage:  # not scanned: damaged beyond reading
+        raise DocumentError.of("invalid", text.path, f"no page has readable text; {text.damage[0]}")
+    why = f" ({ocr_warnings[0]})" if ocr_warnings else ""
+    raise DocumentError(f"'{text.path.name}' has no text layer, and OCR found no text on its "
+                        f"{text.page_count} pages{why}, so it cannot be searched. Add a version with "
+                        "text (exported from the original), or a cleaner scan.", "no_text", str(text.path))
 
 
 # -- opening ------------------------------------------------------------------------------
@@ -222,8 +295,9 @@ def _page_labels(reader, page_count: int) -> dict[int, str]:
 
 # -- pages --------------------------------------------------------------------------------
 def _read_pages(reader, page_count: int, labels: dict[int, str]):
-    """(pages read, {reason: [page numbers]} for pages that failed, image-only page numbers)."""
-    pages, failures, image_only = [], {}, []
+    """(pages read, {reason: [page numbers]} for pages that failed, image-only page numbers,
+    page numbers that need OCR)."""
+    pages, failures, image_only, needs_ocr = [], {}, [], []
     for number in range(1, page_count + 1):
         try:
             page = reader.pages[number - 1]
@@ -232,9 +306,12 @@ def _read_pages(reader, page_count: int, labels: dict[int, str]):
             failures.setdefault(_page_reason(exc), []).append(number)
             continue
         pages.append(Page(number, text, labels.get(number, "")))
-        if not text.strip() and _has_images(page):
+        images = _has_images(page) if text_needs_ocr(text) else False
+        if images and not text.strip():
             image_only.append(number)
-    return pages, failures, image_only
+        if images or (not text.strip() and _draws_much(page)):
+            needs_ocr.append(number)
+    return pages, failures, image_only, needs_ocr
 
 
 def _is_size_limit(exc: Exception) -> bool:
@@ -298,6 +375,16 @@ def _has_images(page) -> bool:
         return False
 
 
+def _draws_much(page) -> bool:
+    """Whether a page without text or images draws enough to be text drawn as shapes (some
+    PDF makers outline their fonts); a blank page, or one with a rule or a logo, draws little."""
+    try:
+        contents = page.get_contents()
+        return contents is not None and len(contents.get_data()) > DRAWN_TEXT_BYTES
+    except Exception:  # odd contents: then it is just an empty page
+        return False
+
+
 def _raise_unreadable(path: Path, failures: dict[str, list[int]], page_count: int) -> NoReturn:
     if not failures:
         raise DocumentError.of("empty", path, "it has no pages")
@@ -319,7 +406,7 @@ def _raise_no_text(path: Path, page_count: int, image_only: list[int],
 
 
 def _failure_warnings(failures: dict[str, list[int]]) -> list[str]:
-    warnings = [f"{_pages_text(numbers)} skipped: {reason}"
+    warnings = [f"{page_numbers_text(numbers)} skipped: {reason}"
                 for reason, numbers in list(failures.items())[:MAX_WARNINGS]]
     rest = sum(len(numbers) for numbers in list(failures.values())[MAX_WARNINGS:])
     if rest:
@@ -331,11 +418,11 @@ def _image_only_warning(numbers: list[int]) -> list[str]:
     if not numbers:
         return []
     verb = "has" if len(numbers) == 1 else "have"
-    return [f"{_pages_text(numbers)} {verb} only images and no text (scanned?); "
+    return [f"{page_numbers_text(numbers)} {verb} only images and no text (scanned?); "
             "without OCR they cannot be searched"]
 
 
-def _pages_text(numbers: list[int]) -> str:
+def page_numbers_text(numbers: list[int]) -> str:
     """"page 4" or "pages 3, 7-9"."""
     ranges, start = [], numbers[0]
     for previous, current in zip(numbers, numbers[1:] + [None]):

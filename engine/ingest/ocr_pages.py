@@ -1,0 +1,180 @@
+"""Recognising the pages of a PDF that need OCR, page by page, inside a parse worker.
+
+    found, warnings = recognise_pages(path, [3, 4], options, report)   # report(done, total)
+
+Each recognised page is written to the cache as soon as it is done, under
+    <cache>/<SHA-256 of the file>/<short hash of the engine id>/<page>.json
+(an atomic write: a kill leaves the page whole or absent), and read back instead of being
+recognised again: a run that was killed or cancelled carries on where it stopped. A cache file
+that cannot be read is ignored and the page recognised again. A page that takes longer than
+the per-page limit is given up (SIGALRM, checked between the recogniser's steps) and the
+document keeps its other pages; a page stuck inside one native call is caught by the worker's
+CPU limit and the caller's deadline instead (see parse_pool).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import signal
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.types import PageOcr
+
+log = logging.getLogger(__name__)
+
+PAGE_TIME_LIMIT_S = 60.0  # a dense page takes 2-10 s on 2 loaded cores; past this it is stuck
+CACHE_FORMAT = 1
+
+_recogniser = None  # one per worker process: the models load once, at its first page
+
+
+@dataclass(frozen=True)
+class OcrOptions:
+    """How a ParsePool recognises pages without a text layer. enabled=False: as before OCR."""
+
+    enabled: bool = True
+    cache: Path | None = None  # where recognised pages are kept between runs; None: not kept
+    page_time_limit_s: float = PAGE_TIME_LIMIT_S
+
+    def to_json(self) -> dict:
+        return {"enabled": self.enabled, "cache": str(self.cache) if self.cache else None,
+                "page_time_limit_s": float(self.page_time_limit_s)}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> "OcrOptions":
+        if not data:
+            return cls(enabled=False)
+        cache = data.get("cache")
+        return cls(bool(data.get("enabled")), Path(cache) if cache else None,
+                   float(data.get("page_time_limit_s") or PAGE_TIME_LIMIT_S))
+
+
+class PageTimedOut(Exception):
+    pass
+
+
+Report = Callable[[int, int], None]
+
+
+def recognise_pages(path: Path, numbers: Sequence[int], options: OcrOptions, report: Report,
+                    before_page: Callable[[], None] = lambda: None,
+                    ) -> tuple[dict[int, tuple[str, PageOcr]], list[str]]:
+    """({page: (text, PageOcr)} for the pages recognised, warnings for those that were not).
+    `report(done, total)` is called before the first page and after each one; `before_page`
+    before each page that is recognised (the worker re-arms its CPU limit there)."""
+    from engine.ingest.pdf import describe
+
+    total = len(numbers)
+    if not total:
+        return {}, []
+    report(0, total)
+    recogniser = _get_recogniser()
+    folder = _cache_folder(options.cache, path, recogniser.engine_id)
+    found: dict[int, tuple[str, PageOcr]] = {}
+    failures: dict[str, list[int]] = {}
+    for done, number in enumerate(numbers, start=1):
+        page = _read_cached(folder, number, recogniser.engine_id)
+        if page is None:
+            before_page()
+            try:
+                with _time_limit(options.page_time_limit_s):
+                    page = recogniser.recognise_pdf_page(path, number)
+            except PageTimedOut:
+                failures.setdefault(f"it took longer than the {options.page_time_limit_s:g} s limit per page",
+                                    []).append(number)
+            except MemoryError:
+                raise  # the worker's memory is suspect: it retires, the document is "too large"
+            except Exception as exc:  # the recogniser on a strange page: that page only
+                failures.setdefault(describe(exc), []).append(number)
+            else:
+                _write_cached(folder, number, page)
+        if page is not None:
+            found[number] = page
+        report(done, total)
+    return found, _failure_warnings(failures)
+
+
+def _get_recogniser():
+    global _recogniser
+    if _recogniser is None:
+        from engine.ingest.ocr import PageRecogniser
+
+        _recogniser = PageRecogniser()
+    return _recogniser
+
+
+def _failure_warnings(failures: dict[str, list[int]]) -> list[str]:
+    from engine.ingest.pdf import page_numbers_text
+
+    return [f"{page_numbers_text(numbers)} could not be recognised (OCR): {reason}"
+            for reason, numbers in failures.items()]
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """PageTimedOut once `seconds` of wall time have passed (Unix; elsewhere no limit)."""
+    if not hasattr(signal, "setitimer") or seconds <= 0:
+        yield
+        return
+
+    def expired(_signum, _frame):
+        raise PageTimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+# -- the cache ------------------------------------------------------------------------------
+def cache_folder(cache: Path, sha256: str, engine_id: str) -> Path:
+    """Where the pages of the file with this SHA-256, recognised by this engine, are kept."""
+    return Path(cache) / sha256 / hashlib.sha256(engine_id.encode("utf-8")).hexdigest()[:16]
+
+
+def _cache_folder(cache: Path | None, path: Path, engine_id: str) -> Path | None:
+    if cache is None:
+        return None
+    from engine.models.manifest import sha256_file
+
+    return cache_folder(cache, sha256_file(path), engine_id)
+
+
+def _read_cached(folder: Path | None, number: int, engine_id: str) -> tuple[str, PageOcr] | None:
+    """The page as recognised before, or None (not there, or not readable: recognise again)."""
+    if folder is None:
+        return None
+    file = folder / f"{number}.json"
+    try:
+        data = json.loads(file.read_bytes())
+        text, ocr = data["text"], PageOcr.from_json(data["ocr"])
+        if data.get("format") != CACHE_FORMAT or not isinstance(text, str) or ocr.engine != engine_id \
+                or any(not 0 <= w.start <= w.end <= len(text) for w in ocr.words):
+            raise ValueError("not a page this engine recognised")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # JSONDecodeError is a ValueError
+        log.info("OCR cache file %s is unreadable (%s); recognising the page again", file, exc)
+        return None
+    return text, ocr
+
+
+def _write_cached(folder: Path | None, number: int, page: tuple[str, PageOcr]) -> None:
+    if folder is None:
+        return
+    from engine.atomic_file import write_atomic
+
+    text, ocr = page
+    try:
+        write_atomic(folder / f"{number}.json",
+                     json.dumps({"format": CACHE_FORMAT, "page": number, "text": text, "ocr": ocr.to_json()}))
+    except OSError as exc:  # a full disk costs the resumption, not the page
+        log.warning("could not keep the recognised page %d in %s: %s", number, folder, exc)
