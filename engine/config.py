@@ -62,6 +62,7 @@ class Settings:
     max_new_tokens: int = 192
     passages: int = 4
     use_reranker: bool = True
+    ocr: bool = True  # recognise the text of scanned pages when indexing (OCR); off: they are skipped
     font_size: int = 11
     theme: str = "light"
     source_zoom: float = 0.0  # the source view's PDF zoom, kept from the last one chosen; 0: fit width

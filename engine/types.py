@@ -153,18 +153,23 @@ class StoredDocument:
     mtime: float = 0.0
     added_at: float = 0.0
     pages_done: int | None = None  # while indexing: the pages embedded so far (not stored)
+    ocr_pages: int = 0  # its pages whose text was recognised by OCR (and is searched)
+    ocr_confidence: float | None = None  # the mean confidence (0..1) of those pages; None: none
 
     @property
     def name(self) -> str:
         return PurePath(self.path).name
 
     def to_dict(self) -> dict:
-        """The stored columns, as `docs list --json` writes them."""
-        return {key: getattr(self, key) for key in _STORED_COLUMNS}
+        """The stored columns, as `docs list --json` writes them; ocr_pages and ocr_confidence
+        only for a document with pages read by OCR (a reader takes a missing one as 0 / None)."""
+        columns = _STORED_COLUMNS + (_OCR_COLUMNS if self.ocr_pages else ())
+        return {key: getattr(self, key) for key in columns}
 
 
 _STORED_COLUMNS = ("id", "path", "sha256", "size", "mtime", "status", "error", "page_count", "title",
                    "added_at", "chunk_count")
+_OCR_COLUMNS = ("ocr_pages", "ocr_confidence")
 
 
 @dataclass(frozen=True)
@@ -244,6 +249,7 @@ class Passage:
     # (physical page, printed label) for its pages whose printed label differs ("5" on PDF
     # page 10), in page order; empty for other pages, other formats and older collections
     page_labels: tuple[tuple[int, str], ...] = ()
+    ocr_pages: tuple[int, ...] = ()  # its pages whose text was recognised by OCR, in page order
 
     @property
     def page(self) -> int:
@@ -269,7 +275,8 @@ class Passage:
         return self.path.replace("\\", "/").rsplit("/", 1)[-1]
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "document": self.document, "pages": list(self.pages)}
+        return {**asdict(self), "document": self.document, "pages": list(self.pages),
+                "ocr_pages": list(self.ocr_pages)}
 
 
 @dataclass(frozen=True)
@@ -293,6 +300,7 @@ class Quote:
         return {"number": self.number, "text": self.text, "document": self.document,
                 "path": self.passage.path, "page": self.page,
                 "page_label": self.passage.page_label(self.page),
+                "ocr_pages": [page for page in self.passage.ocr_pages if page == self.page],
                 "span": [self.span.page, self.span.start, self.span.end]}
 
     @classmethod
@@ -303,7 +311,8 @@ class Quote:
         text = str(data.get("text") or "")
         passage = Passage(document_id=0, path=path, title=str(data.get("document") or path), chunk_ids=(),
                           spans=(Span(page, start, end),), text=text, heading_path=(), score=0.0,
-                          similarity=0.0, page_labels=_labels_of([page], [data.get("page_label")]))
+                          similarity=0.0, page_labels=_labels_of([page], [data.get("page_label")]),
+                          ocr_pages=tuple(int(p) for p in data.get("ocr_pages") or ()))
         return cls(int(data.get("number") or 0), text, passage, Span(page, start, end))
 
     def as_passage(self) -> Passage:
@@ -328,7 +337,8 @@ class Citation:
         p = self.passage
         return {"number": self.number, "document": p.document, "path": p.path,
                 "pages": list(p.pages), "page": p.page, "page_label": p.page_label(p.page),
-                "page_labels": [p.page_label(n) for n in p.pages], "quote": self.quote, "cited": self.cited,
+                "page_labels": [p.page_label(n) for n in p.pages], "ocr_pages": list(p.ocr_pages),
+                "quote": self.quote, "cited": self.cited,
                 "heading_path": list(p.heading_path), "text": p.text,
                 "spans": [[s.page, s.start, s.end] for s in p.spans], "anchor": p.anchor}
 
@@ -351,7 +361,8 @@ class Citation:
                           chunk_ids=(), spans=spans, text=str(data.get("text") or ""),
                           heading_path=tuple(data.get("heading_path") or ()), score=0.0,
                           similarity=0.0, anchor=anchor,
-                          page_labels=_labels_of(pages, data.get("page_labels") or ()))
+                          page_labels=_labels_of(pages, data.get("page_labels") or ()),
+                          ocr_pages=tuple(int(p) for p in data.get("ocr_pages") or ()))
         return cls(int(data.get("number") or 0), passage, str(data.get("quote") or ""),
                    bool(data.get("cited", True)))
 

@@ -153,12 +153,16 @@ class Retriever:
         return self._labelled(passages)
 
     def _labelled(self, passages: list[Passage]) -> list[Passage]:
-        """The passages with the printed labels of their pages, read in one query."""
-        labels = self.store.page_labels((p.document_id, page) for p in passages for page in p.pages)
-        if not labels:
+        """The passages with the printed labels of their pages, and which of their pages were
+        recognised by OCR, each read in one query."""
+        pages = [(p.document_id, page) for p in passages for page in p.pages]
+        labels = self.store.page_labels(pages)
+        recognised = self.store.recognised_pages(pages)
+        if not labels and not recognised:
             return passages
         return [replace(p, page_labels=tuple((page, labels[p.document_id, page]) for page in p.pages
-                                             if (p.document_id, page) in labels))
+                                             if (p.document_id, page) in labels),
+                        ocr_pages=tuple(page for page in p.pages if (p.document_id, page) in recognised))
                 for p in passages]
 
     def _group(self, chunk_id: int, pool: set[int], used: set[int]) -> list[dict]:

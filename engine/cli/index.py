@@ -36,6 +36,8 @@ def add_commands(commands) -> None:
     index.add_argument("inputs", nargs="+", metavar="PATH",
                        help="a file, or a folder: every document in it and its subfolders")
     index.add_argument("--json", action="store_true", help="one JSON line per finished document")
+    index.add_argument("--no-ocr", action="store_true",
+                       help="do not recognise the text of scanned pages (OCR); they are skipped with a warning")
     index.set_defaults(run=lambda args: _index(args, paths_of(args)))
 
     docs = commands.add_parser("docs", help="list or remove indexed documents")
@@ -52,14 +54,17 @@ def add_commands(commands) -> None:
 
 # -- index --------------------------------------------------------------------------------
 def _index(args, paths) -> int:
+    from engine.config import load_settings
     from engine.ingest.discover import find_documents
-    from engine.store.indexer import Indexer, default_embedder, open_collection
+    from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
 
     missing = [p for p in args.inputs if not Path(p).exists()]
     if missing:
         raise EngineError(f"Not found: {', '.join(missing)}. Check the path and try again.")
     cancel = threading.Event()
     embedder = default_embedder(paths.ensure())
+    ocr = load_settings(paths.settings_file).ocr and not args.no_ocr
+    settings = IndexSettings(ocr=ocr, ocr_cache=paths.ocr_cache)
     with collection_told(), open_collection(paths, args.collection, embedder) as store, \
             ctrl_c_sets(cancel, STOPPING):
         print_repairs(store.open_report.get("repaired"))
@@ -70,7 +75,7 @@ def _index(args, paths) -> int:
         for folder, why in found.unreadable:
             bar.note(visible(f"could not read {folder}: {why}"))
         files = [Path(f) for f in found.files]
-        for event in Indexer(store, embedder).run(files=files, cancel=cancel):
+        for event in Indexer(store, embedder, settings).run(files=files, cancel=cancel):
             _report(event, bar, args.json, timer.see(event))
             tally.count(event.outcome)
         bar.finish()
@@ -223,7 +228,15 @@ class _ProgressBar:
         unchanged = " (unchanged)" if e.outcome and (e.outcome.status, e.outcome.reason) == UNCHANGED else ""
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
                 f"{plural(e.pages_done, 'page')}, {e.pages_per_s:.1f} pages/s{eta}  "
-                f"{visible(Path(e.current_file).name)}{unchanged}")
+                f"{visible(Path(e.current_file).name)}{unchanged}{stage_text(e)}")
+
+
+def stage_text(event: IndexProgress) -> str:
+    """", recognising text, page 12 of 80" while OCR reads the document's scanned pages."""
+    if event.stage != "recognising" or not event.document_pages:
+        return ""
+    page = min(event.document_pages_done + 1, event.document_pages)
+    return f", recognising text, page {page} of {event.document_pages}"
 
 
 def _duration(seconds: float) -> str:
@@ -257,11 +270,19 @@ def _documents_table(documents) -> str:
     """A header row, then one row per document: the numbers right-aligned, the path last (not
     padded: paths are long), then why it failed or what it warned of."""
     rows = [DOCS_HEADER] + [(str(d.id), d.status.replace("_", " "), str(d.page_count or 0),
-                             str(d.chunk_count or 0), visible(str(d.path))
+                             str(d.chunk_count or 0), visible(str(d.path)) + _ocr_note(d)
                              + (f"  ({visible(d.error)})" if d.error else "")) for d in documents]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "\n".join(f"{row[0]:>{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]:>{widths[2]}}  "
                      f"{row[3]:>{widths[3]}}  {row[4]}" for row in rows)
+
+
+def _ocr_note(document) -> str:
+    """"  [OCR: 3 pages, 97%]" for a document with pages read by OCR."""
+    if not document.ocr_pages:
+        return ""
+    confidence = f", {document.ocr_confidence:.0%}" if document.ocr_confidence is not None else ""
+    return f"  [OCR: {plural(document.ocr_pages, 'page')}{confidence}]"
 
 
 def _docs_remove(args, paths) -> int:

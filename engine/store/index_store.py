@@ -16,6 +16,11 @@ format of its own: a writer creates it when missing, and a reader takes a collec
 it as one whose pages have no labels (documents indexed before it have none until indexed
 again). An older app ignores the table, and deleting a document cascades to it.
 
+ocr_pages holds, the same way, how each searched page of a scanned PDF was recognised: its
+confidence, the OCR engine, the page's size in points and its words' boxes (JSON
+[[start, end, x0, y0, x1, y1, confidence], ...], characters of the page's text and PDF points
+from the top left), so that the source view can highlight a passage where the PDF has no text.
+
 Durability:
 - WAL with synchronous=FULL: every committed document survives a power cut. This matters
   beyond losing work: a faiss file may only cover chunk ids that SQLite will still have after
@@ -55,7 +60,7 @@ from engine.atomic_file import fsync_folder
 from engine.errors import DiskFullError, EngineError, disk_full_as_error, is_disk_full
 from engine.paths import DB_NAME
 from engine.store import health
-from engine.types import Chunk, StoredDocument
+from engine.types import Chunk, PageOcr, StoredDocument
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +140,24 @@ CREATE TABLE IF NOT EXISTS page_labels (
 ) WITHOUT ROWID;
 """
 
+_OCR_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ocr_pages (
+    document_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    page        INTEGER NOT NULL,
+    confidence  REAL NOT NULL,
+    engine      TEXT NOT NULL,
+    width       REAL NOT NULL,
+    height      REAL NOT NULL,
+    words       TEXT NOT NULL,
+    PRIMARY KEY (document_id, page)
+) WITHOUT ROWID;
+"""
+
 _DOCUMENT_COLUMNS = """d.id, d.path, d.sha256, d.size, d.mtime, d.status, d.error, d.page_count,
     d.title, d.added_at, (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunk_count"""
+# StoredDocument.ocr_pages and .ocr_confidence (the mean of its pages' confidences)
+_OCR_COLUMNS = """, (SELECT count(*) FROM ocr_pages o WHERE o.document_id = d.id) AS ocr_pages,
+    (SELECT avg(o.confidence) FROM ocr_pages o WHERE o.document_id = d.id) AS ocr_confidence"""
 
 _CHUNK_COLUMNS = """c.id, c.document_id, d.path, d.title, c.page, c.start, c."end", c.text,
     c.heading_path"""
@@ -235,6 +256,7 @@ class IndexStore:
             raise EngineError(mismatch)
         if not read_only:
             db.execute(_LABELS_SCHEMA)
+            db.execute(_OCR_SCHEMA)
         store = cls(folder, db, lock, meta, mismatch)
         if not mismatch:
             store._load_vectors()
@@ -288,7 +310,7 @@ class IndexStore:
 
     @_damage_is_engine_error
     def find_document(self, path: str | Path) -> StoredDocument | None:
-        row = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d WHERE d.path = ?",
+        row = self._db.execute(f"SELECT {self._document_columns()} FROM documents d WHERE d.path = ?",
                                (str(path),)).fetchone()
         return StoredDocument(**row) if row else None
 
@@ -299,17 +321,26 @@ class IndexStore:
 
     @_damage_is_engine_error
     def list_documents(self) -> list[StoredDocument]:
-        rows = self._db.execute(f"SELECT {_DOCUMENT_COLUMNS} FROM documents d ORDER BY d.path")
+        rows = self._db.execute(f"SELECT {self._document_columns()} FROM documents d ORDER BY d.path")
         return [StoredDocument(**row) for row in rows]
+
+    def _document_columns(self) -> str:
+        """A read-only collection from before OCR has no ocr_pages table: no page was recognised."""
+        return _DOCUMENT_COLUMNS + (_OCR_COLUMNS if self._has_table("ocr_pages") else "")
+
+    def _has_table(self, name: str) -> bool:
+        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                (name,)).fetchone() is not None
 
     @_damage_is_engine_error
     def add_document(self, path: str | Path, sha256: str, size: int, mtime: float, title: str,
                      page_count: int, chunks: list[Chunk], embeddings: np.ndarray,
                      status: str = "ready", error: str = "",
-                     page_labels: dict[int, str] | None = None) -> int:
+                     page_labels: dict[int, str] | None = None,
+                     ocr_pages: dict[int, PageOcr] | None = None) -> int:
         """Store a document with its chunks (and the printed labels of its pages, {physical
-        page: label}) in one transaction, replacing any document with the same path. Returns
-        the new document id."""
+        page: label}, and how its scanned pages were recognised, {physical page: PageOcr}) in
+        one transaction, replacing any document with the same path. Returns the new document id."""
         self._require_writable()
         if status not in READY_STATUSES:
             raise ValueError(f"status must be one of {READY_STATUSES}, not {status!r}")
@@ -324,6 +355,10 @@ class IndexStore:
             self._db.executemany("INSERT INTO page_labels (document_id, page, label) VALUES (?, ?, ?)",
                                  [(document_id, int(page), _clean(str(label)))
                                   for page, label in sorted((page_labels or {}).items()) if label])
+            self._db.executemany(
+                "INSERT INTO ocr_pages (document_id, page, confidence, engine, width, height, words)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [_ocr_row(document_id, page, ocr) for page, ocr in sorted((ocr_pages or {}).items())])
             new_ids = self._chunk_ids_of(document_id)
         self._after_commit(removed, new_ids, vectors)
         return document_id
@@ -410,6 +445,37 @@ class IndexStore:
                 return {}  # read-only and older than the table
             found.update(((row[0], row[1]), row[2]) for row in result)
         return found
+
+    @_damage_is_engine_error
+    def recognised_pages(self, pages: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+        """Those of these (document id, physical page) whose text was recognised by OCR. A
+        collection from before OCR has none."""
+        if not self._has_table("ocr_pages"):
+            return set()
+        wanted = sorted({(int(d), int(p)) for d, p in pages})
+        found: set[tuple[int, int]] = set()
+        for start in range(0, len(wanted), _ID_BATCH // 2):
+            batch = wanted[start:start + _ID_BATCH // 2]
+            rows = ",".join("(?, ?)" for _ in batch)
+            sql = f"SELECT document_id, page FROM ocr_pages WHERE (document_id, page) IN (VALUES {rows})"
+            found.update((row[0], row[1]) for row in self._db.execute(sql, [v for pair in batch for v in pair]))
+        return found
+
+    @_damage_is_engine_error
+    def page_ocr(self, document_id: int, page: int) -> PageOcr | None:
+        """How a page was recognised (its words' boxes, for highlighting), or None when its text
+        came from the PDF's text layer (or the collection is from before OCR)."""
+        if not self._has_table("ocr_pages"):
+            return None
+        row = self._db.execute("SELECT confidence, engine, width, height, words FROM ocr_pages"
+                               " WHERE document_id = ? AND page = ?", (int(document_id), int(page))).fetchone()
+        return _page_ocr(row) if row else None
+
+    @_damage_is_engine_error
+    def page_ocr_by_path(self, path: str | Path, page: int) -> PageOcr | None:
+        """page_ocr of the document stored under `path` (as a citation names it)."""
+        row = self._db.execute("SELECT id FROM documents WHERE path = ?", (str(path),)).fetchone()
+        return self.page_ocr(row[0], page) if row else None
 
     @_damage_is_engine_error
     def search_dense(self, query_vector: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -919,6 +985,24 @@ def _chunk_rows(document_id: int, chunks: list[Chunk], vectors: np.ndarray):
     for chunk, vector in zip(chunks, vectors):
         yield (document_id, int(chunk.page), int(chunk.start), int(chunk.end), _clean(chunk.text),
                json.dumps(list(chunk.heading_path), ensure_ascii=False), vector.tobytes())
+
+
+def _ocr_row(document_id: int, page: int, ocr: PageOcr) -> tuple:
+    data = ocr.to_json()
+    return (document_id, int(page), float(ocr.confidence), _clean(ocr.engine), float(ocr.width),
+            float(ocr.height), json.dumps(data["words"]))
+
+
+def _page_ocr(row: sqlite3.Row) -> PageOcr:
+    """A stored row back as a PageOcr; damaged words raise CollectionDamagedError (the caller's guard)."""
+    words = json.loads(row["words"])
+    if not isinstance(words, list):
+        raise json.JSONDecodeError("ocr_pages.words is not a list", str(row["words"])[:40], 0)
+    try:
+        return PageOcr.from_json({"confidence": row["confidence"], "width": row["width"], "height": row["height"],
+                                  "engine": row["engine"], "words": words})
+    except (TypeError, ValueError) as exc:
+        raise json.JSONDecodeError(f"ocr_pages.words: {exc}", str(row["words"])[:40], 0) from exc
 
 
 def _chunk_dict(row: sqlite3.Row) -> dict:
