@@ -75,11 +75,15 @@ def recognise_pages(path: Path, numbers: Sequence[int], options: OcrOptions, rep
     report(0, total)
     recogniser = _get_recogniser()
     folder = _cache_folder(options.cache, path, recogniser.engine_id)
+    load = getattr(recogniser, "load", None)  # the models load before a page's time limit starts
     found: dict[int, tuple[str, PageOcr]] = {}
     failures: dict[str, list[int]] = {}
     for done, number in enumerate(numbers, start=1):
         page = _read_cached(folder, number, recogniser.engine_id)
         if page is None:
+            if load is not None:
+                load()
+                load = None
             before_page()
             try:
                 with _time_limit(options.page_time_limit_s):

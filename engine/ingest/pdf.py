@@ -135,7 +135,7 @@ def _raise_nothing_recognised(text: PdfText, ocr_warnings: Sequence[str]) -> NoR
         raise DocumentError.of("invalid", text.path, f"no page has readable text; {text.damage[0]}")
     why = f" ({ocr_warnings[0]})" if ocr_warnings else ""
     raise DocumentError(f"'{text.path.name}' has no text layer, and OCR found no text on its "
-                        f"{text.page_count} pages{why}, so it cannot be searched. Add a version with "
+                        f"{text.page_count} page{'s' if text.page_count != 1 else ''}{why}, so it cannot be searched. Add a version with "
                         "text (exported from the original), or a cleaner scan.", "no_text", str(text.path))
 
 

@@ -1,0 +1,240 @@
+"""Scanned pages through the indexing pipeline: recognised in the parse pool's worker (real
+rapidocr models), page by page with progress, resumable through the cache after a kill -9, within
+a per-page time limit; poorly recognised pages are not searched. Real SQLite, the tiny embedder.
+
+The R-intro pages used: 12 (the readline and Emacs page), 13 (three short lines) and 30 ("5.6
+Generalized transpose of an array"); scanned with tests/helpers/scanned.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from engine.errors import DocumentError
+from engine.ingest import OcrOptions, ParsePool
+from engine.ingest.ocr_pages import cache_folder
+from engine.models.manifest import sha256_file
+from engine.paths import AppPaths
+from engine.store.indexer import LOW_CONFIDENCE, Indexer, IndexSettings, open_collection, searched_pages
+from engine.types import OcrWord, Page, PageOcr, PageProgress, ParsedDocument
+from tests.helpers.scanned import scanned_pdf
+
+SCANNED_PAGES = [12, 13, 30]  # of R-intro; in the scan they are pages 1, 2, 3
+TEXT_PAGES = [8, 9]  # of R-intro; the mixed PDF is these two, then R-intro page 13 scanned
+
+
+def mixed_pdf(manuals: Path, out: Path) -> Path:
+    """Two pages with their text layer, then a scanned page (image only)."""
+    from pypdf import PdfReader, PdfWriter
+
+    scan = scanned_pdf(manuals / "R-intro.pdf", [13], out.with_name("page13-scan.pdf"))
+    writer = PdfWriter()
+    source = PdfReader(manuals / "R-intro.pdf")
+    for number in TEXT_PAGES:
+        writer.add_page(source.pages[number - 1])
+    writer.add_page(PdfReader(scan).pages[0])
+    with open(out, "wb") as file:
+        writer.write(file)
+    return out
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory, manuals_dir) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("scans")
+    return {"scan": scanned_pdf(manuals_dir / "R-intro.pdf", SCANNED_PAGES, folder / "scan.pdf"),
+            "mixed": mixed_pdf(manuals_dir, folder / "mixed.pdf")}
+
+
+def settings(cache: Path | None, **overrides) -> IndexSettings:
+    return IndexSettings(parse_time_limit_s=120, ocr_cache=cache, **overrides)
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, documents, tiny_embedder):
+    """Both PDFs indexed once with OCR (the module's only full recognition): the events, the
+    collection's folder and the OCR cache."""
+    root = tmp_path_factory.mktemp("ocr_data")
+    paths = AppPaths(root / "data").ensure()
+    cache = root / "cache"
+    with open_collection(paths, "default", tiny_embedder) as store:
+        events = list(Indexer(store, tiny_embedder, settings(cache)).run([documents["scan"], documents["mixed"]]))
+    return {"events": events, "paths": paths, "cache": cache}
+
+
+def outcomes(events) -> dict:
+    return {Path(e.outcome.path).name: e.outcome for e in events if e.outcome is not None}
+
+
+def store_of(indexed, embedder):
+    return open_collection(indexed["paths"], "default", embedder)
+
+
+def keyword_pages(store, query: str, name: str) -> set[int]:
+    return {chunk["page"] for chunk in store.chunks(i for i, _ in store.search_keyword(query, 10))
+            if chunk["path"].endswith(name)}
+
+
+# -- a scanned PDF, and a mixed one ------------------------------------------------------------
+def test_a_scanned_manual_is_recognised_and_its_pages_are_searchable(indexed, tiny_embedder):
+    result = outcomes(indexed["events"])["scan.pdf"]
+    assert (result.status, result.pages) == ("ready", 3) and result.chunks >= 3
+    with store_of(indexed, tiny_embedder) as store:
+        [document] = [d for d in store.list_documents() if d.path.endswith("scan.pdf")]
+        assert document.ocr_pages == 3 and document.ocr_confidence > LOW_CONFIDENCE
+        assert keyword_pages(store, '"Generalized transpose"', "scan.pdf") == {3}
+        assert keyword_pages(store, "readline library", "scan.pdf") == {1}
+        ocr = store.page_ocr(document.id, 3)
+    assert ocr is not None and ocr.confidence > LOW_CONFIDENCE and len(ocr.words) > 100
+    assert all(0 <= w.box[0] < w.box[2] <= ocr.width and 0 <= w.box[1] < w.box[3] <= ocr.height
+               for w in ocr.words)
+
+
+def test_a_mixed_manual_keeps_its_text_layer_and_recognises_its_scanned_page(indexed, tiny_embedder):
+    result = outcomes(indexed["events"])["mixed.pdf"]
+    assert (result.status, result.pages) == ("ready", 3)
+    with store_of(indexed, tiny_embedder) as store:
+        [document] = [d for d in store.list_documents() if d.path.endswith("mixed.pdf")]
+        assert document.ocr_pages == 1
+        assert store.page_ocr(document.id, 1) is None and store.page_ocr(document.id, 2) is None
+        assert store.page_ocr(document.id, 3) is not None
+        assert keyword_pages(store, '"several analyses"', "mixed.pdf") == {3}  # the scanned page
+        assert keyword_pages(store, '"integrated suite of software"', "mixed.pdf") == {1}
+
+
+def test_recognition_reports_each_page_before_the_document_is_stored(indexed):
+    events = [e for e in indexed["events"] if e.current_file.endswith("scan.pdf")]
+    recognising = [(e.document_pages_done, e.document_pages) for e in events if e.stage == "recognising"]
+    assert recognising == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    last = max(i for i, e in enumerate(events) if e.stage == "recognising")
+    assert all(e.stage == "" for e in events[last + 1:]) and events[-1].outcome is not None
+
+
+def test_each_recognised_page_is_kept_in_the_cache(indexed, documents):
+    from engine.ingest.ocr import PageRecogniser
+
+    folder = cache_folder(indexed["cache"], sha256_file(documents["scan"]), PageRecogniser().engine_id)
+    assert sorted(p.name for p in folder.iterdir()) == ["1.json", "2.json", "3.json"]
+
+
+def test_without_ocr_scanned_pages_are_skipped_as_before(tmp_path, documents, tiny_embedder):
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        events = list(Indexer(store, tiny_embedder, settings(tmp_path / "cache", ocr=False)).run(
+            [documents["scan"], documents["mixed"]]))
+    result = outcomes(events)
+    assert result["scan.pdf"].status == "failed" and "OCR is not available" in result["scan.pdf"].reason
+    assert result["mixed.pdf"].status == "ready_with_warnings"
+    assert result["mixed.pdf"].reason.startswith("page 3 has only images")
+    assert not any(e.stage for e in events) and not (tmp_path / "cache").exists()
+
+
+def test_a_damaged_cache_file_is_recognised_again(tmp_path, indexed, documents):
+    from engine.ingest.ocr import PageRecogniser
+
+    cache = tmp_path / "cache"
+    source = cache_folder(indexed["cache"], sha256_file(documents["scan"]), PageRecogniser().engine_id)
+    folder = cache_folder(cache, sha256_file(documents["scan"]), PageRecogniser().engine_id)
+    folder.mkdir(parents=True)
+    for name in ("1.json", "3.json"):
+        (folder / name).write_bytes((source / name).read_bytes())
+    (folder / "2.json").write_text('{"format": 1, "text": "half a fi')  # page 13: three short lines
+    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:
+        parsed = pool.parse(documents["scan"])
+    assert "several analyses" in parsed.pages[1].text and parsed.pages[1].ocr is not None
+    assert "several analyses" in json.loads((folder / "2.json").read_text())["text"]  # kept again
+
+
+# -- limits: a page's time, a killed worker --------------------------------------------------
+def test_a_page_over_its_time_limit_is_given_up_and_the_rest_is_indexed(tmp_path, documents, tiny_embedder):
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        events = list(Indexer(store, tiny_embedder, settings(tmp_path / "cache", ocr_page_time_limit_s=0.01)).run(
+            [documents["mixed"]]))
+        result = outcomes(events)["mixed.pdf"]
+        assert result.status == "ready_with_warnings" and result.pages == 3
+        assert "page 3 could not be recognised (OCR): it took longer than the 0.01 s limit per page" in result.reason
+        assert 1 in keyword_pages(store, '"integrated suite of software"', "mixed.pdf")
+        assert keyword_pages(store, '"several analyses"', "mixed.pdf") == set()  # the scanned page
+        assert store.list_documents()[0].ocr_pages == 0
+
+
+@pytest.mark.slow
+def test_a_killed_worker_keeps_the_pages_it_recognised_and_the_next_run_does_the_rest(
+        tmp_path, documents, tiny_embedder):
+    cache = tmp_path / "cache"
+    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:
+        results = pool.imap([documents["scan"]], progress=True)
+        for _, item in results:
+            if isinstance(item, PageProgress) and item.done == 1:
+                os.kill(pool.pids[0], signal.SIGKILL)  # as a crash, or the OOM killer, would
+                break
+        [(_, result)] = list(results)
+    assert isinstance(result, DocumentError)
+    [folder] = list(cache.glob("*/*"))
+    kept = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert "1.json" in kept and len(kept) < 3
+
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        events = list(Indexer(store, tiny_embedder, settings(cache)).run([documents["scan"]]))
+        assert keyword_pages(store, '"Generalized transpose"', "scan.pdf") == {3}
+    assert outcomes(events)["scan.pdf"].status == "ready"
+    after = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert sorted(after) == ["1.json", "2.json", "3.json"]
+    assert all(after[name] == inode for name, inode in kept.items())  # read back, not recognised again
+
+
+@pytest.mark.slow
+def test_a_cancel_while_recognising_keeps_the_pages_done(tmp_path, documents, tiny_embedder):
+    import threading
+
+    cache = tmp_path / "cache"
+    cancel = threading.Event()
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        for event in Indexer(store, tiny_embedder, settings(cache)).run([documents["scan"]], cancel):
+            if event.stage == "recognising" and event.document_pages_done == 1:
+                cancel.set()
+        assert store.list_documents() == []
+    assert "1.json" in {p.name for p in cache.glob("*/*/*.json")}
+
+
+# -- confidence ------------------------------------------------------------------------------
+def page_ocr(confidence: float, words: int = 3) -> PageOcr:
+    return PageOcr(confidence, 612, 792, tuple(OcrWord(i * 5, i * 5 + 4, (0, 0, 10, 10), confidence)
+                                               for i in range(words)), "test")
+
+
+def test_pages_under_the_low_confidence_are_not_searched_and_say_so():
+    text = "word word word"
+    document = ParsedDocument("/m.pdf", "M", (
+        Page(1, "a text layer page"), Page(2, text, ocr=page_ocr(0.97)), Page(7, text, ocr=page_ocr(0.38)),
+        Page(8, "", ocr=page_ocr(0.0, words=0))))
+    kept, recognised = searched_pages(document)
+    assert [p.text for p in kept.pages] == ["a text layer page", text, "", ""]
+    assert set(recognised) == {2}
+    assert kept.warnings == ("page 7 was recognised with low confidence (38%) and is not searched",
+                             "page 8 has only images and OCR found no text")
+
+
+@pytest.mark.slow
+def test_an_unreadable_scan_comes_out_under_the_low_confidence(tmp_path, manuals_dir, tiny_embedder):
+    import numpy as np
+    from PIL import Image
+
+    noisy = scanned_pdf(manuals_dir / "R-intro.pdf", [12], tmp_path / "noisy.pdf", noise=170)
+    noise = tmp_path / "noise.pdf"
+    pixels = np.random.default_rng(3).integers(0, 256, (1650, 1275), dtype=np.uint8)
+    Image.fromarray(pixels, "L").save(noise, "PDF", resolution=150.0)
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        result = outcomes(Indexer(store, tiny_embedder, settings(None)).run([noisy, noise]))
+        assert store.stats()["chunks"] == 0
+    assert result["noisy.pdf"].status == "ready_with_warnings"
+    assert "page 1 was recognised with low confidence (" in result["noisy.pdf"].reason
+    assert result["noise.pdf"].status in ("failed", "ready_with_warnings")
+    assert "OCR found no text" in result["noise.pdf"].reason or "low confidence" in result["noise.pdf"].reason
