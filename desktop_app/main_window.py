@@ -93,14 +93,14 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self._apply_look()
 
-        self.index = IndexController(paths, collection, parent=self)
+        self.index = IndexController(paths, collection, parent=self, ocr=self.settings.ocr)
         self.assistant = AssistantController(paths, collection, provider, self.settings, llm_folder,
                                              assistant_settings, start=False, parent=self)
         self.chat = ChatView()
         self.chat.attach(self.assistant)
         self.conversations = ConversationsPanel(ConversationStore(paths.conversations))
         self.documents = DocumentsPanel(self.index)
-        self.source = SourceView()
+        self.source = SourceView(ocr_source=self.index)  # scanned pages: word boxes from the store
         self._build_layout()
         self._build_actions()
         self._build_status_bar()
@@ -324,8 +324,9 @@ class MainWindow(QMainWindow):
             self.show_error(f"The settings could not be saved in '{self.paths.settings_file}' ({exc}); "
                             "they apply until the app is closed.")
         self._apply_look()
+        self.index.set_ocr(settings.ocr)
         if replace(old, font_size=settings.font_size, theme=settings.theme,
-                   source_zoom=settings.source_zoom) != settings:
+                   source_zoom=settings.source_zoom, ocr=settings.ocr) != settings:
             self.assistant.apply_settings(settings)
             self.model_label.setText("Model: loading…")
 

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, Qt, Signal
-from PySide6.QtGui import QFont, QGuiApplication, QKeyEvent, QTextCursor
+from PySide6.QtGui import QFont, QGuiApplication, QKeyEvent, QPalette, QTextCursor
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -37,6 +37,7 @@ from desktop_app.chat.render import (
     html_document,
     mark_sentences,
     nearest_html,
+    ocr_tag_html,
     render_answer,
 )
 from engine.answer.grounding import not_mentioned
@@ -307,7 +308,7 @@ class AnswerBubble(QFrame):
         lead = self.state.lead
         self.lead_view.setVisible(bool(lead))
         if lead:
-            self.lead_view.show_document(html_document(lead_html(lead), self.browser.font(), self.palette()))
+            self.lead_view.show_document(html_document(lead_html(lead, self.palette()), self.browser.font(), self.palette()))
 
     def changeEvent(self, event) -> None:  # noqa: N802
         super().changeEvent(event)
@@ -401,14 +402,16 @@ class AnswerBubble(QFrame):
         log.info("no citation [%d] in this answer", number)
 
 
-def lead_html(quotes) -> str:
+def lead_html(quotes, palette=None) -> str:
     """The lead sentences, each quoted, with a cite:N link (N: its place in the lead) naming
-    its document and page; every string from a manual is escaped."""
+    its document and page, and an "OCR" tag when that page was a scan; every string from a
+    manual is escaped."""
     lines = [f'<p style="margin:0 0 2px 0"><b>{LEAD_TITLE}</b></p>']
     for index, quote in enumerate(quotes, 1):
         where = html.escape(f"{quote.document}, {quote.passage.pages_text((quote.page,))}")
+        tag = ocr_tag_html(palette or QPalette()) if quote.page in quote.passage.ocr_pages else ""
         lines.append(f'<p style="margin:2px 0 2px 0">\u201c{html.escape(quote.text)}\u201d '
-                     f'<a href="cite:{index}">[{quote.number}] {where}</a></p>')
+                     f'<a href="cite:{index}">[{quote.number}] {where}</a>{tag}</p>')
     return "".join(lines)
 
 

@@ -52,6 +52,8 @@ UNSUPPORTED_TIP = "The passages the answer was written from do not say this; che
 UNSUPPORTED = int(QTextFormat.Property.UserProperty) + 1  # marks an unsupported sentence's characters
 NEAREST_TITLE = "Nearest passages"
 HEADING_CHARS = 48  # a passage's heading on its one line, beside its document and page
+OCR_TAG = "OCR"
+OCR_TIP = "Read from a scanned page by text recognition (OCR): check the page itself."
 
 def page_label(passage: Passage) -> str:
     """"page 12", "pages 12–13", or "page 5 (PDF page 10)" where the printed label differs."""
@@ -59,6 +61,30 @@ def page_label(passage: Passage) -> str:
     if len(pages) > 1:
         return passage.pages_text((pages[0], pages[-1]), joiner="–")
     return passage.pages_text((passage.page,))
+
+
+def read_by_ocr(passage: Passage) -> bool:
+    """Whether some of the passage's text was recognised from a scanned page's image."""
+    return bool(passage.ocr_pages)
+
+
+def ocr_tag_format(font: QFont, palette: QPalette) -> QTextCharFormat:
+    """The small "OCR" tag beside a citation: a tinted, bold, smaller run with its tooltip."""
+    fmt = QTextCharFormat()
+    fmt.setBackground(tint(palette, QPalette.ColorRole.Link, 0.18))
+    fmt.setForeground(palette.color(QPalette.ColorRole.Link))
+    fmt.setFontPointSize(max(7.0, font.pointSizeF() * 0.8))
+    fmt.setFontWeight(QFont.Weight.Bold)
+    fmt.setToolTip(OCR_TIP)
+    return fmt
+
+
+def ocr_tag_html(palette: QPalette) -> str:
+    """The same tag in our own markup (the nearest passages, the lead sentences)."""
+    background = tint(palette, QPalette.ColorRole.Link, 0.18).name()
+    ink = palette.color(QPalette.ColorRole.Link).name()
+    return (f' <span title="{html.escape(OCR_TIP)}" style="background-color:{background}; color:{ink}; '
+            f'font-size:small; font-weight:bold">\u00a0{OCR_TAG}\u00a0</span>')
 
 
 # -- safe rendering ---------------------------------------------------------------------------
@@ -213,6 +239,9 @@ def append_sources(doc: QTextDocument, citations: list[Citation], heading: str, 
         link.setFontUnderline(True)
         cursor.insertBlock(item, QTextCharFormat())
         cursor.insertText(f"[{citation.number}] {p.document}, {page_label(p)}", link)
+        if read_by_ocr(p):
+            cursor.insertText(" ", QTextCharFormat())
+            cursor.insertText(f"\u00a0{OCR_TAG}\u00a0", ocr_tag_format(doc.defaultFont(), palette))
         if citation.quote:
             quote = QTextCharFormat()
             quote.setFontItalic(True)
@@ -445,8 +474,9 @@ def nearest_html(citations: list[Citation], expanded: set[int], palette: QPalett
         where = html.escape(f"[{citation.number}] {p.document}, {page_label(p)}")
         heading = html.escape(_heading_line(p.heading_path))
         heading = f'<span style="color:{muted}"> \u00b7 {heading}</span>' if heading else ""
+        tag = ocr_tag_html(palette) if read_by_ocr(p) else ""
         parts.append(f'<p style="margin:3px 0 3px 0"><a href="cite:{citation.number}" '
-                     f'style="text-decoration:none">{arrow} <u>{where}</u>{heading}</a></p>')
+                     f'style="text-decoration:none">{arrow} <u>{where}</u>{heading}</a>{tag}</p>')
         if shown:
             parts.append(f'<p style="margin:0 0 8px 18px">{_passage_html(p.text, citation.quote)}</p>')
     return "".join(parts)

@@ -53,10 +53,11 @@ _PROBLEMS_SHOWN = 5  # of the dropped paths that cannot be indexed, in one messa
 
 @dataclass(frozen=True)
 class _Request:
-    kind: str  # "add", "remove" or "refresh"
+    kind: str  # "add", "remove", "refresh" or "ocr" (a page's recognised words, for the source view)
     path: str = ""
     force: bool = False  # add: remove the stored copy first (re-index)
-    ticket: int = 0  # add: which live "queued" state this request answers
+    ticket: int = 0  # add: which live "queued" state this request answers; ocr: which answer
+    page: int = 0  # ocr: the page (1-based)
 
 
 class _Inbox:
@@ -154,12 +155,14 @@ class _IndexWorker(QObject):
     stored = Signal(str, object)  # a document just stored: its StoredDocument (between two snapshots)
     removed = Signal(str)  # a path is no longer in the store (or never was)
     failed = Signal(str)
+    pageOcrRead = Signal(int, object)  # ticket, the page's PageOcr or None
 
     def __init__(self, paths: AppPaths, collection: str, settings: IndexSettings | None, inbox: _Inbox):
         super().__init__()
         self._paths = paths
         self._collection = collection
-        self._settings = settings
+        # read at each run's start; the GUI thread swaps it whole (a frozen record), never edits it
+        self.settings = settings
         self._inbox = inbox
         self._store: IndexStore | None = None
         self._embedder = None
@@ -193,6 +196,9 @@ class _IndexWorker(QObject):
         """Removals and refreshes; True when the store's list should be sent again."""
         changed = False
         for request in requests:
+            if request.kind == "ocr":
+                self._read_page_ocr(request)
+                continue
             with self._reporting():
                 changed = True
                 if request.kind == "refresh":
@@ -222,7 +228,7 @@ class _IndexWorker(QObject):
                                                "been moved or deleted." for path in gone[:_PROBLEMS_SHOWN]))
                 self._remaining = set(files)
                 self.runStarted.emit(ticket, files, _sizes(files))
-                indexer = Indexer(store, self._embedder, self._settings)
+                indexer = Indexer(store, self._embedder, self.settings)
                 for event in indexer.run(files=files, cancel=self._inbox.cancel):
                     if event.outcome is not None:  # its row first: the list shows it with its id
                         self.stored.emit(event.outcome.path, store.find_document(event.outcome.path))
@@ -247,6 +253,17 @@ class _IndexWorker(QObject):
             self._doomed.discard(path)
             with self._reporting():
                 self._remove_now(path)
+
+    def _read_page_ocr(self, request: _Request) -> None:
+        """The stored word boxes of a scanned page (None when it was not read by OCR, or the
+        store cannot say): a lookup for the source view, never an error shown to the user."""
+        found = None
+        try:
+            found = self._open().page_ocr_by_path(request.path, request.page)
+        except Exception:
+            log.warning("could not read the recognised words of %s, page %d", request.path, request.page,
+                        exc_info=True)
+        self.pageOcrRead.emit(request.ticket, found)
 
     def _remove_now(self, path: str) -> None:
         try:
@@ -312,6 +329,15 @@ def _sizes(files: list[str]) -> dict[str, int]:
     return sizes
 
 
+def ocr_settings(settings: IndexSettings, paths: AppPaths | None, ocr: bool | None) -> IndexSettings:
+    """`settings` with OCR on or off (None: as they say) and, with `paths`, the data dir's OCR
+    page cache where they name none: recognised pages survive a kill and a re-index."""
+    changes = {} if ocr is None else {"ocr": ocr}
+    if paths is not None and settings.ocr_cache is None:
+        changes["ocr_cache"] = paths.ocr_cache
+    return replace(settings, **changes) if changes else settings
+
+
 def done_fraction(event: IndexProgress, current_bytes: int) -> float | None:
     """How much of the run is done, 0..1, by bytes: the finished documents' bytes, plus the
     share of the current document's pages embedded so far (`current_bytes` is its size), so
@@ -332,6 +358,8 @@ class IndexController(QObject):
         (while indexing: pages embedded so far, None until the document is parsed).
     progressed(IndexProgress), busyChanged(bool), statsChanged(documents ready, chunks),
     failed(str): a message for the user.
+    pageOcrRead(ticket, PageOcr | None): the answer to read_page_ocr(), from the worker's store
+        (between two documents or batches of a run; at once when idle).
 
     Call shutdown() before the application quits (the window's closeEvent).
     """
@@ -341,14 +369,17 @@ class IndexController(QObject):
     busyChanged = Signal(bool)
     statsChanged = Signal(int, int)
     failed = Signal(str)
+    pageOcrRead = Signal(int, object)
 
     _scanRequested = Signal(int, list)
     _wake = Signal()
     _closeRequested = Signal()
 
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, parent: QObject | None = None,
-                 *, index_settings: IndexSettings | None = None, clock=time.monotonic):
+                 *, index_settings: IndexSettings | None = None, ocr: bool | None = None, clock=time.monotonic):
         super().__init__(parent)
+        # OCR (Settings.ocr; None keeps index_settings' choice), its page cache in the data dir
+        index_settings = ocr_settings(index_settings or IndexSettings(), paths, ocr)
         self._clock = clock  # seconds; tests drive their own
         self._indexing_since = 0.0  # when self._indexing became the file being read or embedded
         self._inbox = _Inbox()
@@ -357,6 +388,7 @@ class IndexController(QObject):
         self._live: dict[str, dict] = {}
         self._hidden: set[str] = set()  # removed, until the worker says it is gone
         self._tickets = itertools.count(1)
+        self._ocr_tickets = itertools.count(1)
         self._generation = 0  # scans answered for an older generation were cancelled
         self._scans = 0
         self._running = False
@@ -391,6 +423,7 @@ class IndexController(QObject):
         self._worker.stored.connect(self._on_stored)
         self._worker.removed.connect(self._on_removed)
         self._worker.failed.connect(self._on_failed)
+        self._worker.pageOcrRead.connect(self._on_page_ocr)
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)  # a safety net; the window calls it first
@@ -483,6 +516,25 @@ class IndexController(QObject):
         if self._busy:
             self._busy = False
             self.busyChanged.emit(False)
+
+    def read_page_ocr(self, path: str, page: int) -> int:
+        """Ask for the recognised words of a stored document's page (1-based), off the GUI
+        thread; returns the ticket that pageOcrRead will carry with them."""
+        ticket = next(self._ocr_tickets)
+        if not self._closed:
+            self._inbox.put(_Request("ocr", normal_path(path), ticket=ticket, page=page))
+            self._wake.emit()
+        return ticket
+
+    def set_ocr(self, enabled: bool) -> None:
+        """Recognise scanned pages (Settings.ocr) from the next run on; a run going on keeps
+        what it started with."""
+        self._worker.settings = ocr_settings(self._worker.settings, None, enabled)
+
+    @property
+    def index_settings(self) -> IndexSettings:
+        """What the next run indexes with (OCR on or off, its page cache, limits)."""
+        return self._worker.settings
 
     def fraction_done(self, event: IndexProgress) -> float | None:
         """The run's share done at `event` (0..1, by bytes, moving within a document as its
@@ -585,6 +637,10 @@ class IndexController(QObject):
         if self._live.get(path, {}).get("status") in FINAL_STATUSES:
             del self._live[path]
         self._schedule_emit()
+
+    def _on_page_ocr(self, ticket: int, found) -> None:
+        if not self._closed:
+            self.pageOcrRead.emit(ticket, found)
 
     def _on_failed(self, message: str) -> None:
         if not self._closed:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, Qt, QTimer
-from PySide6.QtGui import QKeySequence
+from PySide6.QtCore import QEvent, QItemSelectionModel, QObject, QRect, QSize, Qt, QTimer
+from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QPainter, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -21,6 +21,8 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -41,6 +43,8 @@ FILE_FILTERS = ";;".join([
 ])
 PATH_ROLE = Qt.ItemDataRole.UserRole
 ID_ROLE = Qt.ItemDataRole.UserRole + 1
+OCR_ROLE = Qt.ItemDataRole.UserRole + 2  # pages read by OCR (0: none): the state shows an "OCR" badge
+OCR_BADGE = "OCR"
 _PROGRESS_STEPS = 1000
 SLOW_DOCUMENT_S = 5  # a document read or embedded this long is named, with its time so far
 _SLOW_TICK_MS = 1000  # how often that time is redrawn
@@ -68,12 +72,27 @@ def state_text(document: StoredDocument) -> str:
     return status
 
 
+def ocr_text(document: StoredDocument) -> str:
+    """'12 pages recognised from images (OCR), confidence 97%' for a document with scanned
+    pages, else ''."""
+    count = document.ocr_pages or 0
+    if count <= 0:
+        return ""
+    verb = "page was" if count == 1 else "pages were"
+    text = f"{count} {verb} scanned images: their text was recognised (OCR)"
+    if document.ocr_confidence is not None:
+        text += f", confidence {round(100 * document.ocr_confidence)}%"
+    return text + ". Check figures against the page itself."
+
+
 def tooltip_text(document: StoredDocument) -> str:
     lines = [document.path, state_text(document) if document.status != "failed" else "failed"]
     if document.error and document.status in ("failed", "ready_with_warnings"):
         lines.append(document.error)
     if document.status in ("ready", "ready_with_warnings"):
         lines.append(plural(document.chunk_count or 0, "passage") + " indexed")
+    if ocr := ocr_text(document):
+        lines.append(ocr)
     return "\n".join(lines)
 
 
@@ -97,6 +116,9 @@ def progress_text(event: IndexProgress, fraction: float | None = None) -> str:
     """'3/10 documents · 5.2 pages/s · ETA 40 s' (rate and ETA once they are known). With the
     run's `fraction` done (pages of the current document counted), the ETA follows it."""
     parts = [f"{event.documents_done}/{event.documents_total} documents"]
+    if event.stage == "recognising" and event.document_pages > 0:
+        page = min(event.document_pages_done + 1, event.document_pages)  # the page being read
+        parts.append(f"recognising text, page {page} of {event.document_pages}")
     if event.pages_done > 0:
         parts.append(f"{event.pages_per_s:.1f} pages/s")
     eta = event.eta_s
@@ -147,6 +169,7 @@ class DocumentsPanel(QWidget):
         self.list.setAccessibleDescription("Indexed documents and their state. "
                                            "Delete removes the selected ones from the index.")
         self.list.installEventFilter(self)
+        self.list.setItemDelegateForColumn(1, BadgeDelegate(self.list))
 
         self.progress_bar = QProgressBar(self)
         self.progress_bar.setRange(0, _PROGRESS_STEPS)
@@ -369,6 +392,70 @@ def _fill(item: QTreeWidgetItem, document: StoredDocument) -> None:
     item.setToolTip(0, tip)
     item.setToolTip(1, tip)
     item.setIcon(0, _icon(document.status))
+    ocr_pages = document.ocr_pages or 0
+    item.setData(0, OCR_ROLE, ocr_pages)
+    item.setData(1, OCR_ROLE, ocr_pages)  # the state column draws the badge
+    # a screen reader hears the badge too
+    item.setData(0, Qt.ItemDataRole.AccessibleTextRole,
+                 f"{document.name}, {ocr_pages} pages read by OCR" if ocr_pages else document.name)
+
+
+class BadgeDelegate(QStyledItemDelegate):
+    """Draws a document's state with a small "OCR" badge after it when pages of it were
+    recognised from images; a long state is elided before the badge, never under it."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index) -> None:
+        if not index.data(OCR_ROLE):
+            super().paint(painter, option, index)
+            return
+        font = badge_font(option.font)
+        badge = badge_size(font)
+        rest = QStyleOptionViewItem(option)
+        rest.rect = option.rect.adjusted(0, 0, -(badge.width() + 2 * _BADGE_GAP), 0)
+        super().paint(painter, rest, index)
+        full = QStyleOptionViewItem(option)
+        self.initStyleOption(full, index)
+        style = option.widget.style() if option.widget is not None else QApplication.style()
+        text = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, full, option.widget)
+        end = min(text.left() + full.fontMetrics.horizontalAdvance(full.text) + 4, rest.rect.right())
+        box = QRect(end + _BADGE_GAP, option.rect.top() + (option.rect.height() - badge.height()) // 2,
+                    badge.width(), badge.height())
+        paint_badge(painter, box, font, option.palette)
+
+    def sizeHint(self, option: QStyleOptionViewItem, index) -> QSize:  # noqa: N802 (Qt's name)
+        size = super().sizeHint(option, index)
+        if index.data(OCR_ROLE):
+            size.setWidth(size.width() + badge_size(badge_font(option.font)).width() + 2 * _BADGE_GAP)
+        return size
+
+
+_BADGE_GAP = 6  # pixels between the name and its badge
+
+
+def badge_font(font: QFont) -> QFont:
+    small = QFont(font)
+    small.setPointSizeF(max(6.0, font.pointSizeF() * 0.8))
+    small.setBold(True)
+    return small
+
+
+def badge_size(font: QFont) -> QSize:
+    metrics = QFontMetrics(font)
+    return QSize(metrics.horizontalAdvance(OCR_BADGE) + metrics.height() // 2 + 4, metrics.height() + 2)
+
+
+def paint_badge(painter: QPainter, box: QRect, font: QFont, palette: QPalette) -> None:
+    """A rounded tag in the palette's link colour with the base colour's text: legible in the
+    light and the dark theme alike."""
+    painter.save()
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setPen(Qt.PenStyle.NoPen)
+    painter.setBrush(palette.color(QPalette.ColorRole.Link))
+    painter.drawRoundedRect(box, box.height() / 3, box.height() / 3)
+    painter.setPen(palette.color(QPalette.ColorRole.Base))
+    painter.setFont(font)
+    painter.drawText(box, Qt.AlignmentFlag.AlignCenter, OCR_BADGE)
+    painter.restore()
 
 
 _STATUS_ICONS = {"failed": QStyle.StandardPixmap.SP_MessageBoxCritical,

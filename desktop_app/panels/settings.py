@@ -1,4 +1,4 @@
-"""The settings dialog: model, generation, retrieval and appearance.
+"""The settings dialog: model, generation, retrieval, indexing and appearance.
 
     dialog = SettingsDialog(settings, llm_names=["my-import"], reranker_available=True, parent=w)
     if dialog.exec() == QDialog.DialogCode.Accepted:
@@ -93,18 +93,29 @@ class SettingsDialog(QDialog):
         self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
         self._describe(self.theme, "Theme", "Light or dark colours")
 
+        self.ocr = QCheckBox("Re&cognise text in scanned pages (OCR)")
+        self.ocr.setChecked(settings.ocr)
+        self._describe(self.ocr, "Recognise text in scanned pages (OCR)",
+                       "Pages that are only a picture (a scanned manual) are read by text recognition, "
+                       "so that they can be searched and cited. Such pages take longer to index. "
+                       "Applies to documents indexed from now on")
+
         answers = QFormLayout()
         answers.addRow("&Model:", self.model)
         answers.addRow("&Temperature:", self.temperature)
         answers.addRow("Maximum answer &length:", self.max_new_tokens)
         answers.addRow("&Passages per answer:", self.passages)
         answers.addRow("", self.use_reranker)
+        indexing = QFormLayout()
+        indexing.addRow("", self.ocr)
         appearance = QFormLayout()
         appearance.addRow("&Font size:", self.font_size)
         appearance.addRow("T&heme:", self.theme)
 
         answers_box = QGroupBox("Answers")
         answers_box.setLayout(answers)
+        indexing_box = QGroupBox("Indexing")
+        indexing_box.setLayout(indexing)
         appearance_box = QGroupBox("Appearance")
         appearance_box.setLayout(appearance)
 
@@ -118,13 +129,14 @@ class SettingsDialog(QDialog):
 
         layout = QVBoxLayout(self)
         layout.addWidget(answers_box)
+        layout.addWidget(indexing_box)
         layout.addWidget(appearance_box)
         layout.addWidget(self.buttons)
 
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         cancel = self.buttons.button(QDialogButtonBox.StandardButton.Cancel)
         order = [self.model, self.temperature, self.max_new_tokens, self.passages,
-                 self.use_reranker, self.font_size, self.theme, ok, cancel]
+                 self.use_reranker, self.ocr, self.font_size, self.theme, ok, cancel]
         for first, second in zip(order, order[1:]):
             QWidget.setTabOrder(first, second)
         self.model.setFocus()
@@ -143,6 +155,7 @@ class SettingsDialog(QDialog):
             max_new_tokens=self.max_new_tokens.value(),
             passages=self.passages.value(),
             use_reranker=use_reranker,
+            ocr=self.ocr.isChecked(),
             font_size=self.font_size.value(),
             theme=self.theme.currentData(),
         )

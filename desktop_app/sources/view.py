@@ -17,6 +17,13 @@ by a SourceReader (a parse pool child, within its time and memory limits, off th
 "Opening…" meanwhile), the same text the index holds, so the spans mark the passage exactly
 (found by its text when they are empty, as in conversations saved before spans were kept).
 The view itself never parses a document.
+
+A scanned page (read by OCR when it was indexed) has no text for QtPdf to find: there the
+passage's spans (characters of the recognised text the index holds) pick the recognised words
+they overlap, whose boxes the index keeps (PageOcr.words), and those are painted, one box per
+line. The boxes are read from the store off the GUI thread by `ocr_source` (the window's
+IndexController: read_page_ocr(path, page) -> ticket, then pageOcrRead(ticket, PageOcr|None));
+sourceShown follows once they have arrived. Nothing is recognised again to show a page.
 """
 
 from __future__ import annotations
@@ -57,7 +64,7 @@ from PySide6.QtWidgets import (
 
 from desktop_app.controllers.sources import SourceReader
 from engine.ingest.locate import locate_passage, same_letters
-from engine.types import Page, Span, pages_text
+from engine.types import Page, PageOcr, Span, pages_text
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +76,7 @@ FIT_TEXT_MIN = 0.6  # fit at least this share of the paper's width (a page with 
 HIGHLIGHT = QColor(255, 226, 64, 150)  # marker yellow; multiplied onto the page, text stays black
 HIGHLIGHT_TEXT_BACKGROUND = QColor("#ffe566")
 HIGHLIGHT_TEXT_FOREGROUND = QColor("#1b1b1b")  # dark on yellow, in the dark theme too
+OCR_NOTE = "This page is a scan: its text was recognised (OCR), so check the page itself."
 
 
 def merge_line_boxes(rects: list[QRectF]) -> list[QRectF]:
@@ -87,6 +95,32 @@ def merge_line_boxes(rects: list[QRectF]) -> list[QRectF]:
                 continue
         boxes.append(QRectF(rect))
     return [box.adjusted(-1.5, -1.5, 1.5, 1.5) for box in boxes]
+
+
+def ocr_boxes(ocr: PageOcr, spans: tuple[Span, ...], page: int, page_size: QSizeF) -> list[QRectF]:
+    """The boxes (in points of a page of `page_size`) of the recognised words of `page` that
+    overlap the spans on it, one box per line: the passage marked on a scanned page."""
+    ranges = [(span.start, span.end) for span in spans if span.page == page and span.end > span.start]
+    sx = page_size.width() / ocr.width if ocr.width > 0 else 1.0  # the page as QtPdf sizes it
+    sy = page_size.height() / ocr.height if ocr.height > 0 else 1.0
+    rects = [QRectF(QPointF(x0 * sx, y0 * sy), QPointF(x1 * sx, y1 * sy))
+             for word in ocr.words for x0, y0, x1, y1 in [word.box]
+             if any(word.start < end and word.end > start for start, end in ranges)]
+    return apart(merge_line_boxes(rects))
+
+
+def apart(boxes: list[QRectF]) -> list[QRectF]:
+    """Line boxes that overlap the next line down (a recogniser's boxes are generous) meet
+    half way instead, so that the marker reads as one stroke per line."""
+    boxes = sorted((QRectF(box) for box in boxes), key=lambda box: box.top())
+    for i, upper in enumerate(boxes):
+        for lower in boxes[i + 1:]:
+            beside = min(upper.right(), lower.right()) > max(upper.left(), lower.left())
+            if beside and lower.top() < upper.bottom() and lower.center().y() > upper.center().y():
+                middle = (upper.bottom() + lower.top()) / 2
+                upper.setBottom(min(upper.bottom(), middle))
+                lower.setTop(max(lower.top(), middle))
+    return boxes
 
 
 # -- the PDF page view -----------------------------------------------------------------------
@@ -289,15 +323,19 @@ class SourceView(QWidget):
     # the PDF zoom the person chose (a factor), or 0.0 for "fit width": to keep it for next time
     zoomChosen = Signal(float)
 
-    def __init__(self, parent: QWidget | None = None, reader: SourceReader | None = None):
+    def __init__(self, parent: QWidget | None = None, reader: SourceReader | None = None, ocr_source=None):
         super().__init__(parent)
         self.setObjectName("sourceView")
         self.reader = reader if reader is not None else SourceReader(self)
         self.reader.pagesRead.connect(self._on_pages_read)
         self.reader.readFailed.connect(self._on_read_failed)
+        self._ocr_source = None
+        self._ocr_wait: tuple[int, int] | None = None  # ticket, page (1-based) of the boxes asked for
+        self._ocr_shown = False  # the highlight (or its absence) is on a scanned page
         self._path = ""
         self._passage = ""
         self._spans: tuple[Span, ...] = ()
+        self._ocr_pages: tuple[int, ...] = ()  # the passage's pages that were read by OCR
         self._reading: tuple[int, int, tuple] | None = None  # ticket, page, file key
         self._page = 0  # 1-based; 0 when nothing is shown
         self._mode = "empty"  # empty | opening | pdf | text | missing | error
@@ -376,8 +414,16 @@ class SourceView(QWidget):
         layout.addWidget(self.stack, 1)
         self._show_widget(self.message)
         self._update_controls()
+        if ocr_source is not None:
+            self.set_ocr_source(ocr_source)
 
     # -- API ---------------------------------------------------------------------------------
+    def set_ocr_source(self, source) -> None:
+        """Where the word boxes of scanned pages come from: an IndexController (or anything
+        with read_page_ocr(path, page) -> ticket and a pageOcrRead(ticket, PageOcr|None) signal)."""
+        self._ocr_source = source
+        source.pageOcrRead.connect(self._on_page_ocr)
+
     def show_citation(self, citation) -> None:
         """Open the cited passage (an engine Citation) at its page, highlighted."""
         self.show_passage(citation.passage)
@@ -390,6 +436,7 @@ class SourceView(QWidget):
         self._path = str(passage.path)
         self._passage = passage.text or ""
         self._spans = tuple(passage.spans)
+        self._ocr_pages = tuple(passage.ocr_pages)
         self._found = False
         self._highlighted = ""
         page = passage.page if passage.spans else 1
@@ -400,7 +447,8 @@ class SourceView(QWidget):
                                f"“{file.name}” was moved or deleted; add it again to see this "
                                f"source.\n\n(It was at {file})")
         elif file.suffix.lower() == ".pdf" and self._open_pdf(file):
-            self._show_pdf_page(page)
+            if self._show_pdf_page(page):
+                return  # a scanned page: sourceShown follows when its word boxes arrive
         elif self._open_text(file, page):
             return  # sourceShown follows when the pages arrive
         self._shown()
@@ -420,8 +468,18 @@ class SourceView(QWidget):
         """Whether the passage was found on its page and is highlighted."""
         return self._found
 
+    def highlight_on_scan(self) -> bool:
+        """Whether the page shown with the passage is a scan, highlighted from its recognised
+        words (QtPdf has no text there)."""
+        return self._ocr_shown
+
+    def highlight_boxes(self) -> list[QRectF]:
+        """The highlight's boxes on the PDF page, in points from its top left (one per line)."""
+        return list(self.pdf_view.highlight_boxes) if self._mode == "pdf" else []
+
     def highlighted_text(self) -> str:
-        """The source's own text under the highlight ('' when none)."""
+        """The source's own text under the highlight ('' when none); on a scanned page, the
+        recognised text of the passage, as the index holds it."""
         return self._highlighted
 
     def mode(self) -> str:
@@ -442,6 +500,7 @@ class SourceView(QWidget):
         self._stop_reading()
         self._path, self._passage, self._page, self._found, self._highlighted = "", "", 0, False, ""
         self._spans = ()
+        self._ocr_pages, self._ocr_shown = (), False
         self._mode = "empty"
         self.pdf_view.highlight_boxes = []
         self.title.set_full_text("No source open")
@@ -506,23 +565,65 @@ class SourceView(QWidget):
         elif abs(self.pdf_view.zoomFactor() - self._pdf_zoom) > 1e-3:
             self.pdf_view.setZoomFactor(self._pdf_zoom)
 
-    def _show_pdf_page(self, page: int) -> None:
+    def _show_pdf_page(self, page: int) -> bool:
+        """Show the page with the passage highlighted. True when it is a scanned page whose
+        word boxes have been asked for (the highlight follows in _on_page_ocr)."""
         self._mode = "pdf"
         count = self.document.pageCount()
         page = min(max(1, page), count)
         self._show_widget(self.pdf_view)
         boxes, text = self._pdf_highlight(page - 1, self._passage)
+        waiting = not boxes and self._scanned_page(page)
         self.pdf_view.highlight_page = page - 1
         self.pdf_view.highlight_boxes = boxes
         self._found, self._highlighted = bool(boxes), text
+        self._ocr_shown = False
         self._page = page
         self.pdf_view.follow = True
         self.pdf_view.pageNavigator().jump(page - 1, QPointF(), self.pdf_view.zoomFactor())
         self._apply_pdf_zoom()
         self.pdf_view.scroll_to_highlight()
         self.pdf_view.viewport().update()
-        self._set_note()
+        if waiting:
+            self._ocr_wait = (self._ocr_source.read_page_ocr(self._path, page), page)
+            self.note.setText("Finding the cited passage on the scanned page…")
+        else:
+            self._set_note()
         self._set_title()
+        return waiting
+
+    def _scanned_page(self, page: int) -> bool:
+        """Whether the passage should be marked from the page's recognised words: it has
+        characters on the page, and the page was read by OCR (or has no text for QtPdf, as in
+        a conversation saved before pages were marked), and there is a store to ask."""
+        if self._ocr_source is None or not self._passage.strip():
+            return False
+        if not any(span.page == page and span.end > span.start for span in self._spans):
+            return False
+        if page in self._ocr_pages:
+            return True
+        selection = self.document.getAllText(page - 1)
+        return not (selection.isValid() and any(c.isalnum() for c in selection.text()))
+
+    def _on_page_ocr(self, ticket: int, ocr) -> None:
+        if self._ocr_wait is None or self._ocr_wait[0] != ticket:
+            return  # superseded
+        _, page = self._ocr_wait
+        self._ocr_wait = None
+        if self._mode != "pdf":
+            return
+        boxes = []
+        if isinstance(ocr, PageOcr):
+            boxes = ocr_boxes(ocr, self._spans, page, self.document.pagePointSize(page - 1))
+        self.pdf_view.highlight_page = page - 1
+        self.pdf_view.highlight_boxes = boxes
+        self._found, self._ocr_shown = bool(boxes), isinstance(ocr, PageOcr)
+        self._highlighted = self._passage if boxes else ""
+        if self.pdf_view.follow:
+            self.pdf_view.scroll_to_highlight()
+        self.pdf_view.viewport().update()
+        self._set_note()
+        self._shown()
 
     def _pdf_highlight(self, page0: int, passage: str) -> tuple[list[QRectF], str]:
         if not passage.strip():
@@ -563,6 +664,7 @@ class SourceView(QWidget):
         return True
 
     def _stop_reading(self) -> None:
+        self._ocr_wait = None  # boxes still on their way are for the page shown before
         if self._reading is not None:
             self._reading = None
             self.reader.cancel()
@@ -786,13 +888,14 @@ class SourceView(QWidget):
         return label if label and label != str(self._page) else ""
 
     def _set_note(self) -> None:
+        scan = f" {OCR_NOTE}" if self._ocr_shown else ""
         if not self._passage.strip():
             self.note.setText("")
         elif self._found:
-            self.note.setText("The cited passage is highlighted.")
+            self.note.setText(f"The cited passage is highlighted.{scan}")
         else:
             self.note.setText("The cited passage could not be located in this page's text; "
-                              "it should be on this page.")
+                              f"it should be on this page.{scan}")
 
     def _update_controls(self) -> None:
         paged = self._mode in ("pdf", "text")
