@@ -297,11 +297,13 @@ class Quote:
         return self.passage.document
 
     def to_dict(self) -> dict:
-        return {"number": self.number, "text": self.text, "document": self.document,
-                "path": self.passage.path, "page": self.page,
-                "page_label": self.passage.page_label(self.page),
-                "ocr_pages": [page for page in self.passage.ocr_pages if page == self.page],
-                "span": [self.span.page, self.span.start, self.span.end]}
+        found = {"number": self.number, "text": self.text, "document": self.document,
+                 "path": self.passage.path, "page": self.page,
+                 "page_label": self.passage.page_label(self.page),
+                 "span": [self.span.page, self.span.start, self.span.end]}
+        if self.page in self.passage.ocr_pages:  # only then: a quote from a text layer is as before
+            found["ocr_pages"] = [self.page]
+        return found
 
     @classmethod
     def from_dict(cls, data: dict) -> "Quote":

@@ -63,9 +63,10 @@ _CPU_MARGIN_S = 5.0  # the worker's own CPU limit lies this far past the wall-ti
 # a page's hard limits lie this far past its own limit: the first page also loads the models,
 # and the per-page limit is checked between the recogniser's steps, not inside them
 _PAGE_GRACE_S = 30.0
-# RLIMIT_AS of a worker recognising pages (OCR): onnxruntime, the models and a page image at
-# 200 dpi need some 1.5 GB of address space besides the text pass (measured in the worker: see
-# the report of issue 18); text-only documents keep memory_limit_mb
+# RLIMIT_AS of a worker recognising pages (OCR). Measured in the worker (VmPeak, what RLIMIT_AS
+# caps): 1,437 MB after three R-intro pages at 200 dpi (RSS 650 MB), 1,201 MB for one A1-size
+# page; under 2,048 MB that leaves some 600 MB for the text pass of a large file and for larger
+# pages. Text-only documents keep memory_limit_mb.
 OCR_MEMORY_LIMIT_MB = 3072
 
 

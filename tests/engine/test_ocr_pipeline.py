@@ -238,3 +238,18 @@ def test_an_unreadable_scan_comes_out_under_the_low_confidence(tmp_path, manuals
     assert "page 1 was recognised with low confidence (" in result["noisy.pdf"].reason
     assert result["noise.pdf"].status in ("failed", "ready_with_warnings")
     assert "OCR found no text" in result["noise.pdf"].reason or "low confidence" in result["noise.pdf"].reason
+
+
+def test_the_cli_progress_line_says_which_page_is_being_recognised():
+    import io
+
+    from engine.cli.index import _ProgressBar, stage_text
+    from engine.types import IndexProgress
+
+    event = IndexProgress(0, 1, 0, "/docs/scan.pdf", 3.0, document_pages=80, document_pages_done=11,
+                          stage="recognising")
+    bar = _ProgressBar(io.StringIO())
+    bar.show(event)
+    assert bar.stream.getvalue() == ""  # not a terminal: only finished documents are printed
+    assert bar._line(event).endswith("scan.pdf, recognising text, page 12 of 80")
+    assert stage_text(IndexProgress(0, 1, 0, "/docs/scan.pdf", 3.0, document_pages=80, document_pages_done=11)) == ""
