@@ -14,6 +14,10 @@ The thread ends, closing its pool, when no read is left: an idle reader holds no
 child. shutdown() cancels the read and waits for the thread; it also runs when the reader is
 deleted with its parent, and when the application quits. (A document read again is served
 from the view's copy, so the child's start is paid once per document shown.)
+
+The pool runs without OCR (ParsePool's default): showing a document never recognises its
+scanned pages again (seconds a page). A PDF is shown by QtPdf, and the view marks a passage on
+a scanned page from the word boxes the index keeps (SourceView, IndexController.read_page_ocr).
 """
 
 from __future__ import annotations

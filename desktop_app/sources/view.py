@@ -109,6 +109,15 @@ def ocr_boxes(ocr: PageOcr, spans: tuple[Span, ...], page: int, page_size: QSize
     return apart(merge_line_boxes(rects))
 
 
+def _words_extent(ocr: PageOcr, page_size: QSizeF) -> QRectF:
+    """Where the recognised words lie on a page of `page_size` points (empty when none)."""
+    if not ocr.words or ocr.width <= 0 or ocr.height <= 0:
+        return QRectF()
+    sx, sy = page_size.width() / ocr.width, page_size.height() / ocr.height
+    return QRectF(QPointF(min(w.box[0] for w in ocr.words) * sx, min(w.box[1] for w in ocr.words) * sy),
+                  QPointF(max(w.box[2] for w in ocr.words) * sx, max(w.box[3] for w in ocr.words) * sy))
+
+
 def apart(boxes: list[QRectF]) -> list[QRectF]:
     """Line boxes that overlap the next line down (a recogniser's boxes are generous) meet
     half way instead, so that the marker reads as one stroke per line."""
@@ -137,6 +146,7 @@ class _PdfPageView(QPdfView):
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.highlight_page = -1  # 0-based, as QtPdf counts
         self.highlight_boxes: list[QRectF] = []  # in page points
+        self.scan_text: tuple[int, QRectF] = (-1, QRectF())  # a scanned page's recognised words' extent
         self.fit_width = True  # zoom follows the view's width until the user zooms
         self.follow = True  # keep the highlight in view until the user scrolls
         self.verticalScrollBar().actionTriggered.connect(self._on_user_scroll)
@@ -173,6 +183,8 @@ class _PdfPageView(QPdfView):
         width = document.pagePointSize(page).width()
         selection = document.getAllText(page)
         box = selection.boundingRectangle() if selection.isValid() else QRectF()
+        if (not box.isValid() or box.width() <= 0) and self.scan_text[0] == page:
+            box = self.scan_text[1]  # a scan: QtPdf has no text, the recogniser found it here
         if not box.isValid() or box.width() <= 0:
             return 0.0, width
         left = max(0.0, box.left() - FIT_MARGIN_PT)
@@ -578,6 +590,7 @@ class SourceView(QWidget):
         self.pdf_view.highlight_boxes = boxes
         self._found, self._highlighted = bool(boxes), text
         self._ocr_shown = False
+        self.pdf_view.scan_text = (-1, QRectF())  # known again once this page's words arrive
         self._page = page
         self.pdf_view.follow = True
         self.pdf_view.pageNavigator().jump(page - 1, QPointF(), self.pdf_view.zoomFactor())
@@ -614,7 +627,10 @@ class SourceView(QWidget):
             return
         boxes = []
         if isinstance(ocr, PageOcr):
-            boxes = ocr_boxes(ocr, self._spans, page, self.document.pagePointSize(page - 1))
+            size = self.document.pagePointSize(page - 1)
+            boxes = ocr_boxes(ocr, self._spans, page, size)
+            self.pdf_view.scan_text = (page - 1, _words_extent(ocr, size))
+            self._apply_pdf_zoom()  # "fit width" fits the printed text of the scan, as on other pages
         self.pdf_view.highlight_page = page - 1
         self.pdf_view.highlight_boxes = boxes
         self._found, self._ocr_shown = bool(boxes), isinstance(ocr, PageOcr)
