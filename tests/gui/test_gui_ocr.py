@@ -33,8 +33,6 @@ from engine.types import Citation, IndexProgress
 from tests.helpers.pump_chat import ANSWER_MS, start_controller
 from tests.helpers.scanned import scanned_pdf
 
-pytestmark = pytest.mark.slow  # real OCR of two pages and the real embedder, once for the module
-
 SOURCE_PAGES = [20, 21]  # R-intro: "Objects, their modes and attributes", prose
 QUESTION = "What are the intrinsic attributes of an object, mode and length?"
 RUN_MS = 240_000  # OCR of two dense pages (5-10 s each on 2 loaded cores) and their embedding
@@ -94,6 +92,7 @@ def keep_picture(widget, name: str) -> None:
 
 
 # -- the documents panel -----------------------------------------------------------------------
+@pytest.mark.slow  # real OCR of two pages and the real embedder (once for the module)
 def test_the_progress_line_says_which_page_is_being_recognised(scanned):
     _paths, _pdf, lines, events, _controller, _panel = scanned
     recognising = [e for e in events if e.stage == "recognising"]
@@ -106,6 +105,7 @@ def test_the_progress_line_says_which_page_is_being_recognised(scanned):
     assert "recognising" not in progress_text(replace(event, stage=""))
 
 
+@pytest.mark.slow  # real OCR of two pages and the real embedder (once for the module)
 def test_the_documents_panel_shows_an_ocr_badge_and_says_how_the_pages_were_read(qtbot, scanned):
     paths, pdf, _lines, _events, controller, panel = scanned
     panel.resize(520, 260)
@@ -172,6 +172,7 @@ def ocr_tags(doc) -> list[str]:
     return tips
 
 
+@pytest.mark.slow  # real OCR of two pages and the real embedder (once for the module)
 def test_citations_of_scanned_pages_carry_an_ocr_tag_also_when_reopened(qtbot, answered, tmp_path):
     bubble = answered.last_answer()
     citations = bubble.state.citations
@@ -229,6 +230,7 @@ def original_line_boxes(source_pdf: Path, page: int, pieces: list[str]) -> list[
     return lines
 
 
+@pytest.mark.slow  # real OCR of two pages and the real embedder (once for the module)
 def test_the_source_view_marks_the_cited_words_on_the_scanned_page(qtbot, scanned, manuals_dir):
     paths, pdf, _lines, _events, controller, _panel = scanned
     from engine.answer.retrieval import Retriever
@@ -280,6 +282,7 @@ def _drawn(pdf_view) -> bool:
                for x in range(picture.width()) for y in range(picture.height())) > 50
 
 
+@pytest.mark.slow  # real OCR of two pages and the real embedder (once for the module)
 def test_a_source_view_without_a_store_says_it_could_not_find_the_passage(qtbot, scanned):
     _paths, pdf, _lines, _events, _controller, _panel = scanned
     view = SourceView()
