@@ -80,7 +80,7 @@ def test_the_keyboard_alone_edits_and_accepts(qtbot):
 def test_tab_order_follows_the_form(qtbot):
     dialog = open_dialog(qtbot)
     order = [dialog.model, dialog.temperature, dialog.max_new_tokens, dialog.passages,
-             dialog.use_reranker, dialog.font_size, dialog.theme,
+             dialog.use_reranker, dialog.ocr, dialog.font_size, dialog.theme,
              dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)]
     for first, second in zip(order, order[1:]):
         assert first.nextInFocusChain() is second or _focus_proxy_chain(first) is second
@@ -98,13 +98,14 @@ def _focus_proxy_chain(widget):
 def test_every_control_has_an_accessible_name_and_a_label(qtbot):
     dialog = open_dialog(qtbot)
     controls = [dialog.model, dialog.temperature, dialog.max_new_tokens, dialog.passages,
-                dialog.use_reranker, dialog.font_size, dialog.theme]
+                dialog.use_reranker, dialog.ocr, dialog.font_size, dialog.theme]
     for control in controls:
         assert control.accessibleName(), control
         assert control.toolTip(), control
     buddies = {label.buddy() for label in dialog.findChildren(QLabel)}
-    assert set(controls) - {dialog.use_reranker} <= buddies  # Alt+letter reaches each field
-    assert "&" in dialog.use_reranker.text()
+    checkboxes = {dialog.use_reranker, dialog.ocr}  # a checkbox holds its own Alt+letter
+    assert set(controls) - checkboxes <= buddies  # Alt+letter reaches each field
+    assert all("&" in box.text() for box in checkboxes)
 
 
 def test_without_a_reranker_the_switch_is_off_and_says_why(qtbot):

@@ -176,6 +176,22 @@ def test_the_installed_cli_indexes_a_real_manual_and_answers_with_no_network(ins
     assert not (data_dir / "models" / "SmolLM2-135M-Instruct").exists()
 
 
+
+def test_the_installed_cli_recognises_a_scanned_manual(installed, home, manuals_dir, tmp_path):
+    """OCR in the installed program: rapidocr's models, onnxruntime and pypdfium2 travel with
+    it, and a page with no text layer becomes searchable."""
+    from tests.helpers.scanned import scanned_pdf
+
+    scan = scanned_pdf(manuals_dir / "R-intro.pdf", [10], home / "scanned-R-intro.pdf")
+    data = tmp_path / "scan-data"
+    index = offline(["offline-assistant-cli", "index", "--data-dir", str(data), str(scan)], home)
+    assert index.returncode == 0, index.stderr[-2000:]
+    listed = offline(["offline-assistant-cli", "docs", "list", "--json", "--data-dir", str(data)], home)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    (document,) = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert document["status"] == "ready" and document["ocr_pages"] == 1, document
+
+
 def test_the_cli_keeps_user_data_in_the_home_folder(installed, home):
     note = home / "press-notes.md"
     note.write_text("# Press P-200\n\nThe press stops when the guard door opens.\n", encoding="utf-8")
