@@ -142,7 +142,9 @@ def test_a_damaged_cache_file_is_recognised_again(tmp_path, indexed, documents):
     for name in ("1.json", "3.json"):
         (folder / name).write_bytes((source / name).read_bytes())
     (folder / "2.json").write_text('{"format": 1, "text": "half a fi')  # page 13: three short lines
-    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:
+    # loading the models and recognising page 2 take longer than the document's 3 s: each page
+    # reported moves its deadline
+    with ParsePool(time_limit_s=3, ocr=OcrOptions(cache=cache)) as pool:
         parsed = pool.parse(documents["scan"])
     assert "several analyses" in parsed.pages[1].text and parsed.pages[1].ocr is not None
     assert "several analyses" in json.loads((folder / "2.json").read_text())["text"]  # kept again
@@ -160,6 +162,25 @@ def test_a_page_over_its_time_limit_is_given_up_and_the_rest_is_indexed(tmp_path
         assert 1 in keyword_pages(store, '"integrated suite of software"', "mixed.pdf")
         assert keyword_pages(store, '"several analyses"', "mixed.pdf") == set()  # the scanned page
         assert store.list_documents()[0].ocr_pages == 0
+
+
+def test_a_page_stuck_in_the_recogniser_times_the_document_out_by_the_page_limit(documents, monkeypatch):
+    """A worker that stops answering while it recognises (here: frozen with SIGSTOP, as a page
+    stuck in one native call would be) is stopped by the caller, and the error names the page."""
+    import engine.ingest.parse_pool
+
+    monkeypatch.setattr(engine.ingest.parse_pool, "_PAGE_GRACE_S", 0.5)
+    with ParsePool(time_limit_s=4, ocr=OcrOptions(cache=None, page_time_limit_s=1.0)) as pool:
+        items = []
+        for _, item in pool.imap([documents["scan"]], progress=True):
+            items.append(item)
+            if isinstance(item, PageProgress):
+                os.kill(pool.pids[0], signal.SIGSTOP)
+        assert pool.pids == []  # the frozen worker was stopped
+    assert items[0] == PageProgress(0, 3)
+    error = items[-1]
+    assert isinstance(error, DocumentError) and error.kind == "timed_out"
+    assert "recognising page 1 of the 3 without text went past the 1 s limit per page" in str(error)
 
 
 @pytest.mark.slow
