@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import DocumentError
+from engine.ingest.ocr import text_needs_ocr
 from engine.types import OutlineEntry, Page, PageOcr, ParsedDocument
 
 # pypdf's own limits, set in the worker (pypdf keeps them per thread, in a context variable).
@@ -47,13 +48,6 @@ _SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
 _FILTER_NAME = re.compile(r"\b(\w+Decode)\b")  # "BrotliDecode", "Unsupported filter /FooDecode"
 # pypdf names its decoders' modules in nothing it raises; these say which filter failed
 _DECODER_MODULES = {"brotli": "BrotliDecode", "zlib": "FlateDecode"}
-
-
-try:
-    from engine.ingest.ocr import text_needs_ocr
-except ImportError:  # until engine.ingest.ocr has it: only an empty text layer needs OCR
-    def text_needs_ocr(text: str) -> bool:
-        return not text.strip()
 
 
 def apply_pypdf_limits() -> None:
