@@ -38,14 +38,16 @@ class Embedder:
 
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
                  threads: int | None = None, max_tokens: int = 256,
-                 providers: Sequence[str] | None = None, int8_activations: bool = False):
+                 providers: Sequence[str] | None = None, int8_activations: bool = True):
         self.model_path = Path(model_path)
         self.tokenizer_path = Path(tokenizer_path)
         self.threads = threads or physical_cores()
         self.providers = list(providers) if providers else ["CPUExecutionProvider"]
-        # True: int8 weights used as int8, activations quantized per call (embedder_graph).
-        # Off by default: only ~1.25x faster here, and a text's vector then depends on its
-        # batch (one activation scale per call); see docs/benchmarks.md. No-op for float models.
+        # True (the fast path): int8 weights used as int8, activations quantized per call
+        # (embedder_graph), and each text runs alone in its call, so its activation scales and
+        # its vector depend on that text only, never on what it is batched with. About 2-3x the
+        # exact path on 2 cores, own-chunk top-5 within 1 point (docs/bench-embed.md).
+        # False: the exact float path. No-op for float models (they stay batched).
         self.int8_activations = int8_activations
         self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
         self._encoder = load_tokenizer(self.tokenizer_path, self.max_tokens)
@@ -56,6 +58,7 @@ class Embedder:
         self._pooled = False
         self._dimension = 0
         self._model_id = ""
+        self._one_per_call = False
 
     @classmethod
     def from_files(cls, files, **options) -> "Embedder":
@@ -72,6 +75,7 @@ class Embedder:
         self._inputs = _input_types(session, self.model_path)
         self._output, self._pooled = _choose_output(session, self.model_path)
         self._session = session
+        self._one_per_call = bool(getattr(session, "int8_activations", False))
         # The warm-up run also tells the dimension; without it the first query pays for
         # onnxruntime's lazy allocations.
         self._dimension = int(self._run(self._encoder.encode_batch(["warm up"]))[0].shape[-1])
@@ -136,6 +140,11 @@ class Embedder:
             return self._encode([texts], batch_size)[0]
         encodings = self._encoder.encode_batch(list(texts))
         result = np.zeros((len(encodings), self._dimension), dtype=np.float32)
+        if self._one_per_call:
+            # Int8 activations: one scale per call, so one text per call keeps a vector
+            # independent of its batch; it costs nothing here (no padding, and ~200-token
+            # rows keep the matmuls busy).
+            batch_size = 1
         # Similar lengths together: each batch is padded only to its own longest text.
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         for first in range(0, len(order), max(1, batch_size)):

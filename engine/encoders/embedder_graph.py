@@ -38,6 +38,7 @@ class _Match:
     weight: str  # the int8 initializer, used as B unchanged
     scale: np.ndarray  # [N] float32
     chain: tuple[onnx.NodeProto, ...]  # the Mul and the Cast, dropped once nothing reads them
+    bias: onnx.NodeProto | None = None  # Add(MatMul, [N] initializer), folded into the fused op
 
 
 def int8_activation_model(model_path: str | Path) -> bytes | None:
@@ -49,10 +50,14 @@ def int8_activation_model(model_path: str | Path) -> bytes | None:
     return model.SerializeToString()
 
 
-def fuse_int8_matmuls(model: onnx.ModelProto) -> int:
-    """Rewrites `model` in place; returns how many MatMuls became DynamicQuantizeMatMul."""
+def fuse_int8_matmuls(model: onnx.ModelProto, fold_bias: bool = False) -> int:
+    """Rewrites `model` in place; returns how many MatMuls became DynamicQuantizeMatMul.
+    `fold_bias`: a bias Add that alone reads the MatMul becomes the fused op's bias input
+    (one pass over the output less)."""
     graph = model.graph
     matches = find_matches(graph)
+    if fold_bias:
+        matches = [_with_bias(graph, match) for match in matches]
     for number, match in enumerate(matches):
         _replace(graph, match, f"int8act_{number}")
     if matches:
@@ -89,6 +94,20 @@ def _weight_of(name: str, producers: dict, initializers: dict) -> tuple | None:
     return None
 
 
+def _with_bias(graph: onnx.GraphProto, match: _Match) -> _Match:
+    """`match` with the Add of a [N] float bias that is the only reader of its MatMul."""
+    output = match.matmul.output[0]
+    readers = [node for node in graph.node if output in node.input]
+    if len(readers) != 1 or readers[0].op_type != "Add" or readers[0].domain not in ("", "ai.onnx"):
+        return match
+    add = readers[0]
+    other = add.input[1] if add.input[0] == output else add.input[0]
+    init = next((i for i in graph.initializer if i.name == other), None)
+    if init is None or init.data_type != TensorProto.FLOAT or list(init.dims) != [match.scale.size]:
+        return match
+    return _Match(match.matmul, match.weight, match.scale, match.chain, add)
+
+
 def _cast_int8_source(cast: onnx.NodeProto | None, initializers: dict) -> str | None:
     """The int8 (or uint8) 2-D initializer that `cast` turns into float32, if it does."""
     if cast is None or cast.op_type != "Cast":
@@ -121,9 +140,14 @@ def _replace(graph: onnx.GraphProto, match: _Match, prefix: str) -> None:
         numpy_helper.from_array(match.scale, f"{prefix}_scale"),
         numpy_helper.from_array(np.zeros(match.scale.shape, zero_type), f"{prefix}_zero_point"),
     ])
-    fused = helper.make_node(
-        FUSED_OP, [match.matmul.input[0], match.weight, f"{prefix}_scale", f"{prefix}_zero_point"],
-        list(match.matmul.output), name=f"{prefix}_{match.matmul.name}", domain=MS_DOMAIN)
+    inputs = [match.matmul.input[0], match.weight, f"{prefix}_scale", f"{prefix}_zero_point"]
+    outputs = list(match.matmul.output)
+    if match.bias is not None:
+        inputs.append(next(name for name in match.bias.input if name != match.matmul.output[0]))
+        outputs = list(match.bias.output)
+        graph.node.remove(match.bias)
+    fused = helper.make_node(FUSED_OP, inputs, outputs, name=f"{prefix}_{match.matmul.name}",
+                             domain=MS_DOMAIN)
     # Same place in the node list, so the graph stays topologically sorted.
     index = list(graph.node).index(match.matmul)
     graph.node.remove(match.matmul)
@@ -208,12 +232,78 @@ def _rename_input(graph: onnx.GraphProto, old: str, new: str) -> None:
                 node.input[index] = new
 
 
+# -- Gelu ------------------------------------------------------------------------------------
+def fuse_gelu(model: onnx.ModelProto) -> int:
+    """Replaces the exported erf Gelu, x * (0.5 * (1 + erf(x / sqrt 2))) in five nodes, by one
+    com.microsoft.Gelu (the same formula in one pass); returns how many."""
+    graph = model.graph
+    constants = {init.name: init for init in graph.initializer}
+    producers = {out: node for node in graph.node for out in node.output}
+    found = []
+    for mul in graph.node:
+        chain = _gelu_chain(mul, producers, constants)
+        if chain is not None:
+            found.append((mul, chain))
+    for number, (mul, (x, nodes)) in enumerate(found):
+        gelu = helper.make_node("Gelu", [x], list(mul.output), name=f"gelu_{number}", domain=MS_DOMAIN)
+        graph.node.insert(list(graph.node).index(mul), gelu)
+        for node in nodes:
+            graph.node.remove(node)
+    if found:
+        _ensure_opset(model)
+        read = _names_read(graph)
+        for init in [i for i in graph.initializer if i.name not in read]:
+            graph.initializer.remove(init)
+    return len(found)
+
+
+def _gelu_chain(mul: onnx.NodeProto, producers: dict, constants: dict):
+    """(x, the five nodes) when `mul` ends Mul(x, Mul(0.5, Add(Erf(Div(x, sqrt 2)), 1)))."""
+    if mul.op_type != "Mul":
+        return None
+    for x, half_name in (mul.input, reversed(mul.input)):
+        half = producers.get(half_name)
+        if half is None or half.op_type != "Mul":
+            continue
+        add = _other_than_constant(half, 0.5, producers, constants)
+        erf = _other_than_constant(add, 1.0, producers, constants) if add is not None and add.op_type == "Add" else None
+        div = producers.get(erf.input[0]) if erf is not None and erf.op_type == "Erf" else None
+        if div is None or div.op_type != "Div" or div.input[0] != x:
+            continue
+        if not _is_constant(div.input[1], float(np.sqrt(2.0)), constants, producers):
+            continue
+        return x, [mul, half, add, erf, div]
+    return None
+
+
+def _other_than_constant(node, value: float, producers: dict, constants: dict):
+    """The producer of `node`'s input that is not the constant `value`, if the other is."""
+    for a, b in (node.input, reversed(node.input)):
+        if _is_constant(b, value, constants, producers):
+            return producers.get(a)
+    return None
+
+
+def _is_constant(name: str, value: float, constants: dict, producers: dict) -> bool:
+    if name in constants:
+        tensor = constants[name]
+    else:
+        node = producers.get(name)
+        if node is None or node.op_type != "Constant" or not node.attribute:
+            return False
+        tensor = node.attribute[0].t
+    values = numpy_helper.to_array(tensor)
+    return values.size == 1 and abs(float(values.reshape(-1)[0]) - value) < 1e-6 * max(1.0, value)
+
+
 def prepared_model(model_path: str | Path, int8_activations: bool) -> tuple[bytes | None, bool]:
     """The model to load: serialised when a rewrite applied (else None, load the file as it
-    is), and whether int8 activations were applied."""
+    is), and whether int8 activations were applied. With int8 activations, the linear
+    layers' biases go into the fused ops and the Gelus become one node each."""
     model = onnx.load(str(model_path))
     guards = drop_softmax_nan_guards(model)
-    fused = fuse_int8_matmuls(model) if int8_activations else 0
+    fused = fuse_int8_matmuls(model, fold_bias=True) if int8_activations else 0
+    gelus = fuse_gelu(model) if fused else 0
     if guards == 0 and fused == 0:
         return None, False
-    return model.SerializeToString(), fused > 0
+    return model.SerializeToString(), fused > 0 or gelus > 0
