@@ -35,13 +35,14 @@ from engine.types import OcrWord, PageOcr
 
 RENDER_DPI = 150  # a 10 pt line is ~30 px high, the recogniser scales it to 48
 DETECTION_SIDE = 960  # the detector sees the page at most this many pixels on its long side
-LINE_SQUEEZE = 0.75  # lines are this much narrower than their shape at height 48
+LINE_SQUEEZE = 0.8  # lines are this much narrower than their shape at height 48
 REC_BATCH = 8  # lines recognised in one run, sorted by width
 ALPHABETS = ("western", "all")
 ROW_OVERLAP = 0.5  # two lines whose heights overlap this much sit on one row
 
 _REC_HEIGHT = 48
 _REC_STRIDE = 8  # input pixels per output time step (CTC)
+_TEXT_BAND = (0.2, 0.8)  # where the glyphs are, from the top of a detected line to its bottom
 _WESTERN_END = 0x2500  # the "western" alphabet: characters below box drawing
 
 
@@ -83,6 +84,28 @@ class PageRecogniser:
         """The text and OCR record of physical page `number` (1-based) of a PDF."""
         image, width, height = render_page(path, number, self.settings.dpi)
         return self.recognise_image(image, width, height)
+
+    def recognise_pdf_pages(self, path: str | Path, numbers, *, parallel: int = 2):
+        """(number, text, PageOcr) of each page of `numbers`, in that order, `parallel` pages
+        at a time: onnxruntime lets go of the GIL, and two pages on one thread each keep two
+        cores busier than one page on two threads (the models' small layers scale poorly).
+        Pair it with OcrSettings(threads=1)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        numbers = list(numbers)
+        if parallel <= 1 or len(numbers) <= 1:
+            for number in numbers:
+                yield (number, *self.recognise_pdf_page(path, number))
+            return
+        self._load()
+        with ThreadPoolExecutor(parallel, thread_name_prefix="ocr") as pool:
+            pending = [pool.submit(self.recognise_pdf_page, path, n) for n in numbers[:parallel]]
+            for i, number in enumerate(numbers):
+                text, ocr = pending[i].result()
+                if i + parallel < len(numbers):
+                    pending.append(pool.submit(self.recognise_pdf_page, path, numbers[i + parallel]))
+                pending[i] = None
+                yield number, text, ocr
 
     def recognise_image(self, image, width_pt: float, height_pt: float) -> tuple[str, PageOcr]:
         """`image` (H x W x 3 or H x W, uint8) is a page of `width_pt` x `height_pt` PDF points."""
@@ -190,8 +213,8 @@ class _Models:
             options.intra_op_num_threads = settings.threads
             options.inter_op_num_threads = 1
         providers = ["CPUExecutionProvider"]
-        self.det = onnxruntime.InferenceSession(str(folder / "PP-OCRv6_det_small.onnx"), options,
-                                                providers=providers)
+        det_bytes = _detector_model(folder / "PP-OCRv6_det_small.onnx")
+        self.det = onnxruntime.InferenceSession(det_bytes, options, providers=providers)
         rec_bytes, self.characters = _recogniser_model(folder / "PP-OCRv6_rec_small.onnx", settings.alphabet)
         self.rec = onnxruntime.InferenceSession(rec_bytes, options, providers=providers)
         self.space = len(self.characters) - 1
@@ -209,7 +232,6 @@ class _Models:
         rh, rw = max(32, round(h * ratio / 32) * 32), max(32, round(w * ratio / 32) * 32)
         small = cv2.resize(gray, (rw, rh), interpolation=cv2.INTER_AREA if ratio < 1 else cv2.INTER_LINEAR)
         x = (small.astype(np.float32) * (2 / 255.0) - 1.0)[None, None]
-        x = np.repeat(x, 3, axis=1)
         pred = self.det.run(None, {self.det.get_inputs()[0].name: x})[0]
         boxes, _ = self.post(pred, (h, w))
         return [np.asarray(b, dtype=np.float32) for b in boxes]
@@ -226,10 +248,10 @@ class _Models:
             chosen = order[start:start + batch]
             width = max(crops[i][0].shape[1] for i in chosen)
             width = -(-width // _REC_STRIDE) * _REC_STRIDE
-            x = np.zeros((len(chosen), 3, _REC_HEIGHT, width), dtype=np.float32)
+            x = np.zeros((len(chosen), 1, _REC_HEIGHT, width), dtype=np.float32)
             for row, i in enumerate(chosen):
                 line = crops[i][0]
-                x[row, :, :, :line.shape[1]] = line.astype(np.float32) * (2 / 255.0) - 1.0
+                x[row, 0, :, :line.shape[1]] = line.astype(np.float32) * (2 / 255.0) - 1.0
             probs = self.rec.run(None, {self.rec.get_inputs()[0].name: x})[0]
             for row, i in enumerate(chosen):
                 image, inverse = crops[i]
@@ -272,7 +294,9 @@ def _word(chars, line_width: int, inverse) -> "_Word":
     # a character's spike sits near its middle: the word reaches half a pitch beyond them
     x0 = max(0.0, (first + 0.5 - 0.5 * pitch) * _REC_STRIDE)
     x1 = min(float(line_width), (last + 0.5 + 0.5 * pitch) * _REC_STRIDE)
-    corners = np.array([[[x0, 0], [x1, 0], [x1, _REC_HEIGHT], [x0, _REC_HEIGHT]]], dtype=np.float32)
+    # the detector's box is its text band grown by about 0.8 of its height on each side
+    top, bottom = _TEXT_BAND[0] * _REC_HEIGHT, _TEXT_BAND[1] * _REC_HEIGHT
+    corners = np.array([[[x0, top], [x1, top], [x1, bottom], [x0, bottom]]], dtype=np.float32)
     points = cv2.perspectiveTransform(corners, inverse)[0]
     box = (float(points[:, 0].min()), float(points[:, 1].min()), float(points[:, 0].max()),
            float(points[:, 1].max()))
@@ -306,6 +330,7 @@ def _recogniser_model(path: Path, alphabet: str) -> tuple[bytes, list[str]]:
     from onnx import numpy_helper
 
     model = onnx.load(str(path))
+    _gray_input(model)
     meta = {p.key: p.value for p in model.metadata_props}
     characters = ["blank", *meta["character"].splitlines(), " "]
     if alphabet == "all":
@@ -327,6 +352,29 @@ def _recogniser_model(path: Path, alphabet: str) -> tuple[bytes, list[str]]:
         if dims and dims[-1].dim_value == classes:
             dims[-1].dim_value = len(keep)
     return model.SerializeToString(), [characters[i] for i in keep]
+
+
+def _detector_model(path: Path) -> bytes:
+    import onnx
+
+    model = onnx.load(str(path))
+    _gray_input(model)
+    return model.SerializeToString()
+
+
+def _gray_input(model) -> None:
+    """The model takes one grey channel instead of three equal ones: its first convolution's
+    weights summed over their input channels give the same output (padding is 0 in all)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    graph = model.graph
+    source = graph.input[0]
+    first = next(n for n in graph.node if n.op_type == "Conv" and n.input[0] == source.name)
+    weight = next(i for i in graph.initializer if i.name == first.input[1])
+    summed = numpy_helper.to_array(weight).sum(axis=1, keepdims=True)
+    weight.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(summed), weight.name))
+    source.type.tensor_type.shape.dim[1].dim_value = 1
 
 
 def _models_folder() -> Path:
