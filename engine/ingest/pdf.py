@@ -42,7 +42,8 @@ MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
 MAX_OUTLINE_ENTRIES = 20_000  # a hostile outline costs its headings, not the document
 MAX_OUTLINE_DEPTH = 6  # as deep as chunking keeps heading paths
 DRAWN_TEXT_BYTES = 4096  # a page's drawing commands beyond which it may be text drawn as shapes
-MAX_LABEL_CHARS = 40  # a printed page label ("iv", "A-3"); a longer one is not a page number
+MAX_LABEL_CHARS = 40
+WITHOUT_OCR = "without OCR they cannot be searched"  # ends the warning of scanned pages left unread  # a printed page label ("iv", "A-3"); a longer one is not a page number
 # LimitReachedError covers sizes and structure (cycles, depth); only sizes are "too large"
 _SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
 _FILTER_NAME = re.compile(r"\b(\w+Decode)\b")  # "BrotliDecode", "Unsupported filter /FooDecode"
@@ -412,8 +413,7 @@ def _image_only_warning(numbers: list[int]) -> list[str]:
     if not numbers:
         return []
     verb = "has" if len(numbers) == 1 else "have"
-    return [f"{page_numbers_text(numbers)} {verb} only images and no text (scanned?); "
-            "without OCR they cannot be searched"]
+    return [f"{page_numbers_text(numbers)} {verb} only images and no text (scanned?); {WITHOUT_OCR}"]
 
 
 def page_numbers_text(numbers: list[int]) -> str:

@@ -26,7 +26,7 @@ from engine.ingest.chunking import chunk_document
 from engine.ingest.discover import discover, normal_path
 from engine.ingest.ocr_pages import PAGE_TIME_LIMIT_S, OcrOptions
 from engine.ingest.parse_pool import ParsePool, readable_sha256
-from engine.ingest.pdf import page_numbers_text
+from engine.ingest.pdf import WITHOUT_OCR, page_numbers_text
 from engine.llm.local import CancelFlag
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import IndexStore
@@ -112,6 +112,8 @@ class Indexer:
         """None when the stored copy is this file: same size and mtime, or else same SHA-256."""
         stat = path.stat()
         known = self.store.find_document(str(path))
+        if known and self.settings.ocr and WITHOUT_OCR in known.error:
+            known = None  # indexed with OCR off: its scanned pages are recognised now
         if known and known.size == stat.st_size and known.mtime == stat.st_mtime \
                 and known.status != "failed":
             return None

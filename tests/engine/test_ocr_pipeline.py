@@ -132,6 +132,19 @@ def test_without_ocr_scanned_pages_are_skipped_as_before(tmp_path, documents, ti
     assert not any(e.stage for e in events) and not (tmp_path / "cache").exists()
 
 
+def test_turning_ocr_on_recognises_the_pages_skipped_without_it(tmp_path, indexed, documents, tiny_embedder):
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        skipped = outcomes(Indexer(store, tiny_embedder, settings(indexed["cache"], ocr=False)).run(
+            [documents["mixed"]]))
+        assert skipped["mixed.pdf"].status == "ready_with_warnings"
+        again = outcomes(Indexer(store, tiny_embedder, settings(indexed["cache"])).run([documents["mixed"]]))
+        assert (again["mixed.pdf"].status, again["mixed.pdf"].reason) == ("ready", "")  # from the cache
+        assert store.find_document(documents["mixed"]).ocr_pages == 1
+        unchanged = outcomes(Indexer(store, tiny_embedder, settings(indexed["cache"])).run([documents["mixed"]]))
+        assert unchanged["mixed.pdf"].reason == "unchanged"
+
+
 def test_a_damaged_cache_file_is_recognised_again(tmp_path, indexed, documents):
     from engine.ingest.ocr import PageRecogniser
 
@@ -274,3 +287,26 @@ def test_the_cli_progress_line_says_which_page_is_being_recognised():
     assert bar.stream.getvalue() == ""  # not a terminal: only finished documents are printed
     assert bar._line(event).endswith("scan.pdf, recognising text, page 12 of 80")
     assert stage_text(IndexProgress(0, 1, 0, "/docs/scan.pdf", 3.0, document_pages=80, document_pages_done=11)) == ""
+
+
+@pytest.mark.slow
+def test_the_cli_recognises_unless_told_not_to_by_flag_or_setting(tmp_path, manuals_dir, capsys):
+    from engine.cli.main import main
+
+    scan = scanned_pdf(manuals_dir / "R-intro.pdf", [13], tmp_path / "short-scan.pdf")
+
+    def index(data: Path, *flags: str) -> dict:
+        assert main(["index", str(scan), "--json", "--data-dir", str(data), "--provider", "cpu", *flags]) == 0
+        [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        return row
+
+    flagged = index(tmp_path / "flagged", "--no-ocr")
+    assert flagged["status"] == "failed" and "OCR is not available" in flagged["reason"]
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "settings.toml").write_text("ocr = false\n", encoding="utf-8")
+    assert "OCR is not available" in index(data)["reason"]
+    (data / "settings.toml").unlink()
+    recognised = index(data)  # a failed document is read again; now with OCR
+    assert (recognised["status"], recognised["pages"]) == ("ready", 1) and recognised["chunks"] >= 1
+    assert list((data / "cache" / "ocr").glob("*/*/1.json"))
