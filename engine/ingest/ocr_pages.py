@@ -40,10 +40,11 @@ class OcrOptions:
     enabled: bool = True
     cache: Path | None = None  # where recognised pages are kept between runs; None: not kept
     page_time_limit_s: float = PAGE_TIME_LIMIT_S
+    skip: tuple = ()  # ([position, why], ...): pages that stopped an earlier worker (set by the pool)
 
     def to_json(self) -> dict:
         return {"enabled": self.enabled, "cache": str(self.cache) if self.cache else None,
-                "page_time_limit_s": float(self.page_time_limit_s)}
+                "page_time_limit_s": float(self.page_time_limit_s), "skip": [list(s) for s in self.skip]}
 
     @classmethod
     def from_json(cls, data: dict | None) -> "OcrOptions":
@@ -51,7 +52,8 @@ class OcrOptions:
             return cls(enabled=False)
         cache = data.get("cache")
         return cls(bool(data.get("enabled")), Path(cache) if cache else None,
-                   float(data.get("page_time_limit_s") or PAGE_TIME_LIMIT_S))
+                   float(data.get("page_time_limit_s") or PAGE_TIME_LIMIT_S),
+                   tuple(tuple(s) for s in data.get("skip") or ()))
 
 
 class PageTimedOut(Exception):
@@ -62,11 +64,12 @@ Report = Callable[[int, int], None]
 
 
 def recognise_pages(path: Path, numbers: Sequence[int], options: OcrOptions, report: Report,
-                    before_page: Callable[[], None] = lambda: None,
+                    before_page: Callable[[], None] = lambda: None, skip: dict[int, str] | None = None,
                     ) -> tuple[dict[int, tuple[str, PageOcr]], list[str]]:
     """({page: (text, PageOcr)} for the pages recognised, warnings for those that were not).
     `report(done, total)` is called before the first page and after each one; `before_page`
-    before each page that is recognised (the worker re-arms its CPU limit there)."""
+    before each page that is recognised (the worker re-arms its CPU limit there). `skip`:
+    {position in `numbers`: why} of pages not to try again (they stopped an earlier worker)."""
     from engine.ingest.pdf import describe
 
     total = len(numbers)
@@ -78,7 +81,12 @@ def recognise_pages(path: Path, numbers: Sequence[int], options: OcrOptions, rep
     load = getattr(recogniser, "load", None)  # the models load before a page's time limit starts
     found: dict[int, tuple[str, PageOcr]] = {}
     failures: dict[str, list[int]] = {}
+    skip = skip or {}
     for done, number in enumerate(numbers, start=1):
+        if done - 1 in skip:
+            failures.setdefault(skip[done - 1], []).append(number)
+            report(done, total)
+            continue
         page = _read_cached(folder, number, recogniser.engine_id)
         if page is None:
             if load is not None:

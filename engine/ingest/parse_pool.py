@@ -18,12 +18,15 @@ report moves the document's deadline to at least the per-page limit (plus a grac
 and the worker re-arms its CPU limit before each page: a 300-page scan is not "timed out" by
 the document's limit, while a page stuck in the recogniser still is. A page over its limit
 between the recogniser's steps is given up alone (a warning); the rest of the document is kept.
+A page that stops the worker (stuck in one native call past its limit, or a crash) is given up
+too: the document starts again in a new worker, told to skip it ("skip": its position among the
+pages to recognise), and the pages recognised before it come back from the cache.
 
 Protocol: one JSON object per message over a Pipe (send_bytes / recv_bytes; never pickle).
   caller -> worker   {"op": "settings", "memory_limit_mb": int}   once, first
                      {"op": "parse", "path": str, "cpu_limit_s": float,
                       "ocr": null | {"enabled": bool, "cache": str | null, "page_time_limit_s": float,
-                                     "memory_limit_mb": int | null}}
+                                     "memory_limit_mb": int | null, "skip": [[position, why]]}}
                      {"op": "close"}
   worker -> caller   {"progress": {"done": int, "total": int}}   OCR: before the first page to
                       recognise and after each one (pages read from the cache count as done)
@@ -68,6 +71,7 @@ _PAGE_GRACE_S = 30.0
 # page; under 2,048 MB that leaves some 600 MB for the text pass of a large file and for larger
 # pages. Text-only documents keep memory_limit_mb.
 OCR_MEMORY_LIMIT_MB = 3072
+MAX_SKIPPED_PAGES = 3  # pages of one document that stopped its reader; one more and it fails
 
 
 class CancelFlag(Protocol):
@@ -164,15 +168,21 @@ class ParsePool:
         refusal = self._refusal(path)
         if refusal is not None:
             return _Job(path, result=refusal)
-        worker = self._send({"op": "parse", "path": str(path),
-                             "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S, "ocr": self._ocr_request()})
-        return _Job(path, worker=worker, deadline=time.monotonic() + self.time_limit_s)
+        job = _Job(path)
+        self._send_job(job)
+        return job
 
-    def _ocr_request(self) -> dict | None:
+    def _send_job(self, job: "_Job") -> None:
+        job.worker = self._send({"op": "parse", "path": str(job.path),
+                                 "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S, "ocr": self._ocr_request(job)})
+        job.deadline = time.monotonic() + self.time_limit_s
+        job.progress = None
+
+    def _ocr_request(self, job: "_Job") -> dict | None:
         if self.ocr is None:
             return None
         memory = max(self.memory_limit_mb, OCR_MEMORY_LIMIT_MB) if self.memory_limit_mb else None
-        return {**self.ocr.to_json(), "memory_limit_mb": memory}
+        return {**self.ocr.to_json(), "memory_limit_mb": memory, "skip": job.skipped}
 
     def _send(self, request: dict) -> "_Worker":
         """An idle worker, or a new one, that has taken `request`."""
@@ -206,10 +216,16 @@ class ParsePool:
                 return
             except _TimedOut:
                 self._discard(worker)
+                if self._skip_page(job, f"it went past the {self.ocr_limit_text()} and stopped the reader"):
+                    worker = job.worker
+                    continue
                 yield DocumentError.of("timed_out", job.path, self._over_limit(job))
                 return
             except ChildDied as died:
                 self._discard(worker)
+                if self._skip_page(job, f"it stopped the reader process ({describe_exit(died.exitcode)})"):
+                    worker = job.worker
+                    continue
                 yield self._death_error(job, died.exitcode)
                 return
             if "progress" not in reply:
@@ -222,6 +238,23 @@ class ParsePool:
         else:
             self._idle.append(worker)
         yield _result_from(reply, job.path)
+
+    def ocr_limit_text(self) -> str:
+        return f"{self.ocr.page_time_limit_s:g} s limit per page" if self.ocr else ""
+
+    def _skip_page(self, job: "_Job", reason: str) -> bool:
+        """After a worker stopped on a page it was recognising (stuck past the page's limit, or
+        dead): whether the document starts again in a new worker, without that page. The pages
+        recognised before it come from the cache. At most MAX_SKIPPED_PAGES per document."""
+        progress = job.progress
+        if progress is None or progress.done >= progress.total or len(job.skipped) >= MAX_SKIPPED_PAGES:
+            return False
+        job.skipped = job.skipped + [[progress.done, reason]]
+        try:
+            self._send_job(job)
+        except EngineProcessError:
+            return False
+        return True
 
     def _over_limit(self, job: "_Job", what: str = "limit") -> str:
         """Which limit a document ran past: the document's, or a page's while OCR ran."""
@@ -305,6 +338,7 @@ class _Job:
         self.deadline = deadline
         self.result = result
         self.progress: PageProgress | None = None  # the last OCR progress its worker reported
+        self.skipped: list[list] = []  # [position among the pages to recognise, why] of pages given up
 
 
 class _TimedOut(Exception):
@@ -439,7 +473,8 @@ def _parse_with_ocr(path: Path, ocr: OcrOptions, conn: Connection, memory_limit_
     def report(done: int, total: int) -> None:
         conn.send_bytes(_encode({"progress": {"done": done, "total": total}}))
 
-    found, warnings = recognise_pages(path, text.needs_ocr, ocr, report, lambda: _limit_cpu(page_cpu_s))
+    skip = {int(position): str(why) for position, why in ocr.skip}
+    found, warnings = recognise_pages(path, text.needs_ocr, ocr, report, lambda: _limit_cpu(page_cpu_s), skip)
     return cleaned(finish_pdf(text, found, warnings))
 
 

@@ -177,18 +177,41 @@ def test_a_page_over_its_time_limit_is_given_up_and_the_rest_is_indexed(tmp_path
         assert store.list_documents()[0].ocr_pages == 0
 
 
-def test_a_page_stuck_in_the_recogniser_times_the_document_out_by_the_page_limit(documents, monkeypatch):
-    """A worker that stops answering while it recognises (here: frozen with SIGSTOP, as a page
-    stuck in one native call would be) is stopped by the caller, and the error names the page."""
+def frozen_on_first_page(pool: ParsePool, path: Path) -> list:
+    """What imap yields for `path` when its first worker freezes (SIGSTOP, as a page stuck in one
+    native call would leave it) as soon as it reports its first progress."""
+    items = []
+    for _, item in pool.imap([path], progress=True):
+        if isinstance(item, PageProgress) and not items:
+            os.kill(pool.pids[0], signal.SIGSTOP)
+        items.append(item)
+    return items
+
+
+def test_a_page_that_stops_the_reader_is_given_up_and_the_rest_recognised(indexed, documents, monkeypatch):
+    """The caller stops the frozen worker once the page's limit and grace have passed, and
+    starts the document again without that page; the other pages come from the cache."""
     import engine.ingest.parse_pool
 
     monkeypatch.setattr(engine.ingest.parse_pool, "_PAGE_GRACE_S", 0.5)
+    with ParsePool(time_limit_s=4, ocr=OcrOptions(cache=indexed["cache"], page_time_limit_s=1.0)) as pool:
+        items = frozen_on_first_page(pool, documents["scan"])
+    assert items[:2] == [PageProgress(0, 3), PageProgress(0, 3)]  # the second worker starts over
+    parsed = items[-1]
+    assert isinstance(parsed, ParsedDocument)
+    assert parsed.warnings == ("page 1 could not be recognised (OCR): it went past the 1 s limit per page "
+                               "and stopped the reader",)
+    assert parsed.pages[0].ocr is None and parsed.pages[0].text == ""
+    assert "several analyses" in parsed.pages[1].text and parsed.pages[2].ocr is not None
+
+
+def test_a_document_whose_pages_keep_stopping_the_reader_times_out_naming_the_page(documents, monkeypatch):
+    import engine.ingest.parse_pool
+
+    monkeypatch.setattr(engine.ingest.parse_pool, "_PAGE_GRACE_S", 0.5)
+    monkeypatch.setattr(engine.ingest.parse_pool, "MAX_SKIPPED_PAGES", 0)
     with ParsePool(time_limit_s=4, ocr=OcrOptions(cache=None, page_time_limit_s=1.0)) as pool:
-        items = []
-        for _, item in pool.imap([documents["scan"]], progress=True):
-            items.append(item)
-            if isinstance(item, PageProgress):
-                os.kill(pool.pids[0], signal.SIGSTOP)
+        items = frozen_on_first_page(pool, documents["scan"])
         assert pool.pids == []  # the frozen worker was stopped
     assert items[0] == PageProgress(0, 3)
     error = items[-1]
@@ -200,26 +223,51 @@ def test_a_page_stuck_in_the_recogniser_times_the_document_out_by_the_page_limit
 def test_a_killed_worker_keeps_the_pages_it_recognised_and_the_next_run_does_the_rest(
         tmp_path, documents, tiny_embedder):
     cache = tmp_path / "cache"
-    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:
-        results = pool.imap([documents["scan"]], progress=True)
-        for _, item in results:
-            if isinstance(item, PageProgress) and item.done == 1:
-                os.kill(pool.pids[0], signal.SIGKILL)  # as a crash, or the OOM killer, would
-                break
-        [(_, result)] = list(results)
-    assert isinstance(result, DocumentError)
+    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:  # the worker killed on page 2, as by the OOM killer
+        items = []
+        for _, item in pool.imap([documents["scan"]], progress=True):
+            items.append(item)
+            if item == PageProgress(1, 3) and items.count(item) == 1:
+                os.kill(pool.pids[0], signal.SIGKILL)
+    parsed = items[-1]
+    assert parsed.warnings == ("page 2 could not be recognised (OCR): it stopped the reader process "
+                               "(killed by signal SIGKILL)",)
+    assert "readline library" in parsed.pages[0].text and "Generalized transpose" in parsed.pages[2].text
     [folder] = list(cache.glob("*/*"))
     kept = {p.name: p.stat().st_ino for p in folder.iterdir()}
-    assert "1.json" in kept and len(kept) < 3
+    assert sorted(kept) == ["1.json", "3.json"]
 
-    paths = AppPaths(tmp_path / "data").ensure()
+    paths = AppPaths(tmp_path / "data").ensure()  # the next run recognises page 2 only
     with open_collection(paths, "default", tiny_embedder) as store:
         events = list(Indexer(store, tiny_embedder, settings(cache)).run([documents["scan"]]))
-        assert keyword_pages(store, '"Generalized transpose"', "scan.pdf") == {3}
+        assert 2 in keyword_pages(store, '"several analyses"', "scan.pdf")
     assert outcomes(events)["scan.pdf"].status == "ready"
     after = {p.name: p.stat().st_ino for p in folder.iterdir()}
     assert sorted(after) == ["1.json", "2.json", "3.json"]
     assert all(after[name] == inode for name, inode in kept.items())  # read back, not recognised again
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_recognising_keeps_its_pages_for_the_next_run(tmp_path, documents, tiny_embedder):
+    """The whole run dies (its worker killed, its caller gone), as with kill -9 of the app."""
+    cache = tmp_path / "cache"
+    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:
+        results = pool.imap([documents["scan"]], progress=True)
+        for _, item in results:
+            if item == PageProgress(1, 3):
+                os.kill(pool.pids[0], signal.SIGKILL)
+                results.close()
+                break
+    [folder] = list(cache.glob("*/*"))
+    kept = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert "1.json" in kept and len(kept) < 3
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        events = list(Indexer(store, tiny_embedder, settings(cache)).run([documents["scan"]]))
+    assert (outcomes(events)["scan.pdf"].status, outcomes(events)["scan.pdf"].reason) == ("ready", "")
+    after = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    assert sorted(after) == ["1.json", "2.json", "3.json"]
+    assert all(after[name] == inode for name, inode in kept.items())
 
 
 @pytest.mark.slow
