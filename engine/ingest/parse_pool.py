@@ -216,7 +216,7 @@ class ParsePool:
                 return
             except _TimedOut:
                 self._discard(worker)
-                if self._skip_page(job, f"it went past the {self.ocr_limit_text()} and stopped the reader"):
+                if self._skip_page(job, f"it went past the {self._ocr_limit_text()} and stopped the reader"):
                     worker = job.worker
                     continue
                 yield DocumentError.of("timed_out", job.path, self._over_limit(job))
@@ -239,7 +239,7 @@ class ParsePool:
             self._idle.append(worker)
         yield _result_from(reply, job.path)
 
-    def ocr_limit_text(self) -> str:
+    def _ocr_limit_text(self) -> str:
         return f"{self.ocr.page_time_limit_s:g} s limit per page" if self.ocr else ""
 
     def _skip_page(self, job: "_Job", reason: str) -> bool:
