@@ -46,9 +46,9 @@ class DocumentError(EngineError):
     _MESSAGES = {
         "encrypted": "'{name}' is password-protected{detail}. Save a copy without the password "
                      "and add that instead.",
-        "no_text": "'{name}' has no text layer{detail}, and OCR is not available, so it "
-                   "cannot be searched. Add a version with text (exported from the original, "
-                   "or after OCR).",
+        "no_text": "'{name}' has no text layer{detail}, and OCR is turned off, so it cannot "
+                   "be searched. Turn on \"Recognise text in scanned pages (OCR)\" in Settings "
+                   "(or index without --no-ocr) and add it again, or add a version with text.",
         "invalid": "'{name}' is damaged or not a valid {format} file{detail}. Open it in its "
                    "own application and save a repaired copy, or remove it.",
         "empty": "'{name}' is empty{detail}; there is nothing to index. Replace it with the "

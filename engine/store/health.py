@@ -256,7 +256,7 @@ def _damaged_rows(db: sqlite3.Connection, dimension: int) -> Findings:
                 findings.reread[document_id] = names[document_id]
             else:
                 findings.unnamed.add(document_id)
-    for (document_id,) in _label_rows_unreadable(db):
+    for (document_id,) in _label_rows_unreadable(db) + _ocr_rows_unreadable(db):
         if document_id in names and document_id not in findings.reread:
             findings.reread[document_id] = names[document_id]
     return findings
@@ -267,6 +267,22 @@ def _label_rows_unreadable(db: sqlite3.Connection) -> list[tuple[int]]:
         return []
     rows = db.execute("SELECT document_id, CAST(label AS BLOB) FROM page_labels")
     return [(row[0],) for row in rows if _decoded(row[1:]) is None]
+
+
+def _ocr_rows_unreadable(db: sqlite3.Connection) -> list[tuple[int]]:
+    """Documents whose recognised pages' word boxes no longer decode (the source view reads them)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'ocr_pages'").fetchone() is None:
+        return []
+    rows = db.execute("SELECT document_id, CAST(words AS BLOB) FROM ocr_pages")
+    return [(row[0],) for row in rows if not _is_json_list(row[1])]
+
+
+def _is_json_list(value) -> bool:
+    decoded = _decoded((value,))
+    try:
+        return decoded is not None and isinstance(json.loads(decoded[0]), list)
+    except json.JSONDecodeError:
+        return False
 
 
 def _decoded(values) -> list[str] | None:
@@ -340,8 +356,9 @@ def _clear_documents(connect, findings: Findings) -> None:
             db.execute(f'DROP TRIGGER "{name}"')  # the rebuild that follows covers their work
         for document_id in findings.reread:
             db.execute("DELETE FROM chunks WHERE document_id = ?", (document_id,))
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'page_labels'").fetchone():
-                db.execute("DELETE FROM page_labels WHERE document_id = ?", (document_id,))
+            for table in ("page_labels", "ocr_pages"):  # tables newer collections have
+                if db.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                    db.execute(f"DELETE FROM {table} WHERE document_id = ?", (document_id,))
             db.execute("UPDATE documents SET status = 'failed', sha256 = '', title = '', error = ?,"
                        " page_count = 0 WHERE id = ?", (REREAD_REASON, document_id))
         for document_id in findings.unnamed:

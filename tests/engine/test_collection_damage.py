@@ -15,6 +15,7 @@ from engine.paths import DB_NAME, AppPaths
 from engine.store import health
 from engine.store.index_store import IndexStore, _take_writer_lock
 from engine.store.indexer import Indexer, IndexSettings, open_collection
+from engine.types import Chunk, OcrWord, PageOcr
 from tests.helpers.damaged_collection import damage_collection
 from tests.helpers.tiny_collection import fill, open_store
 
@@ -150,3 +151,27 @@ def test_a_document_with_damaged_rows_is_read_again_from_its_file(tmp_path, tiny
         assert again["pump.md"][1] == "unchanged"  # intact, left as it was
         assert [d.status for d in store.list_documents()] == ["ready", "ready"]
         assert store.search_keyword("prime", 3)
+
+
+def test_damaged_word_boxes_of_a_scanned_page_have_it_read_again(tmp_path, tiny_embedder):
+    """The source view reads a recognised page's word boxes: rows that no longer decode empty
+    the document (it is read again, and recognised again, from its file), and go with it."""
+    folder = tmp_path / "collections" / "default"
+    text = "Prime pump with water before start."
+    ocr = PageOcr(0.97, 612.0, 792.0, (OcrWord(0, 5, (72.0, 90.0, 110.0, 102.0), 0.99),), "test-engine")
+    with open_store(folder, tiny_embedder) as store:
+        fill(store, tiny_embedder)
+        scanned = store.add_document("/manuals/scan.pdf", "sha-scan", size=10, mtime=1.0, title="scan",
+                                     page_count=1, chunks=[Chunk(1, 0, len(text), text)],
+                                     embeddings=tiny_embedder.encode_documents([text]), ocr_pages={1: ocr})
+        assert store.page_ocr(scanned, 1) == ocr
+    db = sqlite3.connect(folder / DB_NAME)
+    with db:
+        db.execute("UPDATE ocr_pages SET words = CAST(? AS BLOB)", (b"[[0, 5, \xff\xfe",))
+    db.close()
+    with open_store(folder, tiny_embedder) as store:
+        assert store.open_report["repaired"]
+        (document,) = [d for d in store.list_documents() if d.path == "/manuals/scan.pdf"]
+        assert document.status == "failed" and document.error == health.REREAD_REASON
+        assert store.page_ocr(scanned, 1) is None
+        assert sorted(d.status for d in store.list_documents()) == ["failed", "ready", "ready", "ready"]

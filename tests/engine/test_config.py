@@ -43,7 +43,7 @@ def test_the_file_is_plain_toml_a_person_can_edit(tmp_path):
     save_settings(path, EDITED)
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     assert data == {"model": 'my "tuned" model\\v2 – ünï', "temperature": 0.7,
-                    "max_new_tokens": 320, "passages": 6, "use_reranker": False,
+                    "max_new_tokens": 320, "passages": 6, "use_reranker": False, "ocr": True,
                     "font_size": 18, "theme": "dark", "source_zoom": 0.0, "kiosk": False, "idle_reset_min": 3.0,
                     "admin_relock_min": 2.0, "audit_log": False, "inbox_poll_s": 10.0,
                     "bundle_keys": [], "bundle_poll_s": 60.0}

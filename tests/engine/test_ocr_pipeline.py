@@ -126,7 +126,7 @@ def test_without_ocr_scanned_pages_are_skipped_as_before(tmp_path, documents, ti
         events = list(Indexer(store, tiny_embedder, settings(tmp_path / "cache", ocr=False)).run(
             [documents["scan"], documents["mixed"]]))
     result = outcomes(events)
-    assert result["scan.pdf"].status == "failed" and "OCR is not available" in result["scan.pdf"].reason
+    assert result["scan.pdf"].status == "failed" and "OCR is turned off" in result["scan.pdf"].reason
     assert result["mixed.pdf"].status == "ready_with_warnings"
     assert result["mixed.pdf"].reason.startswith("page 3 has only images")
     assert not any(e.stage for e in events) and not (tmp_path / "cache").exists()
@@ -349,11 +349,11 @@ def test_the_cli_recognises_unless_told_not_to_by_flag_or_setting(tmp_path, manu
         return row
 
     flagged = index(tmp_path / "flagged", "--no-ocr")
-    assert flagged["status"] == "failed" and "OCR is not available" in flagged["reason"]
+    assert flagged["status"] == "failed" and "OCR is turned off" in flagged["reason"]
     data = tmp_path / "data"
     data.mkdir()
     (data / "settings.toml").write_text("ocr = false\n", encoding="utf-8")
-    assert "OCR is not available" in index(data)["reason"]
+    assert "OCR is turned off" in index(data)["reason"]
     (data / "settings.toml").unlink()
     recognised = index(data)  # a failed document is read again; now with OCR
     assert (recognised["status"], recognised["pages"]) == ("ready", 1) and recognised["chunks"] >= 1
