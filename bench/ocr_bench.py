@@ -9,12 +9,14 @@ process, so its peak RSS is its own:
   ours            engine.ingest.ocr defaults, two pages at a time on one thread each
                   (PageRecogniser.recognise_pdf_pages), as the parse pool runs it
   ours 2 threads  one page at a time on two onnxruntime threads
-  ours squeeze X  lines squeezed X (default 0.8; 1.0 is the line's own shape)
+  ours squeeze X  lines squeezed X (default 0.85; 1.0 is the line's own shape)
   ours all chars  the recogniser's whole alphabet (18708 characters, CJK included)
   tesseract       Debian's tesseract-ocr (`tesseract page.png -`, its default threads), on the
-                  page rendered at the scan's dpi
+                  page rendered at the scan's dpi; "tesseract 1 thread" with OMP_THREAD_LIMIT=1
 
-Per engine: pages/s (1 / the median time between pages done), character error rate against
+Per engine: pages/s (1 / the median time between pages done), CPU seconds per page (of the
+process and its children: on a shared machine the steadier figure; 2 cores / it is what an idle
+2-core machine would do at best), character error rate against
 the original page's text layer (pypdf), median and worst, and peak RSS. RAGFlow's figure is
 quoted from its issue tracker, not measured here.
 
@@ -54,9 +56,10 @@ ENGINES = {
     "ours": {"settings": {"threads": 1}, "parallel": 2},
     "ours 2 threads": {"settings": {"threads": 2}, "parallel": 1},
     "ours squeeze 1.0": {"settings": {"threads": 1, "line_squeeze": 1.0}, "parallel": 2},
-    "ours squeeze 0.85": {"settings": {"threads": 1, "line_squeeze": 0.85}, "parallel": 2},
+    "ours squeeze 0.8": {"settings": {"threads": 1, "line_squeeze": 0.8}, "parallel": 2},
     "ours all chars": {"settings": {"threads": 1, "alphabet": "all"}, "parallel": 2},
     "tesseract": {},
+    "tesseract 1 thread": {"env": {"OMP_THREAD_LIMIT": "1"}},
 }
 RAGFLOW = ("RAGFlow's CPU layout + OCR: 2,643 s for 10 pages (0.004 pages/s), as reported in "
            "infiniflow/ragflow issue 11529; not measured here")
@@ -86,7 +89,7 @@ def run(args) -> dict:
             scan = _scan(pages, Path(folder) / f"{condition.split()[0]}.pdf", effects)
             rows = {}
             for engine in engines:
-                if engine == "tesseract" and not shutil.which("tesseract"):
+                if engine.startswith("tesseract") and not shutil.which("tesseract"):
                     rows[engine] = {"skipped": "tesseract is not on PATH (apt-get install tesseract-ocr)"}
                     continue
                 _log(f"{condition}: {engine}")
@@ -104,13 +107,14 @@ def section(results: dict) -> str:
              f"{results['load_after'][0]:.1f} after. CER: character error rate against the page's text "
              "layer (whitespace runs as one space).", ""]
     for condition, rows in results["conditions"].items():
-        lines += [f"**{condition}**", "", "| engine | pages/s | s/page (median) | CER median | CER worst | peak RSS |",
-                  "|---|---:|---:|---:|---:|---:|"]
+        lines += [f"**{condition}**", "",
+                  "| engine | pages/s | s/page (median) | CPU s/page | CER median | CER worst | peak RSS |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
         for engine, row in rows.items():
             if "skipped" in row:
-                lines.append(f"| {engine} | – | – | – | – | {row['skipped']} |")
+                lines.append(f"| {engine} | – | – | – | – | – | {row['skipped']} |")
                 continue
-            lines.append(f"| {engine} | {row['pages_per_s']:.2f} | {row['median_s']:.2f} | "
+            lines.append(f"| {engine} | {row['pages_per_s']:.2f} | {row['median_s']:.2f} | {row['cpu_s']:.2f} | "
                          f"{row['cer_median']:.2%} | {row['cer_worst']:.2%} | {row['rss_mib']:.0f} MiB |")
         lines.append("")
     lines += [f"Reference only: {results['ragflow']}.", ""]
@@ -157,20 +161,28 @@ def _measure(engine: str, scan: Path, count: int, references: list[str], folder:
 
     cers = [character_error_rate(text, ref) for text, ref in zip(report["texts"], references)]
     median_s = statistics.median(report["intervals"])
-    return {"pages_per_s": 1 / median_s, "median_s": median_s, "cer_median": statistics.median(cers),
-            "cer_worst": max(cers), "rss_mib": report["rss_mib"], "cers": cers, "intervals": report["intervals"]}
+    return {"pages_per_s": 1 / median_s, "median_s": median_s, "cpu_s": report["cpu_s"],
+            "cer_median": statistics.median(cers), "cer_worst": max(cers), "rss_mib": report["rss_mib"],
+            "cers": cers, "intervals": report["intervals"]}
 
 
 def _worker(request: dict) -> dict:
     engine, scan, count = request["engine"], request["scan"], request["count"]
-    if engine == "tesseract":
-        texts, intervals = _tesseract(scan, count, Path(request["folder"]))
+    if engine.startswith("tesseract"):
+        os.environ.update(ENGINES[engine].get("env", {}))
+        texts, intervals, cpu = _tesseract(scan, count, Path(request["folder"]))
         rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                   resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
     else:
-        texts, intervals = _ours(ENGINES[engine], scan, count)
+        texts, intervals, cpu = _ours(ENGINES[engine], scan, count)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"texts": texts, "intervals": intervals, "rss_mib": rss / 1024}
+    return {"texts": texts, "intervals": intervals, "rss_mib": rss / 1024, "cpu_s": cpu / count}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its waited-for children so far."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _ours(engine: dict, scan: str, count: int):
@@ -179,13 +191,14 @@ def _ours(engine: dict, scan: str, count: int):
     recogniser = PageRecogniser(OcrSettings(**engine["settings"]))
     recogniser.recognise_pdf_page(scan, count)  # load and warm the models
     texts, intervals = [], []
+    cpu = _cpu()
     last = time.perf_counter()
     for _, text, _ in recogniser.recognise_pdf_pages(scan, range(1, count + 1), parallel=engine["parallel"]):
         now = time.perf_counter()
         texts.append(text)
         intervals.append(now - last)
         last = now
-    return texts, intervals
+    return texts, intervals, _cpu() - cpu
 
 
 def _tesseract(scan: str, count: int, folder: Path):
@@ -203,11 +216,12 @@ def _tesseract(scan: str, count: int, folder: Path):
 
     read(count)  # warm: its data files into the page cache
     texts, intervals = [], []
+    cpu = _cpu()
     for number in range(1, count + 1):
         start = time.perf_counter()
         texts.append(read(number))
         intervals.append(time.perf_counter() - start)
-    return texts, intervals
+    return texts, intervals, _cpu() - cpu
 
 
 def _log(message: str) -> None:

@@ -35,11 +35,12 @@ from engine.types import OcrWord, PageOcr
 
 RENDER_DPI = 150  # a 10 pt line is ~30 px high, the recogniser scales it to 48
 DETECTION_SIDE = 960  # the detector sees the page at most this many pixels on its long side
-LINE_SQUEEZE = 0.8  # lines are this much narrower than their shape at height 48
+LINE_SQUEEZE = 0.85  # lines are this much narrower than their shape at height 48
 REC_BATCH = 8  # lines recognised in one run, sorted by width
 ALPHABETS = ("western", "all")
 ROW_OVERLAP = 0.5  # two lines whose heights overlap this much sit on one row
 
+PIPELINE = 1  # this module's own steps: bump it when they change what is recognised
 _REC_HEIGHT = 48
 _REC_STRIDE = 8  # input pixels per output time step (CTC)
 _TEXT_BAND = (0.2, 0.8)  # where the glyphs are, from the top of a detected line to its bottom
@@ -67,7 +68,7 @@ class OcrSettings:
     def engine_id(self) -> str:
         """Names the models and every setting that changes the text: a page recognised
         otherwise is recognised again (threads change only the speed)."""
-        return (f"rapidocr-{_rapidocr_version()}:ppocrv6-small:{self.dpi}dpi:det{self.detection_side}"
+        return (f"ocr{PIPELINE}:rapidocr-{_rapidocr_version()}:ppocrv6-small:{self.dpi}dpi:det{self.detection_side}"
                 f":squeeze{self.line_squeeze:g}:{self.alphabet}:batch{self.rec_batch}")
 
 
