@@ -163,11 +163,13 @@ def run(args) -> dict:
 def section(results: dict) -> str:
     idle = results.get("idle", {}).get("median_s")
     lines = ["## A question during indexing (issue 18)", "",
-             "| mode | first token, median | x idle | questions |", "|---|---|---|---|"]
+             "| mode | first token, median | x idle | questions | indexing meanwhile |", "|---|---|---|---|---|"]
     for mode, row in results.items():
         ratio = f"{row['median_s'] / idle:.2f}" if idle and row["median_s"] else "-"
         median = f"{row['median_s']:.2f} s" if row["median_s"] is not None else "-"
-        lines.append(f"| {mode} | {median} | {ratio} | {len(row['first_token_s'])} |")
+        indexing = (f"{row['indexed_pages']} pages in {row['indexing_wall_s']:.0f} s"
+                    if "indexed_pages" in row else "-")
+        lines.append(f"| {mode} | {median} | {ratio} | {len(row['first_token_s'])} | {indexing} |")
     return "\n".join(lines) + "\n"
 
 
