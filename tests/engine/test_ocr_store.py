@@ -142,13 +142,14 @@ def test_passages_and_citations_say_which_of_their_pages_were_recognised(paths, 
 def test_damaged_word_boxes_are_a_damaged_collection_not_a_crash(paths, stored, tiny_embedder):
     from engine.errors import EngineError
 
-    db = sqlite3.connect(paths.collection(NAME) / DB_NAME)
-    try:
-        db.execute("UPDATE ocr_pages SET words = '{\"not\": \"a list\"' WHERE page = 2")
-        db.commit()
-    finally:
-        db.close()
+    # damaged while open (at open, the health scan repairs it: test_collection_damage.py)
     with IndexStore.open(paths.collection(NAME), embedder_id=None, dimension=None, read_only=True) as store:
+        db = sqlite3.connect(paths.collection(NAME) / DB_NAME)
+        try:
+            db.execute("UPDATE ocr_pages SET words = '{\"not\": \"a list\"' WHERE page = 2")
+            db.commit()
+        finally:
+            db.close()
         with pytest.raises(EngineError, match="damaged|could not be read"):
             store.page_ocr(stored["scanned"], 2)
         assert store.page_ocr(stored["scanned"], 3) == stored["recognised"][3]
