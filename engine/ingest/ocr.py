@@ -99,7 +99,8 @@ class PageRecogniser:
                 yield (number, *self.recognise_pdf_page(path, number))
             return
         self._load()
-        with ThreadPoolExecutor(parallel, thread_name_prefix="ocr") as pool:
+        pool = ThreadPoolExecutor(parallel, thread_name_prefix="ocr")
+        try:
             pending = [pool.submit(self.recognise_pdf_page, path, n) for n in numbers[:parallel]]
             for i, number in enumerate(numbers):
                 text, ocr = pending[i].result()
@@ -107,6 +108,8 @@ class PageRecogniser:
                     pending.append(pool.submit(self.recognise_pdf_page, path, numbers[i + parallel]))
                 pending[i] = None
                 yield number, text, ocr
+        finally:  # a caller that gives up (a page's time limit) must not wait for a stuck page
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def recognise_image(self, image, width_pt: float, height_pt: float) -> tuple[str, PageOcr]:
         """`image` (H x W x 3 or H x W, uint8) is a page of `width_pt` x `height_pt` PDF points."""
@@ -117,6 +120,11 @@ class PageRecogniser:
         scale = width_pt / gray.shape[1] if gray.shape[1] else 1.0
         text, words = _layout(lines, scale)
         return text, PageOcr(_confidence(words), width_pt, height_pt, tuple(words), self.engine_id)
+
+    def load(self) -> "PageRecogniser":
+        """Loads the models now (else at the first page)."""
+        self._load()
+        return self
 
     def _load(self) -> "_Models":
         if self._models is None:
