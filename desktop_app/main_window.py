@@ -96,6 +96,7 @@ class MainWindow(QMainWindow):
         self.index = IndexController(paths, collection, parent=self, ocr=self.settings.ocr)
         self.assistant = AssistantController(paths, collection, provider, self.settings, llm_folder,
                                              assistant_settings, start=False, parent=self)
+        self.index.pause_while(self.assistant.answering)  # an answer gets the CPU; indexing waits
         self.chat = ChatView()
         self.chat.attach(self.assistant)
         self.conversations = ConversationsPanel(ConversationStore(paths.conversations))

@@ -158,6 +158,7 @@ class AssistantWorker(QObject):
         self._up_since = 0.0
         self._fallback_until: float | None = None  # monotonic: answering locally until then
         self.audit = None  # an engine.kiosk.audit.AuditSink when the audit log is on
+        self.answering = threading.Event()  # set while a question is answered (indexing pauses)
 
     # -- slots (run on the worker thread) -------------------------------------------------
     @Slot(object)
@@ -185,6 +186,7 @@ class AssistantWorker(QObject):
         if audit is not None:
             audit.begin(question, collection=self.collection, session=session)
         complete = False
+        self.answering.set()
         try:
             complete = self._answer(request_id, question, history, cancel, audit)
         except Exception as exc:
@@ -197,6 +199,7 @@ class AssistantWorker(QObject):
                     audit.end(model_folder=self._model_folder,
                               collection_version=self._collection_version(), stopped=not complete)
             finally:
+                self.answering.clear()
                 self.finished.emit(request_id)
                 self._check_llm()  # it may have died during the answer: restart it now, not later
 
@@ -557,6 +560,11 @@ class AssistantController(QObject):
     @property
     def worker(self) -> AssistantWorker:
         return self._worker
+
+    @property
+    def answering(self) -> threading.Event:
+        """Set while a question is being answered: indexing waits meanwhile (pause_while)."""
+        return self._worker.answering
 
     @property
     def settings(self) -> Settings:

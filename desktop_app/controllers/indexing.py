@@ -170,6 +170,7 @@ class _IndexWorker(QObject):
         self._doomed: set[str] = set()  # removed while in the current run: removed when done
         self._last_snapshot = 0.0
         self.opened_on_thread: int | None = None  # threading ident, for tests
+        self.pause = None  # a threading.Event: while set, a run's embedding waits (pause_while)
 
     @Slot()
     def drain(self) -> None:
@@ -228,7 +229,7 @@ class _IndexWorker(QObject):
                                                "been moved or deleted." for path in gone[:_PROBLEMS_SHOWN]))
                 self._remaining = set(files)
                 self.runStarted.emit(ticket, files, _sizes(files))
-                indexer = Indexer(store, self._embedder, self.settings)
+                indexer = Indexer(store, self._embedder, self.settings, pause=self.pause)
                 for event in indexer.run(files=files, cancel=self._inbox.cancel):
                     if event.outcome is not None:  # its row first: the list shows it with its id
                         self.stored.emit(event.outcome.path, store.find_document(event.outcome.path))
@@ -525,6 +526,12 @@ class IndexController(QObject):
             self._inbox.put(_Request("ocr", normal_path(path), ticket=ticket, page=page))
             self._wake.emit()
         return ticket
+
+    def pause_while(self, flag) -> None:
+        """Indexing waits between embedding steps while `flag` (a threading.Event) is set: the
+        window passes the assistant's `answering`, so that a question asked during indexing
+        is answered at its idle speed."""
+        self._worker.pause = flag
 
     def set_ocr(self, enabled: bool) -> None:
         """Recognise scanned pages (Settings.ocr) from the next run on; a run going on keeps

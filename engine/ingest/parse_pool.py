@@ -62,6 +62,7 @@ from engine.types import OutlineEntry, Page, PageOcr, PageProgress, ParsedDocume
 MB = 1024 * 1024
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 _POLL_S = 0.1  # how often a waiting caller looks at its cancel flag
+WORKER_NICE = 10  # on Linux's scheduler a nice-0 process then gets ~10x the CPU of a worker
 _CPU_MARGIN_S = 5.0  # the worker's own CPU limit lies this far past the wall-time limit
 # a page's hard limits lie this far past its own limit: the first page also loads the models,
 # and the per-page limit is checked between the recogniser's steps, not inside them
@@ -423,6 +424,7 @@ def _apply_settings(settings: dict) -> None:
     from engine.ingest.pdf import apply_pypdf_limits
 
     _limit_resources(settings.get("memory_limit_mb"))
+    _lower_priority()
     apply_pypdf_limits()
     # pypdf reports recoverable damage through logging and warnings; the outcome says enough
     logging.getLogger("pypdf").addHandler(logging.NullHandler())
@@ -511,6 +513,16 @@ def _limit_memory(limit_mb: int) -> None:
     except ImportError:
         return
     _set_soft_limit(resource, resource.RLIMIT_AS, int(limit_mb) * MB)
+
+
+def _lower_priority() -> None:
+    """Reading and recognising documents is background work: the window and the model's
+    answers come first (Unix; Windows keeps the normal priority)."""
+    if hasattr(os, "nice"):
+        try:
+            os.nice(WORKER_NICE)
+        except OSError:
+            pass
 
 
 def _limit_cpu(seconds: float) -> None:

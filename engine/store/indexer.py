@@ -79,11 +79,20 @@ def default_embedder(paths: AppPaths) -> Embedder:
     return Embedder.from_files(resolve_embedder(paths)).load()
 
 
+PAUSE_POLL_S = 0.05  # how often a paused run looks at its pause and cancel flags
+EMBED_STEP = 16  # chunks per embedding call (~0.5 s): cancel and pause are checked between calls
+
+
 class Indexer:
-    def __init__(self, store: IndexStore, embedder: Embedder, settings: IndexSettings | None = None):
+    """`pause`, while set, holds the embedding between steps: the window sets it while a
+    question is answered, which then runs at its idle speed (docs/benchmarks.md)."""
+
+    def __init__(self, store: IndexStore, embedder: Embedder, settings: IndexSettings | None = None,
+                 pause: CancelFlag | None = None):
         self.store = store
         self.embedder = embedder
         self.settings = settings or IndexSettings()
+        self.pause = pause
 
     def run(self, inputs: Iterable[str | Path] = (), cancel: CancelFlag | None = None, *,
             files: Iterable[str | Path] | None = None) -> Iterator[IndexProgress]:
@@ -164,15 +173,21 @@ class Indexer:
         """Yields an event after each step (the pages embedded so far); returns the vectors."""
         import numpy as np
 
-        step = 64  # chunks per call: sorted by length inside each call; cancel checked between
+        step = EMBED_STEP
         parts = []
         for start in range(0, len(chunks), step):
+            self._wait_while_paused(cancel)
             if _cancelled(cancel):
                 raise _Cancelled
             texts = [embedded_text(c, self.settings.embedded_headings) for c in chunks[start:start + step]]
             parts.append(self.embedder.encode_documents(texts, batch_size=self.settings.embed_batch))
             yield clock.working(path, pages, chunks[min(start + step, len(chunks)) - 1].page)
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dimension), np.float32)
+
+
+    def _wait_while_paused(self, cancel: CancelFlag | None) -> None:
+        while self.pause is not None and self.pause.is_set() and not _cancelled(cancel):
+            time.sleep(PAUSE_POLL_S)
 
 
 def embedded_text(chunk: Chunk, headings: int = 2) -> str:

@@ -60,6 +60,46 @@ def test_folder_is_indexed_and_failures_do_not_stop_the_rest(tmp_path, tiny_embe
         assert events[-1].documents_done == events[-1].documents_total == 4
 
 
+class _Pause:
+    """A pause flag set for its first `polls` looks, then clear; each look is logged."""
+
+    def __init__(self, log: list[str], polls: int):
+        self.log, self.polls = log, polls
+
+    def is_set(self) -> bool:
+        self.polls -= 1
+        self.log.append("paused" if self.polls >= 0 else "go")
+        return self.polls >= 0
+
+
+class _LoggingEmbedder:
+    def __init__(self, embedder: Embedder, log: list[str]):
+        self.embedder, self.log = embedder, log
+
+    def __getattr__(self, name):
+        return getattr(self.embedder, name)
+
+    def encode_documents(self, texts, **options):
+        self.log.append("embed")
+        return self.embedder.encode_documents(texts, **options)
+
+
+def test_embedding_waits_while_paused_and_then_carries_on(tmp_path, tiny_embedder):
+    """The window pauses indexing while a question is answered: no embedding step starts while
+    the pause is set, and the run then finishes as usual."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "pump.md").write_text("# Pump\n\nPrime the pump with water before starting.\n", encoding="utf-8")
+    log: list[str] = []
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        indexer = Indexer(store, _LoggingEmbedder(tiny_embedder, log), SETTINGS, pause=_Pause(log, 3))
+        events = list(indexer.run([docs]))
+        assert _outcomes(events)["pump.md"].status == "ready"
+        assert store.search_keyword("prime", 3)
+    assert log[:5] == ["paused", "paused", "paused", "go", "embed"]
+
+
 def test_reindexing_is_a_no_op_and_a_changed_file_replaces_its_chunks(tmp_path, tiny_embedder):
     docs = _write_docs(tmp_path / "docs")
     paths = AppPaths(tmp_path / "data").ensure()

@@ -254,6 +254,20 @@ def test_esc_stops_and_ctrl_r_regenerates(qtbot, data, tiny_llm_dir):
     assert len(window.chat.answers()) == 1 and not window.chat.last_answer().state.stopped
 
 
+def test_indexing_pauses_while_a_question_is_answered(qtbot, data, tiny_llm_dir):
+    """The window hands the assistant's `answering` flag to indexing: set for the whole answer
+    (seen by each of its events as the worker sends it), clear once it has ended."""
+    window = open_window(qtbot, data, tiny_llm_dir)
+    assert window.index._worker.pause is window.assistant.answering
+    seen = []
+    window.assistant.worker.answerEvent.connect(lambda _id, _event: seen.append(window.assistant.answering.is_set()),
+                                                Qt.ConnectionType.DirectConnection)  # on the worker's thread
+    with qtbot.waitSignal(window.assistant.requestEnded, timeout=ANSWER_MS):
+        ask(qtbot, window)
+    assert seen and all(seen)
+    assert not window.assistant.answering.is_set()
+
+
 # -- real models -------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_first_start_prepares_the_model_while_documents_are_added(qtbot, tmp_path, pump_pdf, monkeypatch):
