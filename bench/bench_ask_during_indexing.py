@@ -11,8 +11,8 @@ Modes, each a fresh indexing run (the questions asked while it lasts):
   idle        no indexing
   busy        the Indexer with the default embedder (threads = physical cores)
   busy-1t     the indexer's embedder on 1 thread (one core left to the question)
-  busy-yield  the indexer's embedder waits while a question is being answered (a wrapper: what
-              a pause flag in Indexer._embed would do)
+  busy-yield  the indexer waits between embedding steps while a question is being answered
+              (Indexer(pause=...), as the window runs it)
 
     python bench/bench_ask_during_indexing.py                # all modes, 5 questions each
     python bench/bench_ask_during_indexing.py --modes idle,busy --questions 3
@@ -51,39 +51,6 @@ def log(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-class YieldingEmbedder:
-    """The indexer's embedder, waiting between calls while `answering` is set."""
-
-    def __init__(self, embedder: Embedder, answering: threading.Event):
-        self.embedder, self.answering = embedder, answering
-
-    def encode_documents(self, texts, batch_size: int = 32):
-        while self.answering.is_set():
-            self.answering.wait_cleared()
-        return self.embedder.encode_documents(texts, batch_size=batch_size)
-
-    def __getattr__(self, name):
-        return getattr(self.embedder, name)
-
-
-class Flag(threading.Event):
-    """An Event one can also wait on until it is cleared."""
-
-    def __init__(self):
-        super().__init__()
-        self._cleared = threading.Condition()
-
-    def clear(self) -> None:
-        super().clear()
-        with self._cleared:
-            self._cleared.notify_all()
-
-    def wait_cleared(self, timeout: float = 1.0) -> None:
-        with self._cleared:
-            if self.is_set():
-                self._cleared.wait(timeout)
-
-
 def build_asked_collection(paths: AppPaths) -> None:
     embedder = default_embedder(paths)
     store = open_collection(paths, embedder=embedder)
@@ -94,16 +61,17 @@ def build_asked_collection(paths: AppPaths) -> None:
         store.close()
 
 
-def indexing_thread(paths: AppPaths, mode: str, answering: Flag, stop: threading.Event) -> threading.Thread:
+def indexing_thread(paths: AppPaths, mode: str, answering: threading.Event,
+                    stop: threading.Event) -> threading.Thread:
     threads = 1 if mode == "busy-1t" else None
     embedder = Embedder.from_files(resolve_embedder(paths), threads=threads).load()
     store = open_collection(paths, f"indexing-{mode}", embedder)
-    used = YieldingEmbedder(embedder, answering) if mode == "busy-yield" else embedder
+    pause = answering if mode == "busy-yield" else None
     state = {"pages": 0, "started": time.perf_counter()}
 
     def work():
         try:
-            for event in Indexer(store, used).run([MANUALS / f"{name}.pdf" for name in INDEXED], stop):
+            for event in Indexer(store, embedder, pause=pause).run([MANUALS / f"{name}.pdf" for name in INDEXED], stop):
                 if event.outcome is not None:
                     state["pages"] += event.outcome.pages
         finally:
@@ -116,7 +84,8 @@ def indexing_thread(paths: AppPaths, mode: str, answering: Flag, stop: threading
     return thread
 
 
-def ask_all(assistant, questions: list[str], answering: Flag, busy: threading.Thread | None) -> list[float]:
+def ask_all(assistant, questions: list[str], answering: threading.Event,
+            busy: threading.Thread | None) -> list[float]:
     times = []
     for question in questions:
         if busy is not None and not busy.is_alive():
@@ -143,9 +112,9 @@ def run(args) -> dict:
         llm_folder = prepare_builtin_llm(paths)
         settings = replace(AssistantSettings(), max_new_tokens=1)
         with open_assistant(paths, llm_folder=llm_folder, settings=settings) as assistant:
-            ask_all(assistant, questions[:1], Flag(), None)  # warm up the LLM
+            ask_all(assistant, questions[:1], threading.Event(), None)  # warm up the LLM
             for mode in args.modes.split(","):
-                answering, stop = Flag(), threading.Event()
+                answering, stop = threading.Event(), threading.Event()
                 busy = None if mode == "idle" else indexing_thread(paths, mode, answering, stop)
                 if busy is not None:
                     time.sleep(args.settle)  # parsing and embedding under way before the first question
