@@ -45,8 +45,9 @@ class Embedder:
         self.providers = list(providers) if providers else ["CPUExecutionProvider"]
         # True (the fast path): int8 weights used as int8, activations quantized per call
         # (embedder_graph), and each text runs alone in its call, so its activation scales and
-        # its vector depend on that text only, never on what it is batched with. About 2-3x the
-        # exact path on 2 cores, own-chunk top-5 within 1 point (docs/bench-embed.md).
+        # its vector depend on that text only, never on what it is batched with. About 1.5-1.8x
+        # the exact path at its best batch on 2 cores, own-chunk top-5 within 1 point
+        # (docs/benchmarks.md, "Faster text indexing").
         # False: the exact float path. No-op for float models (they stay batched).
         self.int8_activations = int8_activations
         self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
