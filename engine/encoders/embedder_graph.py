@@ -214,15 +214,7 @@ def drop_softmax_nan_guards(model: onnx.ModelProto) -> int:
 
 
 def _is_zero(name: str, constants: dict, producers: dict) -> bool:
-    if name in constants:
-        tensor = constants[name]
-    else:
-        node = producers.get(name)
-        if node is None or node.op_type != "Constant" or not node.attribute:
-            return False
-        tensor = node.attribute[0].t
-    values = numpy_helper.to_array(tensor)
-    return values.size == 1 and float(values.reshape(-1)[0]) == 0.0
+    return _is_constant(name, 0.0, constants, producers)
 
 
 def _rename_input(graph: onnx.GraphProto, old: str, new: str) -> None:
