@@ -80,7 +80,7 @@ def default_embedder(paths: AppPaths) -> Embedder:
 
 
 PAUSE_POLL_S = 0.05  # how often a paused run looks at its pause and cancel flags
-EMBED_STEP = 16  # chunks per embedding call (~0.5 s): cancel and pause are checked between calls
+EMBED_STEP = 16  # chunks per embedding call (~0.3-0.5 s): cancel and pause are checked between calls
 
 
 class Indexer:
@@ -183,7 +183,6 @@ class Indexer:
             parts.append(self.embedder.encode_documents(texts, batch_size=self.settings.embed_batch))
             yield clock.working(path, pages, chunks[min(start + step, len(chunks)) - 1].page)
         return np.concatenate(parts) if parts else np.zeros((0, self.embedder.dimension), np.float32)
-
 
     def _wait_while_paused(self, cancel: CancelFlag | None) -> None:
         while self.pause is not None and self.pause.is_set() and not _cancelled(cancel):
