@@ -60,6 +60,17 @@ def stored(paths, tmp_path, tiny_embedder):
     return {"scanned": scanned, "text": text, "recognised": recognised, "folder": tmp_path}
 
 
+def sql(paths, statement: str) -> list[tuple]:
+    """Runs `statement` on the collection's database from outside the store (committed); its rows."""
+    db = sqlite3.connect(paths.collection(NAME) / DB_NAME)
+    try:
+        rows = db.execute(statement).fetchall()
+        db.commit()
+        return rows
+    finally:
+        db.close()
+
+
 def test_a_recognised_page_comes_back_as_it_was_stored(paths, stored, tiny_embedder):
     with writer(paths, tiny_embedder) as store:
         assert store.page_ocr(stored["scanned"], 2) == stored["recognised"][2]
@@ -90,20 +101,11 @@ def test_replacing_or_removing_a_document_removes_its_recognised_pages(paths, st
         assert replaced.ocr_pages == 1 and store.page_ocr(replaced.id, 2) is None
         assert store.page_ocr(replaced.id, 1).confidence == 0.99
         assert store.remove_document(replaced.id)
-    db = sqlite3.connect(paths.collection(NAME) / DB_NAME)
-    try:
-        assert db.execute("SELECT count(*) FROM ocr_pages").fetchone()[0] == 0
-    finally:
-        db.close()
+    assert sql(paths, "SELECT count(*) FROM ocr_pages") == [(0,)]
 
 
 def test_a_collection_from_before_ocr_reads_and_answers_without_the_table(paths, stored, tiny_embedder):
-    db = sqlite3.connect(paths.collection(NAME) / DB_NAME)
-    try:
-        db.execute("DROP TABLE ocr_pages")
-        db.commit()
-    finally:
-        db.close()
+    sql(paths, "DROP TABLE ocr_pages")
     with IndexStore.open(paths.collection(NAME), embedder_id=None, dimension=None, read_only=True) as store:
         documents = store.list_documents()
         assert [d.ocr_pages for d in documents] == [0, 0]
@@ -144,12 +146,7 @@ def test_damaged_word_boxes_are_a_damaged_collection_not_a_crash(paths, stored, 
 
     # damaged while open (at open, the health scan repairs it: test_collection_damage.py)
     with IndexStore.open(paths.collection(NAME), embedder_id=None, dimension=None, read_only=True) as store:
-        db = sqlite3.connect(paths.collection(NAME) / DB_NAME)
-        try:
-            db.execute("UPDATE ocr_pages SET words = '{\"not\": \"a list\"' WHERE page = 2")
-            db.commit()
-        finally:
-            db.close()
+        sql(paths, "UPDATE ocr_pages SET words = '{\"not\": \"a list\"' WHERE page = 2")
         with pytest.raises(EngineError, match="damaged|could not be read"):
             store.page_ocr(stored["scanned"], 2)
         assert store.page_ocr(stored["scanned"], 3) == stored["recognised"][3]

@@ -40,6 +40,7 @@ from tests.helpers.pump_chat import (
     REFUSE,
     Hold,
     answer_of,
+    saved_and_reopened,
     start_controller,
 )
 from tests.helpers.rich_text import anchor_hrefs
@@ -204,8 +205,6 @@ def test_answer_streams_into_the_view_and_is_saved_as_messages(qtbot, chat):
 
 
 def test_the_lead_shows_before_the_first_piece_and_survives_save_and_load(qtbot, controller, chat, tmp_path):
-    from engine.conversations import ConversationStore
-
     seen = []  # (event, the bubble's lead as shown then, its text then), after the view took it
     controller.answerEvent.connect(lambda event: seen.append(
         (event, chat.last_answer().lead_view.isVisible(), chat.last_answer().state.text)))
@@ -220,13 +219,7 @@ def test_the_lead_shows_before_the_first_piece_and_survives_save_and_load(qtbot,
     assert "From the manuals" in shown and all(q.text in shown for q in lead)
     assert f"pump.pdf, page {lead[0].page}" in shown
 
-    store = ConversationStore(tmp_path / "conversations")
-    conversation = store.create("Pump")
-    conversation.messages = chat.messages()
-    store.save(conversation)
-    again = ChatView()
-    qtbot.addWidget(again)
-    again.set_messages(store.get(conversation.id).messages)
+    again = saved_and_reopened(qtbot, tmp_path / "conversations", chat.messages(), "Pump")  # kept: it owns the bubble
     restored = again.last_answer()
     assert restored.state.lead == SavedAnswer.from_message(chat.messages()[-1]).lead
     assert [(q.text, q.span, q.number) for q in restored.state.lead] == [(q.text, q.span, q.number) for q in lead]

@@ -25,12 +25,11 @@ from desktop_app.panels.documents import OCR_ROLE, DocumentsPanel, progress_text
 from desktop_app.panels.settings import SettingsDialog
 from desktop_app.sources.view import OCR_NOTE, SourceView
 from engine.config import Settings, load_settings, save_settings
-from engine.conversations import ConversationStore
 from engine.ingest.locate import locate_passage
 from engine.paths import AppPaths
 from engine.store.indexer import IndexSettings, open_collection
 from engine.types import Citation, IndexProgress
-from tests.helpers.pump_chat import ANSWER_MS, start_controller
+from tests.helpers.pump_chat import ANSWER_MS, saved_and_reopened, start_controller
 from tests.helpers.scanned import scanned_pdf
 
 SOURCE_PAGES = [20, 21]  # R-intro: "Objects, their modes and attributes", prose
@@ -183,13 +182,7 @@ def test_citations_of_scanned_pages_carry_an_ocr_tag_also_when_reopened(qtbot, a
     if bubble.state.lead:
         assert ocr_tags(bubble.lead_view.document()), bubble.lead_view.toPlainText()
 
-    store = ConversationStore(tmp_path / "conversations")
-    conversation = store.create("Scanned")
-    conversation.messages = answered.messages()
-    store.save(conversation)
-    again = ChatView()
-    qtbot.addWidget(again)
-    again.set_messages(store.get(conversation.id).messages)
+    again = saved_and_reopened(qtbot, tmp_path / "conversations", answered.messages(), "Scanned")  # kept: it owns the bubble
     restored = again.last_answer()
     assert [c.passage.ocr_pages for c in restored.state.citations] == [c.passage.ocr_pages for c in citations]
     assert ocr_tags(restored.browser.document()) == tags

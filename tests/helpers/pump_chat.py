@@ -7,9 +7,11 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from desktop_app.chat.view import ChatView
 from desktop_app.controllers.assistant import AssistantController
 from engine.answer.assistant import AssistantSettings, DoneEvent, TextEvent
 from engine.config import Settings
+from engine.conversations import ConversationStore
 from engine.paths import AppPaths
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
 from tests.helpers.events import wait_event
@@ -92,3 +94,16 @@ class Hold:
             return live
 
         monkeypatch.setattr(worker, "_relay", holding_relay)
+
+
+def saved_and_reopened(qtbot, folder: Path, messages: list[dict], title: str) -> ChatView:
+    """`messages` saved as a conversation in `folder` and shown again in a new ChatView, as the
+    window does when a conversation is reopened."""
+    store = ConversationStore(folder)
+    conversation = store.create(title)
+    conversation.messages = messages
+    store.save(conversation)
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.set_messages(store.get(conversation.id).messages)
+    return view
