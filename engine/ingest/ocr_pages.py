@@ -14,7 +14,6 @@ CPU limit and the caller's deadline instead (see parse_pool).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -123,17 +122,19 @@ class _InOrder:
                                                               parallel=PARALLEL_PAGES)
         self.remaining.pop(0)
         self.before_page()
+        limit = _TimeLimit(self.limit_s)
         try:
-            with _time_limit(self.limit_s):
+            with limit:
                 _, text, ocr = next(self.pages)
             return text, ocr
-        except PageTimedOut:
-            self.close()
-            return f"it took longer than the {self.limit_s:g} s limit per page"
         except MemoryError:
             raise  # the worker's memory is suspect: it retires, the document is "too large"
         except Exception as exc:  # the recogniser on a strange page: that page only
             self.close()
+            # the timer's exception may arrive wrapped (raised inside a class body, Python
+            # reports a RuntimeError from __set_name__): the timer, not the type, says what happened
+            if limit.expired:
+                return f"it took longer than the {self.limit_s:g} s limit per page"
             return describe(exc)
 
     def close(self) -> None:
@@ -158,23 +159,28 @@ def _failure_warnings(failures: dict[str, list[int]]) -> list[str]:
             for reason, numbers in failures.items()]
 
 
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """PageTimedOut once `seconds` of wall time have passed (Unix; elsewhere no limit)."""
-    if not hasattr(signal, "setitimer") or seconds <= 0:
-        yield
-        return
+class _TimeLimit:
+    """PageTimedOut once `seconds` of wall time have passed (Unix; elsewhere no limit);
+    `expired` says afterwards whether the timer fired, whatever exception it became."""
 
-    def expired(_signum, _frame):
+    def __init__(self, seconds: float):
+        self.seconds, self.expired, self.previous = seconds, False, None
+        self.armed = hasattr(signal, "setitimer") and seconds > 0
+
+    def __enter__(self) -> "_TimeLimit":
+        if self.armed:
+            self.previous = signal.signal(signal.SIGALRM, self._expire)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.previous)
+
+    def _expire(self, _signum, _frame):
+        self.expired = True
         raise PageTimedOut()
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # -- the cache ------------------------------------------------------------------------------

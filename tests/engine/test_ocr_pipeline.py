@@ -182,6 +182,35 @@ def test_a_page_over_its_time_limit_is_given_up_and_the_rest_is_indexed(tmp_path
         assert store.list_documents()[0].ocr_pages == 0
 
 
+class _RecogniserBusyInAClassBody:
+    """A recogniser whose page is still being set up (a class body, as pypdfium2's first import
+    runs) when the page's time limit fires: Python wraps the timer's exception in a RuntimeError
+    from __set_name__."""
+
+    engine_id = "busy"
+
+    def load(self) -> None:
+        pass
+
+    def recognise_pdf_pages(self, path, numbers, parallel):
+        class Busy:
+            def __set_name__(self, owner, name):
+                while True:  # until the timer's signal raises in here
+                    pass
+
+        class _Page:
+            attribute = Busy()
+
+        yield from ()
+
+
+def test_a_time_limit_that_fires_inside_a_class_body_is_still_a_time_limit():
+    from engine.ingest.ocr_pages import _InOrder
+
+    reader = _InOrder(_RecogniserBusyInAClassBody(), Path("scan.pdf"), [3], 0.01, lambda: None)
+    assert reader.next(3) == "it took longer than the 0.01 s limit per page"
+
+
 def frozen_on_first_page(pool: ParsePool, path: Path) -> list:
     """What imap yields for `path` when its first worker freezes (SIGSTOP, as a page stuck in one
     native call would leave it) as soon as it reports its first progress."""
