@@ -1,4 +1,5 @@
-"""Entry point of the desktop app: `offline-assistant [--data-dir DIR] [--provider P] [--kiosk]`.
+"""Entry point of the desktop app: `offline-assistant [--data-dir DIR] [--provider P] [--kiosk]
+[--engine-url URL] [--engine-key KEY]`.
 
 Logs go to DATA_DIR/logs/offline-assistant.log (rotating). An uncaught exception, on any
 thread, is logged there with its traceback, kept as the last error (engine.kiosk.crash_loop) and
@@ -15,6 +16,7 @@ app starts in safe mode (desktop_app/kiosk/safe_mode.py) showing the last error 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import logging
 import logging.handlers
@@ -72,6 +74,14 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kiosk", action="store_true",
                         help="full screen and locked down, for unattended PCs (also `kiosk = true` "
                              "in settings.toml)")
+    parser.add_argument("--engine-url", metavar="URL",
+                        help="for this run, answer with the language model of an OpenAI-compatible "
+                             "server at URL (offline-assistant-cli serve, llama.cpp's server, vLLM); "
+                             "your manuals are still searched on this computer (default: "
+                             "$OFFLINE_ASSISTANT_ENGINE_URL, else engine_url in settings.toml)")
+    parser.add_argument("--engine-key", metavar="KEY",
+                        help="that server's API key (better: $OFFLINE_ASSISTANT_ENGINE_KEY, which "
+                             "other users' process lists do not show)")
     parser.add_argument("--smoke-test", action="store_true",
                         help="start, wait until the model is ready, log the timings and quit "
                              "(for installers and CI)")
@@ -340,6 +350,34 @@ def _quit_when_ready(window, started: float, close) -> None:
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     args = parse_args(argv)
+    with engine_for_this_run(None, None):
+        return _main(args, started)
+
+
+@contextlib.contextmanager
+def engine_for_this_run(url: str | None, key: str | None, environ=os.environ):
+    """--engine-url and --engine-key as the environment variables the assistant reads (they win
+    over settings.toml, as the CLI's options do), so that nothing is written to the settings;
+    put back at the end, for a main() run inside a test."""
+    if not (url or key):
+        yield
+        return
+    from engine.llm.remote import ENV_KEY, ENV_URL
+
+    given = {name: value for name, value in ((ENV_URL, url), (ENV_KEY, key)) if value}
+    before = {name: environ.get(name) for name in given}
+    environ.update(given)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                environ.pop(name, None)
+            else:
+                environ[name] = value
+
+
+def _main(args: argparse.Namespace, started: float) -> int:
     paths = AppPaths.from_arg(args.data_dir).ensure()
     log_file = setup_logging(paths)
     notices: list[str] = []  # for the window
@@ -431,8 +469,9 @@ def _window_shown(started: float, what: str) -> None:
 
 # -- kiosk ---------------------------------------------------------------------------------------
 def _start_bundle_watcher(window, kiosk: bool):
-    """A kiosk with a bundle_source installs new index bundles in the background (engine.fleet);
-    the assistant switches to them between questions. A bad source is logged, never fatal."""
+    """A kiosk with a bundle_source installs new index bundles in the background (engine.fleet,
+    on a thread its controller owns); the assistant switches to them between questions. A bad
+    source is logged, never fatal."""
     if not kiosk or not window.settings.bundle_source:
         return None
     from engine.fleet.watcher import watcher_from_settings
@@ -442,8 +481,10 @@ def _start_bundle_watcher(window, kiosk: bool):
     except EngineError as exc:
         log.error("bundle updates are off: %s", exc)
         return None
+    from desktop_app.controllers.bundles import BundleController
+
     log.info("watching %s for index bundles every %.0f s", watcher.source, watcher.poll_s)
-    return watcher.start()
+    return BundleController(watcher)
 
 
 def _start_kiosk(window, kiosk: bool):

@@ -8,6 +8,9 @@ which checks the signature and every hash, then switches state.json atomically).
     ...
     watcher.stop()           # at once: a download in progress stops between two chunks
 
+A headless process uses start()/stop() and the watcher's own thread; the window owns the thread
+instead (desktop_app/controllers/bundles.py) and calls poll_once(), next_wait(), cancel(), close().
+
 The kiosk's assistant notices the switch itself: before each question it compares
 `paths.collection(name)` with the folder its store has open, and reopens when they differ, so an
 answer in flight finishes on the old version and the next one reads the new.
@@ -87,10 +90,22 @@ class BundleWatcher:
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
+        self.cancel()
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        self.close()
+
+    def cancel(self) -> None:
+        """No more polls; a download in progress stops between two chunks (any thread)."""
+        self._stop.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._stop.is_set()
+
+    def close(self) -> None:
+        """Closes the source, once nothing polls any more."""
         close = getattr(self.source, "close", None)
         if close is not None:
             close()

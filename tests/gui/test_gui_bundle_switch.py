@@ -103,3 +103,39 @@ def test_a_kiosk_with_a_bundle_source_starts_the_watcher(qtbot, tmp_path, indexe
         qtbot.waitUntil(lambda: kiosk.fleet_current("default") == 1, timeout=30_000)
     finally:
         watcher.stop()
+
+
+def test_the_bundle_controller_polls_on_its_own_thread_and_not_after_stop(qtbot, tmp_path, indexed_copy):
+    """The window's threads are its controllers': polls run on the controller's thread, each
+    result comes back as a signal, and after stop() the thread has ended and nothing polls."""
+    import threading
+
+    from desktop_app.controllers.bundles import BundleController
+    from engine.fleet.bundle import publish_bundle
+    from engine.fleet.source import open_source
+    from engine.fleet.watcher import BundleWatcher
+
+    key = generate_keys(tmp_path / "key.pem")
+    build_bundle(indexed_copy, "default", key, tmp_path / "v1.tar", version=1)
+    publish_bundle(tmp_path / "v1.tar", tmp_path / "source")
+    kiosk = AppPaths(tmp_path / "kiosk").ensure()
+    polls_on: list[int] = []
+
+    class Watched(BundleWatcher):
+        def poll_once(self):
+            polls_on.append(threading.get_ident())
+            return super().poll_once()
+
+    watcher = Watched(kiosk, open_source(str(tmp_path / "source")), [public_key_text(key)], poll_s=0.5)
+    controller = BundleController(watcher)
+    try:
+        with qtbot.waitSignal(controller.polled, timeout=30_000) as installed:
+            pass
+        assert installed.args[0].outcome == "installed" and kiosk.fleet_current("default") == 1
+        assert polls_on and threading.get_ident() not in polls_on
+    finally:
+        controller.stop()
+    assert not controller._thread.isRunning() and watcher.cancelled
+    polls = len(polls_on)
+    qtbot.wait(1500)  # three intervals: no poll after stop()
+    assert len(polls_on) == polls
