@@ -100,8 +100,11 @@ def _add_bundle_commands(actions) -> None:
         return parser
 
     keygen = action("keygen", "make a signing key; prints the public key for the kiosks' bundle_keys",
-                    lambda args: _bundle_keygen(Path(args.out)))
-    keygen.add_argument("--out", required=True, metavar="KEYFILE", help="the private key file to write (mode 0600)")
+                    lambda args: _bundle_keygen(Path(args.private), args.public and Path(args.public)))
+    keygen.add_argument("--private", "--out", dest="private", required=True, metavar="KEYFILE",
+                        help="the private key file to write (mode 0600; an existing file is never overwritten)")
+    keygen.add_argument("--public", default=None, metavar="FILE",
+                        help="also write the public key here: the line kiosks trust (bundle_keys, --trust)")
 
     build = action("build", "build a signed bundle of a collection (a consistent snapshot)",
                    lambda args: _bundle_build(paths_of(args), args))
@@ -138,12 +141,13 @@ def _add_bundle_commands(actions) -> None:
     state.add_argument("--json", action="store_true", help="print it as JSON")
 
 
-def _bundle_keygen(out: Path) -> int:
+def _bundle_keygen(private: Path, public: Path | None) -> int:
     from engine.fleet.bundle import generate_keys, public_key_text
 
-    key = generate_keys(out)
+    key = generate_keys(private, public)
     print(public_key_text(key))
-    print(f"The private key is in {out} (keep it secret); put the line above in the kiosks' "
+    where = f"the line above (also in {public})" if public else "the line above"
+    print(f"The private key is in {private} (keep it secret); put {where} in the kiosks' "
           "settings: bundle_keys = [\"...\"].", file=sys.stderr)
     return 0
 

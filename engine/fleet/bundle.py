@@ -57,10 +57,13 @@ LATEST_NAME = "latest.json"
 def generate_keys(private_path: str | Path, public_path: str | Path | None = None) -> Ed25519PrivateKey:
     """A new Ed25519 key: the private one as PEM (PKCS#8) readable by its owner alone, the
     public one's base64 text (what kiosks trust) in `public_path` when given. Refuses to
-    overwrite an existing private key."""
+    overwrite an existing key file, checked before anything is written."""
     private_path = Path(private_path)
-    if private_path.exists():
-        raise BundleError(f"{private_path} already exists; choose another file (a key is never overwritten).")
+    for path in filter(None, (private_path, public_path)):
+        if Path(path).exists():
+            raise BundleError(f"{path} already exists; choose another file (a key is never overwritten).")
+    if public_path is not None and Path(public_path).resolve() == private_path.resolve():
+        raise BundleError(f"The private and the public key cannot both go in {private_path}.")
     key = Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
@@ -68,6 +71,7 @@ def generate_keys(private_path: str | Path, public_path: str | Path | None = Non
     os.chmod(private_path, 0o600)
     if public_path is not None:
         write_atomic(public_path, public_key_text(key) + "\n")
+        os.chmod(public_path, 0o644)  # meant to be copied to every kiosk
     return key
 
 
