@@ -6,8 +6,8 @@
       _on_scanned(files) <──────────────────────────────────────────────  scanned
         inbox.put(add) ── wake ──────> drain(): opens the store and the
                                        embedder (lazily, here), runs
-      _on_progress(event) <── progress ─ Indexer.run(files=files, cancel)
-      _on_snapshot(docs)  <── snapshot ─ store.list_documents()
+      _on_progress(event) <── event ──── Indexer.run(files=files, cancel)
+      _on_snapshot(docs)  <── event ──── store.list_documents()
       cancel(): inbox.cancel_all() sets a threading.Event, read by the engine between
                 documents and batches; a busy worker never runs a queued slot, so a slot
                 could not cancel anything.
@@ -17,6 +17,9 @@ busy is then visible to the worker between two documents (removals, refreshes), 
 drop the adds still waiting. The controller keeps the per-document state the GUI shows:
 stored documents (the last snapshot of the store) overlaid by live states (queued, indexing,
 just finished), merged into one list for `documentsChanged`.
+
+The worker reports on one signal, `event`, with typed records (IndexProgress from the engine,
+the small records below for the rest); the controller dispatches on their type.
 """
 
 from __future__ import annotations
@@ -98,6 +101,69 @@ class _Inbox:
             return taken
 
 
+# -- what the worker reports, besides the engine's IndexProgress --------------------------------
+
+@dataclass(frozen=True)
+class _RunStarted:
+    ticket: int  # the last ticket taken
+    files: list  # in the order they go
+    sizes: dict  # path -> bytes
+
+
+@dataclass(frozen=True)
+class _RunFinished:
+    ticket: int
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    documents: list  # store.list_documents(): StoredDocument
+    ready: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """A document just stored, between two snapshots."""
+
+    path: str
+    document: StoredDocument | None
+
+
+@dataclass(frozen=True)
+class _Removed:
+    path: str  # no longer in the store (or never was)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    message: str
+
+
+@dataclass(frozen=True)
+class _PageOcrRead:
+    ticket: int
+    ocr: object  # the page's PageOcr, or None
+
+
+@dataclass
+class _Live:
+    """What the controller knows of a document before the store's list has it: queued,
+    indexing, or just finished and not stored. None leaves the stored value."""
+
+    ticket: int  # the request it answers
+    status: str
+    error: str = ""
+    pages_done: int | None = None
+    page_count: int | None = None
+    chunk_count: int | None = None
+
+    def over(self, document: StoredDocument) -> StoredDocument:
+        counts = {name: value for name, value in (("page_count", self.page_count),
+                                                  ("chunk_count", self.chunk_count)) if value is not None}
+        return replace(document, status=self.status, error=self.error, pages_done=self.pages_done, **counts)
+
+
 # -- the workers (each lives on its own QThread) ------------------------------------------------
 
 class _Scanner(QObject):
@@ -148,14 +214,7 @@ class _IndexWorker(QObject):
     """Owns the writer IndexStore and the Embedder; both are opened here, on this thread, at
     the first request, and closed here by close_and_quit()."""
 
-    progress = Signal(object)  # IndexProgress
-    runStarted = Signal(int, list, dict)  # the last ticket taken, the files in the order they go, their sizes
-    runFinished = Signal(int)  # the last ticket taken
-    snapshot = Signal(list, int, int)  # store.list_documents() (StoredDocument), documents ready, chunks
-    stored = Signal(str, object)  # a document just stored: its StoredDocument (between two snapshots)
-    removed = Signal(str)  # a path is no longer in the store (or never was)
-    failed = Signal(str)
-    pageOcrRead = Signal(int, object)  # ticket, the page's PageOcr or None
+    event = Signal(object)  # IndexProgress, or one of the records above
 
     def __init__(self, paths: AppPaths, collection: str, settings: IndexSettings | None, inbox: _Inbox):
         super().__init__()
@@ -225,15 +284,15 @@ class _IndexWorker(QObject):
                 files = sorted((path for path in wanted if os.path.isfile(path)), key=Path)
                 gone = [path for path in wanted if not os.path.isfile(path)]
                 if gone:
-                    self.failed.emit("\n".join(f"'{path}' was not found, so it was not indexed; it may have "
-                                               "been moved or deleted." for path in gone[:_PROBLEMS_SHOWN]))
+                    self.event.emit(_Failed("\n".join(f"'{path}' was not found, so it was not indexed; it may have "
+                                               "been moved or deleted." for path in gone[:_PROBLEMS_SHOWN])))
                 self._remaining = set(files)
-                self.runStarted.emit(ticket, files, _sizes(files))
+                self.event.emit(_RunStarted(ticket, files, _sizes(files)))
                 indexer = Indexer(store, self._embedder, self.settings, pause=self.pause)
                 for event in indexer.run(files=files, cancel=self._inbox.cancel):
                     if event.outcome is not None:  # its row first: the list shows it with its id
-                        self.stored.emit(event.outcome.path, store.find_document(event.outcome.path))
-                    self.progress.emit(event)
+                        self.event.emit(_Stored(event.outcome.path, store.find_document(event.outcome.path)))
+                    self.event.emit(event)
                     if event.outcome is not None:
                         self._finished(event.outcome.path)
                     if self._apply(self._inbox.take_others()) or self._snapshot_due():
@@ -246,7 +305,7 @@ class _IndexWorker(QObject):
             self._doomed.clear()
             with self._reporting():
                 self._publish()
-            self.runFinished.emit(ticket)
+            self.event.emit(_RunFinished(ticket))
 
     def _finished(self, path: str) -> None:
         self._remaining.discard(path)
@@ -264,13 +323,13 @@ class _IndexWorker(QObject):
         except Exception:
             log.warning("could not read the recognised words of %s, page %d", request.path, request.page,
                         exc_info=True)
-        self.pageOcrRead.emit(request.ticket, found)
+        self.event.emit(_PageOcrRead(request.ticket, found))
 
     def _remove_now(self, path: str) -> None:
         try:
             self._open().remove_document(path)
         finally:
-            self.removed.emit(path)
+            self.event.emit(_Removed(path))
 
     # -- the store -------------------------------------------------------------------------
 
@@ -287,7 +346,7 @@ class _IndexWorker(QObject):
             return
         stats = self._store.stats()
         ready = sum(stats["documents_by_status"].get(status, 0) for status in READY_STATUSES)
-        self.snapshot.emit(self._store.list_documents(), ready, stats["chunks"])
+        self.event.emit(_Snapshot(self._store.list_documents(), ready, stats["chunks"]))
         self._last_snapshot = time.monotonic()
 
     def _snapshot_due(self) -> bool:
@@ -305,16 +364,16 @@ class _IndexWorker(QObject):
 
     @contextmanager
     def _reporting(self):
-        """Errors become `failed` signals (the GUI shows them); nothing is lost silently."""
+        """Errors become _Failed events (the GUI shows them); nothing is lost silently."""
         try:
             yield
         except EngineError as exc:
             log.warning("indexing: %s", exc)
-            self.failed.emit(str(exc))
+            self.event.emit(_Failed(str(exc)))
         except Exception as exc:
             log.exception("indexing failed unexpectedly")
-            self.failed.emit(f"Indexing stopped because of an unexpected error ({type(exc).__name__}: "
-                             f"{exc}). The details are in the log file.")
+            self.event.emit(_Failed(f"Indexing stopped because of an unexpected error ({type(exc).__name__}: "
+                                    f"{exc}). The details are in the log file."))
 
 
 # -- the controller (GUI thread) -----------------------------------------------------------
@@ -385,8 +444,7 @@ class IndexController(QObject):
         self._indexing_since = 0.0  # when self._indexing became the file being read or embedded
         self._inbox = _Inbox()
         self._stored: dict[str, StoredDocument] = {}  # path -> as store.list_documents() has it
-        # path -> ticket, and what is known so far (StoredDocument fields: status, error, ...)
-        self._live: dict[str, dict] = {}
+        self._live: dict[str, _Live] = {}  # path -> its state before the store's list has it
         self._hidden: set[str] = set()  # removed, until the worker says it is gone
         self._tickets = itertools.count(1)
         self._ocr_tickets = itertools.count(1)
@@ -417,14 +475,11 @@ class IndexController(QObject):
         self._closeRequested.connect(self._worker.close_and_quit)
         self._scanRequested.connect(self._scanner.scan)
         self._scanner.scanned.connect(self._on_scanned)
-        self._worker.progress.connect(self._on_progress)
-        self._worker.runStarted.connect(self._on_run_started)
-        self._worker.runFinished.connect(self._on_run_finished)
-        self._worker.snapshot.connect(self._on_snapshot)
-        self._worker.stored.connect(self._on_stored)
-        self._worker.removed.connect(self._on_removed)
-        self._worker.failed.connect(self._on_failed)
-        self._worker.pageOcrRead.connect(self._on_page_ocr)
+        self._worker.event.connect(self._on_worker_event)
+        self._handlers = {IndexProgress: self._on_progress, _RunStarted: self._on_run_started,
+                          _RunFinished: self._on_run_finished, _Snapshot: self._on_snapshot,
+                          _Stored: self._on_stored, _Removed: self._on_removed, _Failed: self._on_failed,
+                          _PageOcrRead: self._on_page_ocr}
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)  # a safety net; the window calls it first
@@ -459,7 +514,7 @@ class IndexController(QObject):
             return
         self._inbox.cancel_all()
         self._generation += 1
-        for path in [p for p, entry in self._live.items() if entry["status"] == "queued"]:
+        for path in [p for p, entry in self._live.items() if entry.status == "queued"]:
             del self._live[path]
         self._schedule_emit()
         self._update_busy()
@@ -477,7 +532,7 @@ class IndexController(QObject):
             return
         path = normal_path(path)
         self._inbox.drop_adds(path)
-        if self._live.get(path, {}).get("status") == "queued":
+        if self._live_status(path) == "queued":
             del self._live[path]
         self._hidden.add(path)
         self._inbox.put(_Request("remove", path))
@@ -551,7 +606,7 @@ class IndexController(QObject):
     def indexing_now(self) -> tuple[str, float] | None:
         """(path, seconds so far) of the document being read or embedded, if one is."""
         path = self._indexing
-        if path is None or self._live.get(path, {}).get("status") != "indexing":
+        if path is None or self._live_status(path) != "indexing":
             return None
         return path, self._clock() - self._indexing_since
 
@@ -561,7 +616,7 @@ class IndexController(QObject):
         for path, entry in self._live.items():
             if path not in self._hidden:
                 base = merged.get(path) or StoredDocument(path, "queued")
-                merged[path] = replace(base, **{k: v for k, v in entry.items() if k != "ticket"})
+                merged[path] = entry.over(base)
         return sorted(merged.values(), key=lambda d: (d.name.casefold(), d.path))
 
     # -- what the workers report (GUI thread) ----------------------------------------------
@@ -583,11 +638,14 @@ class IndexController(QObject):
             self._schedule_emit()
         self._update_busy()
 
-    def _on_run_started(self, ticket: int, files: list, sizes: dict) -> None:
+    def _on_worker_event(self, event) -> None:
+        self._handlers[type(event)](event)
+
+    def _on_run_started(self, run: _RunStarted) -> None:
         self._running = True
-        self._run_ticket = ticket
-        self._run_order, self._run_next, self._indexing = files, 0, None
-        self._run_sizes = {normal_path(path): size for path, size in sizes.items()}
+        self._run_ticket = run.ticket
+        self._run_order, self._run_next, self._indexing = run.files, 0, None
+        self._run_sizes = {normal_path(path): size for path, size in run.sizes.items()}
         self._mark_next_indexing()
         self._schedule_emit()
         self._update_busy()
@@ -597,83 +655,86 @@ class IndexController(QObject):
             return
         path = normal_path(event.current_file)
         entry = self._live.get(path)
-        if entry is not None and entry["ticket"] > self._run_ticket:
+        if entry is not None and entry.ticket > self._run_ticket:
             pass  # asked again since this run began: it stays queued for the next run
         elif event.outcome is None:
-            self._live[path] = {"status": "indexing", "ticket": self._run_ticket, "error": "",
-                                "page_count": event.document_pages,
-                                "pages_done": event.document_pages_done if event.document_pages else None}
+            self._live[path] = _Live(self._run_ticket, "indexing", page_count=event.document_pages,
+                                     pages_done=event.document_pages_done if event.document_pages else None)
             self._set_indexing(path)
         else:
             outcome = event.outcome
             if path in self._stored:
                 self._live.pop(path, None)  # the stored row is right (it came just before)
             else:  # not stored (it cannot be read back): show what the engine said
-                self._live[path] = {"status": outcome.status, "ticket": self._run_ticket, "error": outcome.reason,
-                                    "page_count": outcome.pages, "chunk_count": outcome.chunks,
-                                    "pages_done": None}
+                self._live[path] = _Live(self._run_ticket, outcome.status, outcome.reason,
+                                         page_count=outcome.pages, chunk_count=outcome.chunks)
             self._mark_next_indexing()
         self._schedule_emit()
         self.progressed.emit(event)
 
-    def _on_run_finished(self, ticket: int) -> None:
+    def _on_run_finished(self, run: _RunFinished) -> None:
         self._running = False
         self._run_order, self._run_next, self._indexing = [], 0, None
-        for path in [p for p, e in self._live.items() if e["status"] in ACTIVE_STATUSES and e["ticket"] <= ticket]:
+        for path in [p for p, e in self._live.items() if e.status in ACTIVE_STATUSES and e.ticket <= run.ticket]:
             del self._live[path]  # cancelled, or gone before its turn
         self._schedule_emit()
         self._update_busy()
 
-    def _on_snapshot(self, documents: list, ready: int, chunks: int) -> None:
+    def _on_snapshot(self, snapshot: _Snapshot) -> None:
         if self._closed:
             return
-        self._stored = {document.path: document for document in documents}
-        for path in [p for p, e in self._live.items() if e["status"] in FINAL_STATUSES]:
+        self._stored = {document.path: document for document in snapshot.documents}
+        for path in [p for p, e in self._live.items() if e.status in FINAL_STATUSES]:
             del self._live[path]  # the snapshot has it now
-        self._stats = (ready, chunks)
+        self._stats = (snapshot.ready, snapshot.chunks)
         self._schedule_emit()
-        self.statsChanged.emit(ready, chunks)
+        self.statsChanged.emit(snapshot.ready, snapshot.chunks)
 
-    def _on_stored(self, path: str, document: StoredDocument | None) -> None:
-        if document is not None and not self._closed:
-            self._stored[path] = document
+    def _on_stored(self, stored: _Stored) -> None:
+        if stored.document is not None and not self._closed:
+            self._stored[stored.path] = stored.document
 
-    def _on_removed(self, path: str) -> None:
+    def _on_removed(self, removed: _Removed) -> None:
+        path = removed.path
         self._hidden.discard(path)
         self._stored.pop(path, None)
-        if self._live.get(path, {}).get("status") in FINAL_STATUSES:
+        if self._live_status(path) in FINAL_STATUSES:
             del self._live[path]
         self._schedule_emit()
 
-    def _on_page_ocr(self, ticket: int, found) -> None:
+    def _on_page_ocr(self, read: _PageOcrRead) -> None:
         if not self._closed:
-            self.pageOcrRead.emit(ticket, found)
+            self.pageOcrRead.emit(read.ticket, read.ocr)
 
-    def _on_failed(self, message: str) -> None:
+    def _on_failed(self, failed: _Failed) -> None:
         if not self._closed:
-            self.failed.emit(message)
+            self.failed.emit(failed.message)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def _queue(self, path: str, force: bool) -> None:
         ticket = next(self._tickets)
         self._hidden.discard(path)
-        self._live[path] = {"status": "queued", "ticket": ticket, "error": "", "pages_done": None}
+        self._live[path] = _Live(ticket, "queued")
         self._inbox.put(_Request("add", path, force, ticket))
 
     def _mark_next_indexing(self) -> None:
         """Once nothing of the run shows as indexing, the next queued file of the run does: it is
         being read already (parsing runs ahead of the engine's events)."""
-        if self._live.get(self._indexing, {}).get("status") == "indexing":
+        if self._live_status(self._indexing) == "indexing":
             return
         while self._run_next < len(self._run_order):
             path = self._run_order[self._run_next]
             entry = self._live.get(path)
-            if entry is not None and entry["status"] == "queued" and entry["ticket"] <= self._run_ticket:
-                entry["status"] = "indexing"
+            if entry is not None and entry.status == "queued" and entry.ticket <= self._run_ticket:
+                entry.status = "indexing"
                 self._set_indexing(path)
                 return
             self._run_next += 1
+
+    def _live_status(self, path: str | None) -> str | None:
+        entry = self._live.get(path)
+        return entry.status if entry is not None else None
 
     def _set_indexing(self, path: str) -> None:
         if path != self._indexing:
@@ -689,7 +750,7 @@ class IndexController(QObject):
 
     def _update_busy(self) -> None:
         busy = not self._closed and (self._scans > 0 or self._running or any(
-            entry["status"] in ACTIVE_STATUSES for entry in self._live.values()))
+            entry.status in ACTIVE_STATUSES for entry in self._live.values()))
         if busy != self._busy:
             self._busy = busy
             self.busyChanged.emit(busy)

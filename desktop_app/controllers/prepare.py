@@ -12,6 +12,8 @@ relays the child's progress, and ends when the preparation does.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from engine.errors import EngineError
@@ -19,13 +21,27 @@ from engine.models.prepare import prepare_builtin_llm_in_child
 from engine.paths import AppPaths
 
 
+@dataclass(frozen=True)
+class Progress:
+    fraction: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Prepared:
+    folder: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str  # a sentence for the person
+
+
 class PrepareWorker(QObject):
     """Prepares the built-in model (converts its GGUF once) in a child process, relaying its
     progress: numpy and onnx hold the GIL for long stretches, which would stall the window."""
 
-    progress = Signal(float, str)
-    finished = Signal(str)  # the prepared folder
-    failed = Signal(str)
+    event = Signal(object)  # Progress..., then Prepared or Failed
 
     def __init__(self, paths: AppPaths):
         super().__init__()
@@ -34,11 +50,12 @@ class PrepareWorker(QObject):
     @Slot()
     def run(self) -> None:
         try:
-            folder = prepare_builtin_llm_in_child(self.paths, self.progress.emit)
+            folder = prepare_builtin_llm_in_child(
+                self.paths, lambda fraction, message: self.event.emit(Progress(fraction, message)))
         except EngineError as exc:
-            self.failed.emit(str(exc))
+            self.event.emit(Failed(str(exc)))
             return
-        self.finished.emit(str(folder))
+        self.event.emit(Prepared(str(folder)))
 
 
 class PrepareJob(QObject):
@@ -55,9 +72,7 @@ class PrepareJob(QObject):
         self._worker = PrepareWorker(paths)
         self._worker.moveToThread(self._thread)
         self._thread.started.connect(self._worker.run)
-        self._worker.progress.connect(self.progress)
-        self._worker.finished.connect(self._on_finished)
-        self._worker.failed.connect(self._on_failed)
+        self._worker.event.connect(self._on_event)
 
     def start(self) -> None:
         self._thread.start()
@@ -69,10 +84,12 @@ class PrepareJob(QObject):
         self._thread.quit()
         self._thread.wait(timeout_ms)
 
-    def _on_finished(self, folder: str) -> None:
-        self.wait()
-        self.finished.emit(folder)
-
-    def _on_failed(self, message: str) -> None:
-        self.wait()
-        self.failed.emit(message)
+    def _on_event(self, event) -> None:
+        if isinstance(event, Progress):
+            self.progress.emit(event.fraction, event.message)
+            return
+        self.wait()  # the worker is done
+        if isinstance(event, Prepared):
+            self.finished.emit(event.folder)
+        else:
+            self.failed.emit(event.message)

@@ -91,10 +91,12 @@ class Gate:
         self.name = name
         self.reached = threading.Event()
         self._open = threading.Event()
-        controller._worker.progress.connect(self._hold, Qt.ConnectionType.DirectConnection)
+        controller._worker.event.connect(self._hold, Qt.ConnectionType.DirectConnection)
         gates.append(self)
 
-    def _hold(self, event: IndexProgress) -> None:
+    def _hold(self, event) -> None:
+        if not isinstance(event, IndexProgress):
+            return  # the worker's other reports
         if Path(event.current_file).name == self.name and not self._open.is_set():
             self.reached.set()
             self._open.wait(60)
@@ -264,8 +266,8 @@ def test_a_queued_document_can_be_removed_before_its_turn(qtbot, controller, doc
 def test_the_worker_runs_on_its_own_thread_and_shutdown_stops_it(qtbot, data_paths, docs, qapp):
     controller = IndexController(data_paths, index_settings=SETTINGS)
     threads = []
-    controller._worker.progress.connect(lambda event: threads.append(QThread.currentThread()),
-                                        Qt.ConnectionType.DirectConnection)
+    controller._worker.event.connect(lambda event: threads.append(QThread.currentThread()),
+                                     Qt.ConnectionType.DirectConnection)
     try:
         index(qtbot, controller, [docs / "pump.md"], {"pump.md": "ready"})
         assert threads and all(t is controller._thread for t in threads)

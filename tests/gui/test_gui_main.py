@@ -440,3 +440,18 @@ def test_the_source_zoom_is_kept_across_a_restart(qtbot, data, tiny_llm_dir, pum
     with qtbot.waitSignal(again.source.sourceShown, timeout=10_000):
         again.chat.last_answer().browser.anchorClicked.emit(QUrl("cite:1"))
     assert again.source.pdf_view.zoomFactor() == pytest.approx(zoom)
+
+
+def test_a_preparation_that_fails_says_why_and_its_thread_ends(qtbot, tmp_path):
+    """The built-in model cannot be prepared where a file stands in for the models folder: the
+    job's failed signal carries the engine's sentence, and its thread has ended."""
+    from desktop_app.controllers.prepare import PrepareJob
+
+    paths = AppPaths(tmp_path / "data")
+    paths.root.mkdir()
+    paths.models.write_text("not a folder")
+    job = PrepareJob(paths)
+    with qtbot.waitSignal(job.failed, timeout=120_000) as failed, qtbot.assertNotEmitted(job.finished):
+        job.start()
+    assert "models" in failed.args[0]
+    assert not job.is_running()
