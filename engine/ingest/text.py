@@ -19,6 +19,15 @@ _BOMS = (  # UTF-32 first: its little-endian BOM starts with UTF-16's
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
+# What editors save legacy text in, the most common first (it names a guess when several read
+# the bytes alike). The detector's other code pages (DOS, Mac, rare ISO parts) made more wrong
+# guesses than right ones in bench/bench_charset.py.
+_LEGACY_ENCODINGS = (
+    "cp1252", "latin_1", "iso8859_15", "cp1250", "iso8859_2", "cp1251", "koi8_r", "koi8_u",
+    "iso8859_5", "cp1253", "iso8859_7", "cp1254", "iso8859_9", "cp1257", "iso8859_13", "cp1255",
+    "iso8859_8", "cp1256", "iso8859_6", "cp1258", "cp874", "shift_jis", "cp932", "euc_jp",
+    "gb2312", "gbk", "gb18030", "big5", "cp950", "euc_kr", "cp949",
+)
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-{2,})[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -26,25 +35,63 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 
 # -- decoding -----------------------------------------------------------------------------
 def decode_text(data: bytes, path: Path, declared: str | None = None) -> tuple[str, list[str]]:
-    """The text of `data` and any warnings: a BOM wins, then `declared` (an HTML charset),
-    else UTF-8, with undecodable bytes replaced and a warning saying so."""
+    """The text of `data` and any warnings: a BOM wins, then `declared` (an HTML charset), then
+    UTF-8; other bytes are read in charset-normalizer's guess, else as UTF-8 with undecodable
+    bytes replaced. A guess or a replacement comes with a warning."""
     for bom, encoding in _BOMS:
         if data.startswith(bom):
             return _decode(data, encoding, path)
     if b"\x00" in data[:8192]:
         raise DocumentError.of("invalid", path, "it contains binary data; if it is UTF-16 "
                                "text without a byte-order mark, save it as UTF-8")
-    return _decode(data, _known_codec(declared) or "utf-8", path)
+    encoding = _known_codec(declared)
+    if encoding:
+        return _decode(data, encoding, path)
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError as exc:
+        return _guessed(data, path) or _replaced(data, "utf-8", path, exc)
 
 
 def _decode(data: bytes, encoding: str, path: Path) -> tuple[str, list[str]]:
     try:
         return data.decode(encoding), []
     except UnicodeDecodeError as exc:
-        warning = (f"'{path.name}' is not valid {encoding.upper()} (first bad byte at offset "
-                   f"{exc.start}); unreadable characters were replaced. Save it as UTF-8 "
-                   "to fix this.")
-        return data.decode(encoding, errors="replace"), [warning]
+        return _replaced(data, encoding, path, exc)
+
+
+def _replaced(data: bytes, encoding: str, path: Path,
+              exc: UnicodeDecodeError) -> tuple[str, list[str]]:
+    warning = (f"'{path.name}' is not valid {encoding.upper()} (first bad byte at offset "
+               f"{exc.start}); unreadable characters were replaced. Save it as UTF-8 "
+               "to fix this.")
+    return data.decode(encoding, errors="replace"), [warning]
+
+
+def _guessed(data: bytes, path: Path) -> tuple[str, list[str]] | None:
+    """`data` read in charset-normalizer's best guess, with a warning naming it; None when it
+    has no confident guess."""
+    from charset_normalizer import from_bytes  # imported here: ~30 ms that UTF-8 never needs
+
+    match = from_bytes(data, cp_isolation=list(_LEGACY_ENCODINGS)).best()
+    if match is None:
+        return None
+    warning = (f"'{path.name}' is not UTF-8; it was read as "
+               f"{_encoding_name(match.could_be_from_charset)} (a guess). If characters look "
+               "wrong, save it as UTF-8.")
+    return data.decode(match.encoding), [warning]
+
+
+def _encoding_name(alike: list[str]) -> str:
+    """A name people know, for the most common of the encodings that read the bytes alike
+    (to the detector, German text is as much Windows-1250 as Windows-1252)."""
+    rank = {name: index for index, name in enumerate(_LEGACY_ENCODINGS)}
+    codec = min(alike, key=lambda name: rank.get(name, len(rank)))
+    if codec.startswith("cp"):
+        return "Windows-" + codec[2:]
+    if codec == "latin_1":
+        return "ISO-8859-1"
+    return codec.upper().replace("_", "-").replace("ISO8859", "ISO-8859")
 
 
 def _known_codec(name: str | None) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import random
 
 import pytest
 
@@ -97,13 +98,55 @@ def test_text_with_a_byte_order_mark_is_decoded(tmp_path, encoding, bom):
     assert document.warnings == ()
 
 
-def test_text_that_is_not_utf8_is_replaced_with_a_warning(tmp_path):
+def test_text_that_is_not_utf8_is_read_in_a_guessed_encoding_with_a_warning(tmp_path):
     path = tmp_path / "legacy.txt"
     path.write_bytes("Druck: 5 bar\nVentil prüfen\n".encode("latin-1"))
     document = parse_file(path)
-    assert document.pages[0].text == "Druck: 5 bar\nVentil pr\ufffdfen"
+    assert document.pages[0].text == "Druck: 5 bar\nVentil prüfen"
     [warning] = document.warnings
     assert "legacy.txt" in warning and "UTF-8" in warning
+    assert "Windows-1252 (a guess)" in warning  # Latin-1 and Windows-1252 read these bytes alike
+    assert outcome_for(document).status == "ready_with_warnings"
+
+
+RUSSIAN = ("Проверьте давление в системе перед запуском. Отключите прибор от сети перед "
+           "вскрытием корпуса. Замените уплотнение, если оно изношено. Ошибка E42: датчик "
+           "температуры отключён.\n")
+POLISH = ("Sprawdź ciśnienie w układzie przed uruchomieniem. Odłącz urządzenie od zasilania "
+          "przed otwarciem obudowy. Wymień uszczelkę, jeśli jest zużyta. Błąd E42: czujnik "
+          "temperatury jest odłączony. Dokręć śruby kluczem dynamometrycznym.\n")
+
+
+@pytest.mark.parametrize("text, encoding, name", [
+    (RUSSIAN, "cp1251", "Windows-1251"),
+    (POLISH, "cp1250", "Windows-1250"),
+    ("Überdruckventil prüfen: max. 5 bar.\n", "latin-1", "Windows-1252"),  # one line
+])
+def test_legacy_encodings_are_read_exactly(tmp_path, text, encoding, name):
+    path = tmp_path / "manual.txt"
+    path.write_bytes(text.encode(encoding))
+    document = parse_file(path)
+    assert document.pages[0].text == text.rstrip("\n")
+    [warning] = document.warnings
+    assert f"'manual.txt' is not UTF-8; it was read as {name} (a guess)" in warning
+
+
+def test_valid_utf8_is_never_guessed(tmp_path):
+    path = tmp_path / "notes.md"
+    text = "Überdruckventil prüfen\nПроверьте давление\n運転前に確認してください\n"
+    path.write_text(text, encoding="utf-8")
+    document = parse_file(path)
+    assert document.pages[0].text == text.rstrip("\n")
+    assert document.warnings == ()
+
+
+def test_random_bytes_are_replaced_with_a_warning(tmp_path):
+    path = tmp_path / "noise.txt"
+    path.write_bytes(b"E42\n" + random.Random(12).randbytes(4000).replace(b"\x00", b"."))
+    document = parse_file(path)
+    [warning] = document.warnings
+    assert "noise.txt" in warning and "UTF-8" in warning
+    assert document.pages[0].text.startswith("E42\n")
     assert outcome_for(document).status == "ready_with_warnings"
 
 
