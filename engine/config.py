@@ -71,7 +71,7 @@ class Settings:
     idle_reset_min: float = 3.0  # minutes without input before the conversation is cleared
     admin_relock_min: float = 2.0  # minutes without input before the admin panel locks again
     audit_log: bool = False  # one JSON line per question in DATA_DIR/audit; always on in kiosk mode
-    inbox_folder: str | None = None  # new manuals copied here are indexed (desktop_app/inbox.py)
+    inbox_folder: str | None = None  # new manuals copied here are indexed (engine/ingest/inbox.py)
     inbox_poll_s: float = 10.0  # seconds between two looks into the inbox folder
     # a remote OpenAI-compatible engine for generation (retrieval and the checks stay here);
     # when it cannot be reached the local model answers, if one is installed

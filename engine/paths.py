@@ -100,6 +100,11 @@ class AppPaths:
         return self.root / "audit"
 
     @property
+    def bundle_records_file(self) -> Path:
+        """The fleet's audit lines: bundles installed, refused, rolled back."""
+        return self.audit_folder / "bundles.jsonl"
+
+    @property
     def ocr_cache(self) -> Path:
         """Pages recognised by OCR, kept as each is done (<sha256>/<engine>/<page>.json), so an
         interrupted run carries on where it stopped; shared by every collection."""

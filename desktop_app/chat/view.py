@@ -2,7 +2,7 @@
 
     view = ChatView()
     view.attach(controller)                 # a controllers.assistant.AssistantController
-    view.citationClicked.connect(lambda citation: source_view.show_source(...))
+    view.citationClicked.connect(lambda citation: source_view.show_citation(citation))
     view.ask("How do I prime the pump?")
 
 Tokens arrive faster than the eye: they are buffered and the answer is redrawn from the buffer

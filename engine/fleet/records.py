@@ -14,29 +14,27 @@ from engine.fleet.manifest import utc_now
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "bundles.jsonl"
-
 
 def record(paths, action: str, **fields) -> None:
     """Appends one line with a single O_APPEND write, fsynced. A failure to write is logged,
     never raised: it must not turn a refusal into another error, nor undo an install."""
     line = json.dumps({"time": utc_now(), "action": action, **fields}, sort_keys=True,
                       ensure_ascii=False, default=str) + "\n"
-    folder = paths.audit_folder
+    file = paths.bundle_records_file
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder / FILE_NAME, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, line.encode("utf-8"))
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError as exc:
-        log.warning("could not write the bundle audit line to %s: %s (%s)", folder, exc, line.strip())
+        log.warning("could not write the bundle audit line to %s: %s (%s)", file, exc, line.strip())
 
 
 def read_records(paths) -> list[dict]:
-    path = paths.audit_folder / FILE_NAME
+    path = paths.bundle_records_file
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:

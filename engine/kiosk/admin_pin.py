@@ -39,7 +39,6 @@ from engine.errors import EngineError
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "admin.json"
 SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
 SALT_BYTES = 16
 MAX_TRIES = 5

@@ -57,7 +57,6 @@ from engine.types import StoredDocument
 
 log = logging.getLogger(__name__)
 
-FOLDER_NAME = "audit"
 FILE_NAME = "audit.jsonl"
 _READY = ("ready", "ready_with_warnings")
 _LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}  # only ever inside strings

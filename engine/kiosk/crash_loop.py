@@ -32,7 +32,6 @@ from engine.atomic_file import write_json_atomic
 
 log = logging.getLogger(__name__)
 
-FILE_NAME = "starts.json"
 HISTORY = 50
 ERROR_CHARS = 4000
 CRASHES = 5

@@ -61,8 +61,8 @@ def _read_genai_config(folder: Path) -> dict:
     model = config.get("model")
     decoder = model.get("decoder") if isinstance(model, dict) else None
     if not isinstance(decoder, dict) or not ("filename" in decoder or "pipeline" in decoder):
-        _refuse(folder, f"has a {CONFIG} without model.decoder.filename",
-                "it is not an onnxruntime-genai language model; import a text model")
+        refuse(folder, f"has a {CONFIG} without model.decoder.filename",
+               "it is not an onnxruntime-genai language model; import a text model")
     return config
 
 
@@ -70,11 +70,11 @@ def _read_json(path: Path, label: Path, todo: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        _refuse(label, f"has no {path.name}", todo)
+        refuse(label, f"has no {path.name}", todo)
     except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        _refuse(label, f"has a {path.name} that cannot be read ({exc})", todo)
+        refuse(label, f"has a {path.name} that cannot be read ({exc})", todo)
     if not isinstance(data, dict):
-        _refuse(label, f"has a {path.name} that is not a JSON object", todo)
+        refuse(label, f"has a {path.name} that is not a JSON object", todo)
     return data
 
 
@@ -86,11 +86,11 @@ def _check_config(config: dict, folder: Path, *, label: Path, links_ok: bool) ->
         if key.endswith("filename") and not key.startswith("output"):
             _require_file(path, name, label)
             if path.suffix == ".onnx":
-                _check_external_data(folder, path, label, links_ok)
+                check_external_data(folder, path, label, links_ok)
     if not links_ok:
         _refuse_escaping_links(folder, label)
     if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
-        _refuse(label, "has no tokenizer.json", "copy the tokenizer files in with the model")
+        refuse(label, "has no tokenizer.json", "copy the tokenizer files in with the model")
 
 
 def _refuse_native_code(config: dict, label: Path) -> None:
@@ -100,20 +100,20 @@ def _refuse_native_code(config: dict, label: Path) -> None:
             isinstance(value, str) and value.lower().endswith(_NATIVE_SUFFIXES)
         )
         if native:
-            _refuse(label, f"asks to load native code ({path}: {value!r}), which is never done",
-                    f"remove '{key}' from {CONFIG}, or use a model that needs no custom operators")
+            refuse(label, f"asks to load native code ({path}: {value!r}), which is never done",
+                   f"remove '{key}' from {CONFIG}, or use a model that needs no custom operators")
 
 
 def _check_lengths(config: dict, label: Path) -> None:
     context = config["model"].get("context_length")
     if not _whole(context) or not 1 <= context <= MAX_CONTEXT:
-        _refuse(label, f"has model.context_length = {context!r}",
-                f"set it in {CONFIG} to the model's context, a whole number up to {MAX_CONTEXT}")
+        refuse(label, f"has model.context_length = {context!r}",
+               f"set it in {CONFIG} to the model's context, a whole number up to {MAX_CONTEXT}")
     search = config.get("search", {})
     max_length = search.get("max_length") if isinstance(search, dict) else None
     if max_length is not None and (not _whole(max_length) or not 1 <= max_length <= context):
-        _refuse(label, f"has search.max_length = {max_length!r}",
-                f"set it in {CONFIG} to a whole number from 1 to context_length ({context})")
+        refuse(label, f"has search.max_length = {max_length!r}",
+               f"set it in {CONFIG} to a whole number from 1 to context_length ({context})")
 
 
 def _whole(value) -> bool:
@@ -147,23 +147,23 @@ def _last_key(path: str) -> str:
 def _inside(folder: Path, name, key: str, label: Path, links_ok: bool) -> Path:
     """folder/name, refused unless it is a relative path that stays inside the folder."""
     if not isinstance(name, str) or not name:
-        _refuse(label, f"names no file in '{key}' ({name!r})", f"fix '{key}' in {CONFIG}")
+        refuse(label, f"names no file in '{key}' ({name!r})", f"fix '{key}' in {CONFIG}")
     if PurePosixPath(name).is_absolute() or PureWindowsPath(name).anchor:
-        _refuse(label, f"names an absolute path ('{name}')",
-                "keep the model's files inside its folder and name them relative to it")
+        refuse(label, f"names an absolute path ('{name}')",
+               "keep the model's files inside its folder and name them relative to it")
     if ".." in re.split(r"[\\/]", name):
-        _refuse(label, f"names a file outside itself ('{name}')",
-                "keep the model's files inside its folder")
+        refuse(label, f"names a file outside itself ('{name}')",
+               "keep the model's files inside its folder")
     path = folder / name
     if not links_ok and not path.resolve().is_relative_to(folder.resolve()):
-        _refuse(label, f"has '{name}' linking outside the folder",
-                "replace the link with the real file")
+        refuse(label, f"has '{name}' linking outside the folder",
+               "replace the link with the real file")
     return path
 
 
 def _require_file(path: Path, name: str, label: Path) -> None:
     if not path.is_file():
-        _refuse(label, f"is missing '{name}'", "download or copy the whole model folder again")
+        refuse(label, f"is missing '{name}'", "download or copy the whole model folder again")
 
 
 def _refuse_escaping_links(folder: Path, label: Path) -> None:
@@ -172,18 +172,18 @@ def _refuse_escaping_links(folder: Path, label: Path) -> None:
         for name in dirs + files:
             path = Path(parent) / name
             if path.is_symlink() and not path.resolve().is_relative_to(root):
-                _refuse(label, f"has '{path.relative_to(folder)}' linking outside the folder",
-                        "replace the link with the real file")
+                refuse(label, f"has '{path.relative_to(folder)}' linking outside the folder",
+                       "replace the link with the real file")
 
 
-def _check_external_data(folder: Path, onnx_path: Path, label: Path, links_ok: bool) -> None:
+def check_external_data(folder: Path, onnx_path: Path, label: Path, links_ok: bool) -> None:
     if onnx_path.stat().st_size > GRAPH_CHECK_LIMIT:
         return
     base = PurePosixPath(onnx_path.relative_to(folder).parent.as_posix())
     for location in _external_locations(_load_graph(onnx_path, label)):
         if ".." in re.split(r"[\\/]", location):
-            _refuse(label, f"has a graph reading data outside the folder ('{location}')",
-                    "keep the model's files inside its folder")
+            refuse(label, f"has a graph reading data outside the folder ('{location}')",
+                   "keep the model's files inside its folder")
         name = str(base / location)
         _require_file(_inside(folder, name, "external data", label, links_ok), name, label)
 
@@ -195,8 +195,8 @@ def _load_graph(path: Path, label: Path):
     try:
         return onnx.load(str(path), load_external_data=False)
     except (OSError, DecodeError, ValueError) as exc:
-        _refuse(label, f"has '{path.name}' that is not a readable ONNX file ({exc})",
-                "download or copy the model again")
+        refuse(label, f"has '{path.name}' that is not a readable ONNX file ({exc})",
+               "download or copy the model again")
 
 
 def _external_locations(model) -> set[str]:
@@ -225,7 +225,7 @@ def _graph_tensors(graph) -> Iterator:
                 yield from _graph_tensors(subgraph)
 
 
-def _refuse(label: Path, what: str, todo: str):
+def refuse(label: Path, what: str, todo: str):
     raise ModelError(f"The model folder '{label}' {what}; {todo}.")
 
 
@@ -241,7 +241,7 @@ def infer_genai_config(folder: Path, decoder: str | None = None) -> dict:
     path = _inside(folder, decoder, "decoder", folder, links_ok=True)
     _require_file(path, decoder, folder)
     if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
-        _refuse(folder, "has no tokenizer.json", "copy the tokenizer files in with the model")
+        refuse(folder, "has no tokenizer.json", "copy the tokenizer files in with the model")
     graph = _load_graph(path, folder).graph
     inputs, past = _map_inputs(_shapes(graph.input), folder)
     outputs, present = _map_outputs(_shapes(graph.output), folder)
@@ -277,10 +277,10 @@ def _find_decoder(folder: Path) -> str:
             name = found[0] if len(found) == 1 else "model.onnx"
             return (sub / name).relative_to(folder).as_posix()
         if found:
-            _refuse(folder, f"has several .onnx files in '{sub.name}' ({', '.join(found)})",
-                    "choose the decoder to use")
-    _refuse(folder, "has neither genai_config.json nor a model.onnx",
-            "choose a folder with an ONNX export of a text model")
+            refuse(folder, f"has several .onnx files in '{sub.name}' ({', '.join(found)})",
+                   "choose the decoder to use")
+    refuse(folder, "has neither genai_config.json nor a model.onnx",
+           "choose a folder with an ONNX export of a text model")
 
 
 def _shapes(values) -> dict[str, list[int | None]]:
@@ -311,8 +311,8 @@ def _group_layers(names, what: str, folder: Path) -> dict[str, tuple[str, dict]]
         pattern = _layer_pattern(name)
         kind = _kv_kind(pattern) if pattern else None
         if kind is None or (kind in groups and groups[kind][0] != pattern):
-            _refuse(folder, f"has a decoder {what} '{name}' that onnxruntime-genai cannot use",
-                    "export the model for onnxruntime-genai (its model builder) instead")
+            refuse(folder, f"has a decoder {what} '{name}' that onnxruntime-genai cannot use",
+                   "export the model for onnxruntime-genai (its model builder) instead")
         layer = int(re.search(r"\d+", name).group())
         groups.setdefault(kind, (pattern, {}))[1][layer] = shape
     return groups
@@ -321,12 +321,12 @@ def _group_layers(names, what: str, folder: Path) -> dict[str, tuple[str, dict]]
 def _map_inputs(shapes: dict, folder: Path) -> tuple[dict, dict]:
     known = {"input_ids", "inputs_embeds", "attention_mask", "position_ids"}
     if "input_ids" not in shapes and "inputs_embeds" not in shapes:
-        _refuse(folder, "has a decoder without an input_ids input", "export a text decoder")
+        refuse(folder, "has a decoder without an input_ids input", "export a text decoder")
     inputs = {name: name for name in sorted(known & shapes.keys())}
     past = _group_layers({n: s for n, s in shapes.items() if n not in known}, "input", folder)
     if set(past) != {"key", "value"}:
-        _refuse(folder, "has a decoder without past key/value inputs",
-                "export it with a KV cache (with past, use_cache=True)")
+        refuse(folder, "has a decoder without past key/value inputs",
+               "export it with a KV cache (with past, use_cache=True)")
     _check_layers(past, folder)
     inputs["past_key_names"] = past["key"][0]
     inputs["past_value_names"] = past["value"][0]
@@ -335,7 +335,7 @@ def _map_inputs(shapes: dict, folder: Path) -> tuple[dict, dict]:
 
 def _map_outputs(shapes: dict, folder: Path) -> tuple[dict, dict]:
     if "logits" not in shapes:
-        _refuse(folder, "has a decoder without a logits output", "export a causal language model")
+        refuse(folder, "has a decoder without a logits output", "export a causal language model")
     present = _group_layers({n: s for n, s in shapes.items() if n != "logits"}, "output", folder)
     outputs = {"logits": "logits"}
     if "key" in present:
@@ -349,14 +349,14 @@ def _check_layers(groups: dict, folder: Path) -> None:
     layers = [set(layer_shapes) for _, layer_shapes in groups.values()]
     count = len(layers[0])
     if any(found != set(range(count)) for found in layers):
-        _refuse(folder, "has a decoder whose per-layer key/value names skip layers",
-                "export the model again")
+        refuse(folder, "has a decoder whose per-layer key/value names skip layers",
+               "export the model again")
 
 
 def _check_present(past: dict, present: dict, folder: Path) -> None:
     if set(present) != {"key", "value"} or len(present["key"][1]) != len(past["key"][1]):
-        _refuse(folder, "has a decoder whose present key/value outputs do not match its past "
-                "inputs", "export it with a KV cache (with past, use_cache=True)")
+        refuse(folder, "has a decoder whose present key/value outputs do not match its past "
+               "inputs", "export it with a KV cache (with past, use_cache=True)")
     _check_layers(present, folder)
 
 
@@ -392,27 +392,27 @@ def _first(hf: dict, *keys: str):
 def _config_int(hf: dict, folder: Path, *keys: str) -> int:
     value = _first(hf, *keys)
     if value is None:
-        _refuse(folder, f"has a config.json without {keys[0]}",
-                "use the config.json that came with the model")
+        refuse(folder, f"has a config.json without {keys[0]}",
+               "use the config.json that came with the model")
     return value
 
 
 def _agree(name: str, from_config, from_graph, folder: Path) -> int:
     if from_config and from_graph and from_config != from_graph:
-        _refuse(folder, f"has config.json saying {name} = {from_config} but a decoder with "
-                f"{from_graph}", "the two files come from different models; download both again")
+        refuse(folder, f"has config.json saying {name} = {from_config} but a decoder with "
+               f"{from_graph}", "the two files come from different models; download both again")
     value = from_config or from_graph
     if not value:
-        _refuse(folder, f"does not say its {name} (config.json has none and the decoder's "
-                "dims are not fixed)", f"add {name} to config.json")
+        refuse(folder, f"does not say its {name} (config.json has none and the decoder's "
+               "dims are not fixed)", f"add {name} to config.json")
     return value
 
 
 def _model_type(hf: dict, folder: Path) -> str:
     model_type = hf.get("model_type")
     if not isinstance(model_type, str) or not model_type:
-        _refuse(folder, "has a config.json without model_type",
-                "use the config.json that came with the model")
+        refuse(folder, "has a config.json without model_type",
+               "use the config.json that came with the model")
     return model_type
 
 
@@ -432,8 +432,8 @@ def _token_ids(folder: Path, hf: dict, generation: dict) -> dict:
     if _whole(turn_end) and turn_end not in eos:
         eos.append(turn_end)
     if not eos:
-        _refuse(folder, "does not say its end-of-text token (eos_token_id)",
-                "add eos_token_id to config.json or generation_config.json")
+        refuse(folder, "does not say its end-of-text token (eos_token_id)",
+               "add eos_token_id to config.json or generation_config.json")
     ids = {"eos_token_id": eos[0] if len(eos) == 1 else eos}
     pad = pick("pad_token_id")
     ids["pad_token_id"] = pad if _whole(pad) else eos[0]
@@ -503,15 +503,15 @@ def import_genai_folder(
     name = _model_name(name) if name else _model_name(_plain_name(src.name))
     final = Path(models_dir) / name
     if not src.is_dir():
-        _refuse(src, "does not exist or is not a folder", "choose the model's folder")
-    if _overlap(src, final):
-        _refuse(src, f"overlaps the place it would be installed ('{final}')",
-                "import it from a folder outside the models folder")
+        refuse(src, "does not exist or is not a folder", "choose the model's folder")
+    if overlap(src, final):
+        refuse(src, f"overlaps the place it would be installed ('{final}')",
+               "import it from a folder outside the models folder")
     report(0.0, f"Checking {src}")
     config, inferred = _source_config(src, decoder)
     files = _files_to_copy(src, config)
     with atomic_folder(final) as tmp:
-        _copy_files(src, tmp, files, report)
+        copy_files(src, tmp, files, report)
         if inferred:
             (tmp / CONFIG).write_text(json.dumps(config, indent=4), encoding="utf-8")
         _check_config(config, tmp, label=src, links_ok=False)
@@ -530,7 +530,7 @@ def _model_name(name: str) -> str:
     return name
 
 
-def _overlap(src: Path, final: Path) -> bool:
+def overlap(src: Path, final: Path) -> bool:
     src, final = src.resolve(), final.resolve()
     return src.is_relative_to(final) or final.is_relative_to(src)
 
@@ -555,8 +555,8 @@ def _files_to_copy(src: Path, config: dict) -> list[str]:
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for folder in dirs:
             if (Path(parent) / folder).is_symlink():
-                _refuse(src, f"has a link to a folder ('{folder}')",
-                        "replace it with the real folder")
+                refuse(src, f"has a link to a folder ('{folder}')",
+                       "replace it with the real folder")
         for file in sorted(names):
             rel = (Path(parent) / file).relative_to(src).as_posix()
             if not file.startswith(".") and rel != MANIFEST:
@@ -566,7 +566,7 @@ def _files_to_copy(src: Path, config: dict) -> list[str]:
     return [f for f in files if not any(f.startswith(u) for u in unused)]
 
 
-def _copy_files(src: Path, dest: Path, files: list[str], report: Progress) -> None:
+def copy_files(src: Path, dest: Path, files: list[str], report: Progress) -> None:
     sizes = {rel: (src / rel).stat().st_size for rel in files}
     total, done = max(1, sum(sizes.values())), 0
     for rel in files:
@@ -577,7 +577,7 @@ def _copy_files(src: Path, dest: Path, files: list[str], report: Progress) -> No
             _copy_file(src / rel, target, lambda n: report(0.05 + 0.85 * (done + n) / total,
                                                            f"Copying {rel}"))
         except OSError as exc:
-            _refuse(src, f"could not be copied ({exc})", "check the disk space and the files")
+            refuse(src, f"could not be copied ({exc})", "check the disk space and the files")
         done += sizes[rel]
 
 

@@ -484,23 +484,23 @@ def _classifier_architecture(folder: Path) -> str | None:
 
 def _import_reranker(src: Path, final: Path, progress: Progress | None) -> Path:
     """Copies a cross-encoder export into `final`, whole or not at all, with a manifest."""
-    from engine.models.genai_folder import _check_external_data, _copy_files, _overlap, _refuse
+    from engine.models.genai_folder import check_external_data, copy_files, overlap, refuse
 
     report = progress or (lambda fraction, message: None)
-    if _overlap(src, final):
-        _refuse(src, f"overlaps the place it would be installed ('{final}')",
-                "import it from a folder outside the models folder")
+    if overlap(src, final):
+        refuse(src, f"overlaps the place it would be installed ('{final}')",
+               "import it from a folder outside the models folder")
     model = next((name for name in RERANKER_MODEL_FILES if (src / name).is_file()), None)
     if model is None:
-        _refuse(src, "declares a cross-encoder but has no model.onnx (nor onnx/model.onnx)",
-                "export it to ONNX first, for example with 'optimum-cli export onnx'")
+        refuse(src, "declares a cross-encoder but has no model.onnx (nor onnx/model.onnx)",
+               "export it to ONNX first, for example with 'optimum-cli export onnx'")
     if not (src / "tokenizer.json").is_file():
-        _refuse(src, "has no tokenizer.json", "copy the tokenizer files in with the model")
+        refuse(src, "has no tokenizer.json", "copy the tokenizer files in with the model")
     report(0.0, f"Checking {src}")
     with atomic_folder(final) as tmp:
-        _copy_files(src, tmp, _reranker_files(src, model), report)
+        copy_files(src, tmp, _reranker_files(src, model), report)
         # Its external weights came along only if named after it; else this names the missing one.
-        _check_external_data(tmp, tmp / model, label=src, links_ok=False)
+        check_external_data(tmp, tmp / model, label=src, links_ok=False)
         report(0.95, "Writing the manifest")
         write_manifest(tmp, source={"kind": "reranker", "path": str(src.resolve()), "model": model,
                                     "architecture": _classifier_architecture(src),
