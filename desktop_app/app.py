@@ -350,7 +350,7 @@ def _quit_when_ready(window, started: float, close) -> None:
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     args = parse_args(argv)
-    with engine_for_this_run(None, None):
+    with engine_for_this_run(args.engine_url, args.engine_key):
         return _main(args, started)
 
 

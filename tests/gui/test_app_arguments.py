@@ -31,3 +31,13 @@ def test_help_says_what_the_app_does_and_where_data_and_logs_go(capsys):
     assert str(paths.crash_log.relative_to(paths.root)) in text
     assert "cpu always uses the processor" in text  # --provider in plain words
     assert "offline-assistant-cli" in text
+
+
+def test_a_remote_engine_can_be_given_for_one_run(capsys):
+    args = parse_args(["--engine-url", "http://gpu-box:8080", "--engine-key", "k"])
+    assert (args.engine_url, args.engine_key) == ("http://gpu-box:8080", "k")
+    assert (parse_args([]).engine_url, parse_args([]).engine_key) == (None, None)  # settings.toml's, if any
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--engine-url URL" in text and "$OFFLINE_ASSISTANT_ENGINE_KEY" in text  # the key's safer way

@@ -6,6 +6,7 @@ it is installed) or a standard-library engine on a real socket, and the tiny loc
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlsplit
 
 import pytest
@@ -121,3 +122,30 @@ def test_an_engine_that_dies_mid_answer_is_answered_again_locally(qtbot, indexed
     assert len(told) == 1 and "mid-answer" in told[0] and engine.url in told[0]
     bubble = window.chat.last_answer()
     assert bubble.state.text == done.answer and "word0" not in bubble.state.text  # the local answer only
+
+
+def test_engine_url_and_key_of_the_command_line_are_for_that_run_only(tmp_path, qapp, root_logging_restored,
+                                                                      monkeypatch):
+    """`offline-assistant --engine-url URL --engine-key KEY`: they win over settings.toml's engine
+    (one where nothing listens here), the key reaches the engine but not the log, and neither
+    is written to the settings nor left in the environment."""
+    from desktop_app import app
+    from engine.config import save_settings
+    from engine.llm.remote import ENV_KEY, ENV_URL
+
+    for name in (ENV_URL, ENV_KEY):
+        monkeypatch.delenv(name, raising=False)
+    paths = AppPaths(tmp_path).ensure()
+    # an imported model's name: the built-in one is not prepared for a window that uses an engine
+    save_settings(paths.settings_file, Settings(model="an-import", engine_url=refused_url()))
+    before = paths.settings_file.read_bytes()
+    with scripted_engine("ok") as engine:
+        code = app.main(["--data-dir", str(paths.root), "--engine-url", engine.url + "/v1",
+                         "--engine-key", "k-secret", "--smoke-test"])
+    assert code == 0
+    log = paths.log_file.read_text(encoding="utf-8")
+    assert f"ready on {remote(engine.url)} after" in log  # the smoke test's line: the engine answered
+    assert engine.headers and all(h.get("Authorization") == "Bearer k-secret" for h in engine.headers)
+    assert "k-secret" not in log
+    assert paths.settings_file.read_bytes() == before
+    assert ENV_URL not in os.environ and ENV_KEY not in os.environ
