@@ -1,4 +1,6 @@
-"""The `serve` command: the HTTP server (engine.server) on uvicorn, until Ctrl-C or SIGTERM."""
+"""The `serve` command: the HTTP server (engine.server) on uvicorn, until Ctrl-C or SIGTERM. It
+generates with local model processes, or on a remote engine (--engine-url, the environment or
+the settings, as `ask` and `generate`), and then starts no model process of its own."""
 
 from __future__ import annotations
 
@@ -6,7 +8,14 @@ import os
 import socket
 import sys
 
-from engine.cli.common import collection_option, common_options, llm_folder, paths_of
+from engine.cli.common import (
+    collection_option,
+    common_options,
+    engine_of,
+    engine_options,
+    llm_folder,
+    paths_of,
+)
 from engine.errors import EngineError
 from engine.safe_text import visible
 
@@ -18,7 +27,7 @@ DEFAULT_WORKERS = min(2, os.cpu_count() or 1)
 
 def add_commands(commands) -> None:
     serve = commands.add_parser(
-        "serve", parents=[common_options(runs_model=True), collection_option()],
+        "serve", parents=[common_options(runs_model=True), collection_option(), engine_options()],
         help="serve the model and the manuals over HTTP (OpenAI-compatible; docs at /docs)")
     serve.add_argument("--host", default="127.0.0.1",
                        help="the address to listen on (default: 127.0.0.1, this machine only; any "
@@ -27,7 +36,8 @@ def add_commands(commands) -> None:
     serve.add_argument("--model", metavar="NAME", help="an imported model's name (default: the built-in one)")
     serve.add_argument("--llm-workers", type=int, default=DEFAULT_WORKERS, metavar="N",
                        help=f"model processes answering at once (default: {DEFAULT_WORKERS}; each takes the "
-                            "model's memory, about 310 MiB for the built-in one)")
+                            "model's memory, about 310 MiB for the built-in one); with an engine, "
+                            "the requests sent to it at once")
     serve.add_argument("--queue-size", type=int, default=64, metavar="N",
                        help="requests that may wait for a model process; more get 429 (default: 64)")
     serve.add_argument("--api-key", metavar="KEY", default=None,
@@ -45,8 +55,11 @@ def server_config(args):
     """The ServerConfig of serve's arguments (EngineError for a bad combination)."""
     from engine.server.config import API_KEY_ENV, ServerConfig
 
+    paths = paths_of(args).ensure()
+    url, key, model = engine_of(args, paths)  # --engine-url, the environment, the settings
     return ServerConfig(
-        paths_of(args).ensure(), host=args.host, port=args.port, provider=args.provider,
+        paths, host=args.host, port=args.port, provider=args.provider,
+        engine_url=url, engine_key=key, engine_model=model,
         llm_workers=args.llm_workers, queue_size=args.queue_size,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None, collection=args.collection,
         max_new_tokens=args.max_new_tokens, cors_origins=tuple(args.cors_origin), model_name=args.model or "")
@@ -59,9 +72,10 @@ def _serve(args) -> int:
 
     config = server_config(args)
     check_port_free(config.host, config.port)  # before the model loads: said plainly, exit 1
-    folder = llm_folder(config.paths, args.model)
+    folder = None if config.engine_url else llm_folder(config.paths, args.model)  # an engine needs none
     app = create_app(config, folder)
-    print(f"Serving on http://{_shown_host(config.host)}:{config.port} (API docs at /docs); "
+    engine = f"; generating on the engine at {visible(config.engine_url)}" if config.engine_url else ""
+    print(f"Serving on http://{_shown_host(config.host)}:{config.port} (API docs at /docs){engine}; "
           f"Ctrl-C stops.", file=sys.stderr, flush=True)
     uvicorn.run(app, host=config.host, port=config.port, log_level=args.log_level,
                 timeout_graceful_shutdown=5)

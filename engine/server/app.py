@@ -22,9 +22,10 @@ from engine.server.replies import error_reply, reply_for
 from engine.server.state import ServerState
 
 
-def create_app(config: ServerConfig, llm_folder: Path, *, make_llm=None, embedder=None,
+def create_app(config: ServerConfig, llm_folder: Path | None, *, make_llm=None, embedder=None,
                load: bool = True) -> FastAPI:
-    """`make_llm` makes one unloaded LLM client (default: LLMClient on llm_folder); `embedder`
+    """`make_llm` makes one unloaded LLM client (default: LLMClient on llm_folder, or with
+    config.engine_url a RemoteLLM on that engine, and llm_folder None); `embedder`
     is a loaded one to use instead of the built-in one; with load=False the models are loaded
     by whoever calls app.state.server.start_loading()."""
     state = ServerState(config, llm_folder, make_llm, embedder)

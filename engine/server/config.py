@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import EngineError
+from engine.llm.remote import engine_base
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 
 API_KEY_ENV = "OFFLINE_ASSISTANT_API_KEY"
@@ -20,7 +21,12 @@ class ServerConfig:
     llm_folder: Path | None = None  # None: the settings' model, else the built-in one
     model_name: str = ""  # what /v1/models calls it; "" names it after its folder
     provider: str = "auto"
-    llm_workers: int = 1  # LLM child processes; each serves one request at a time
+    # a remote OpenAI-compatible engine generates instead of local LLM processes (None: local);
+    # retrieval, the gate and the embedder stay here
+    engine_url: str | None = None
+    engine_key: str | None = field(default=None, repr=False)  # never in a log
+    engine_model: str | None = None  # the engine's model; None: the first one it lists
+    llm_workers: int = 1  # LLM child processes (or requests at once on the engine); one request each
     queue_size: int = 64  # requests that may wait for a free LLM process; more get 429
     queue_timeout_s: float = 300.0  # a request that waited this long gets 503
     api_key: str | None = None
@@ -38,6 +44,8 @@ class ServerConfig:
             raise EngineError(f"--llm-workers must be 1 or more, not {self.llm_workers}.")
         if self.queue_size < 0:
             raise EngineError(f"The queue size must be 0 or more, not {self.queue_size}.")
+        if self.engine_url:
+            engine_base(self.engine_url)  # a bad address is said before anything loads
         if not is_loopback(self.host) and not self.api_key:
             raise EngineError(
                 f"Refusing to serve on {self.host} without an API key: anyone on the network could "

@@ -350,8 +350,8 @@ async def list_models(request: Request):
     state = request.app.state.server
     model = {"id": state.model_name, "object": "model", "created": 0, "owned_by": "offline-assistant"}
     llm = state.pool.any_llm
-    if llm is not None:  # vLLM's field: a remote client (engine/llm/remote.py) fits its prompts to it
-        model["max_model_len"] = llm.context_length
+    if llm is not None and llm.context_length:  # 0: a remote engine not reached yet
+        model["max_model_len"] = llm.context_length  # vLLM's field: RemoteLLM fits its prompts to it
     return {"object": "list", "data": [model]}
 
 

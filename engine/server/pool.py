@@ -8,10 +8,14 @@ A slot's process is restarted by its LLMClient when it died (the next request on
 starts a fresh one), so one crash costs one request. Each slot also has a number, so that
 whatever must not be shared between two requests at once (a collection's SQLite handle) can be
 kept per slot.
+
+With a remote engine a slot holds a RemoteLLM instead (one request at a time on the engine);
+one that could not reach its engine at start is loaded again by each lease.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -20,6 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from engine.errors import EngineError
+
+log = logging.getLogger(__name__)
 
 
 class QueueFull(EngineError):
@@ -41,13 +47,14 @@ class PoolClosed(EngineError):
 @dataclass
 class Slot:
     index: int
-    llm: object  # LLMClient, loaded
+    llm: object  # LLMClient, loaded (or RemoteLLM, perhaps not yet)
 
 
 class LLMPool:
     def __init__(self, make_llm: Callable[[], object], workers: int = 1, queue_size: int = 64,
-                 queue_timeout_s: float = 300.0):
+                 queue_timeout_s: float = 300.0, retried_at_lease: tuple[type[Exception], ...] = ()):
         self._make_llm = make_llm
+        self._retried_at_lease = retried_at_lease  # load errors that leave the slot to its next lease
         self.workers = workers
         self.queue_size = queue_size
         self.queue_timeout_s = queue_timeout_s
@@ -62,7 +69,7 @@ class LLMPool:
     def load(self) -> LLMPool:
         """Starts the processes, one after the other (each loads the model once)."""
         for index in range(self.workers):
-            llm = self._make_llm().load()
+            llm = self._loaded(self._make_llm())
             with self._lock:
                 if self._closed:
                     llm.close()
@@ -72,6 +79,15 @@ class LLMPool:
                 self._free.append(slot)
                 self._lock.notify_all()  # the waiter first in line is the one that takes it
         return self
+
+    def _loaded(self, llm):
+        """`llm`, loaded; or still unloaded when its error is one of retried_at_lease (a remote
+        engine not up yet), so that the server starts and each request tries again."""
+        try:
+            return llm.load()
+        except self._retried_at_lease as exc:
+            log.warning("%s The next request tries again.", exc)
+            return llm
 
     def close(self) -> None:
         with self._lock:

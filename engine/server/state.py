@@ -1,6 +1,6 @@
 """ServerState: what every route shares, made once per server.
 
-    state.pool            the LLM processes and their queue (engine.server.pool)
+    state.pool            the LLM processes (or a remote engine's slots) and their queue
     state.embedder        the built-in embedder (one ONNX session; thread-safe)
     state.metrics         the Prometheus metrics of answers and requests
     state.assistant(name, slot)   an Assistant on a collection, for one leased slot
@@ -8,6 +8,11 @@
 
 Loading (the embedder, then each LLM process) runs in a background thread, so that /health
 answers at once and /ready says when the server can serve.
+
+With config.engine_url the slots hold RemoteLLMs (engine.llm.remote) and no LLM process is
+started: generation goes to that engine, while retrieval, the gate and the embedder stay here.
+An engine that cannot be reached does not keep the server from being ready: each request tries
+it again and, while it is away, gets a 502 naming it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import threading
 from pathlib import Path
 
 from engine.answer.metrics import Metrics
-from engine.errors import EngineError
+from engine.errors import EngineError, RemoteEngineError
 from engine.server.config import ServerConfig
 from engine.server.pool import LLMPool
 from engine.server.replies import CollectionNotFound, NotReady
@@ -26,15 +31,13 @@ log = logging.getLogger(__name__)
 
 
 class ServerState:
-    def __init__(self, config: ServerConfig, llm_folder: Path, make_llm=None, embedder=None):
-        from engine.llm.process import LLMClient
-
+    def __init__(self, config: ServerConfig, llm_folder: Path | None, make_llm=None, embedder=None):
         self.config = config
         self.paths = config.paths
-        self.llm_folder = Path(llm_folder)
-        self.model_name = config.model_name or self.llm_folder.name
-        make_llm = make_llm or (lambda: LLMClient(self.llm_folder, config.provider))
-        self.pool = LLMPool(make_llm, config.llm_workers, config.queue_size, config.queue_timeout_s)
+        self.llm_folder = None if config.engine_url else Path(llm_folder)  # a remote engine needs none
+        retried = (RemoteEngineError,) if config.engine_url else ()
+        self.pool = LLMPool(make_llm or self._llm_maker(), config.llm_workers, config.queue_size,
+                            config.queue_timeout_s, retried_at_lease=retried)
         self.metrics = Metrics(self.pool)  # with the server's families: requests, queue
         self.embedder = None
         self._given_embedder = embedder  # a loaded one (tests); None: the built-in one, loaded here
@@ -43,6 +46,25 @@ class ServerState:
         self._stores_lock = threading.Lock()
         self._loader: threading.Thread | None = None
         self._reranker = None  # loaded at the first question; False when none is imported
+
+    def _llm_maker(self):
+        """What makes one slot's unloaded LLM: a RemoteLLM on the engine, else a model process."""
+        config = self.config
+        if config.engine_url:
+            from engine.llm.remote import remote_llm
+
+            return lambda: remote_llm(self.paths, config.engine_url, config.engine_key, config.engine_model)
+        from engine.llm.process import LLMClient
+
+        return lambda: LLMClient(self.llm_folder, config.provider)
+
+    @property
+    def model_name(self) -> str:
+        """What /v1/models and the replies call the model: the engine's own name for it (known
+        once a slot has reached the engine), else --model's name or the model's folder."""
+        if self.config.engine_url:
+            return getattr(self.pool.any_llm, "model", None) or self.config.engine_model or "remote"
+        return self.config.model_name or self.llm_folder.name
 
     # -- lifetime -------------------------------------------------------------------------
     def start_loading(self) -> None:
@@ -60,6 +82,8 @@ class ServerState:
         try:
             self.embedder = self._given_embedder or default_embedder(self.paths)
             self.pool.load()
+            if self.config.engine_url:
+                log.info("Generating on the engine at %s (model %s)", self.config.engine_url, self.model_name)
         except Exception as exc:  # told by /ready and the log; the server keeps running
             self.load_error = str(exc) if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
             log.error("The server could not load its models: %s", self.load_error)

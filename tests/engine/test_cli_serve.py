@@ -15,8 +15,10 @@ import urllib.request
 import pytest
 
 from engine.cli.main import main
+from engine.llm.remote import ENV_KEY, ENV_URL
 from engine.server.config import API_KEY_ENV
 from tests.engine.test_cli import REPO, private_env
+from tests.helpers.http_engines import MODEL_ID, WORDS, scripted_engine
 
 
 def free_port() -> int:
@@ -45,6 +47,38 @@ def test_a_port_in_use_is_said_before_the_model_loads(tmp_path, capsys):
 def test_llm_workers_must_be_one_or_more(tmp_path, capsys):
     assert main(["serve", "--data-dir", str(tmp_path), "--llm-workers", "0"]) == 1
     assert "--llm-workers must be 1 or more" in capsys.readouterr().err
+
+
+def test_an_engine_url_that_is_not_http_is_said_before_anything_loads(tmp_path, capsys):
+    assert main(["serve", "--data-dir", str(tmp_path), "--engine-url", "gpu-box:8080"]) == 1
+    assert "The engine URL 'gpu-box:8080' is not an http:// or https:// address" in capsys.readouterr().err
+
+
+def test_serve_on_an_engine_generates_there_with_no_model_process(tmp_path):
+    """`serve --engine-url URL`, with the engine's key in the environment (not in a process list):
+    the engine's model and text, no model process of the server's own, no model prepared."""
+    port, data = free_port(), tmp_path / "data"
+    env = {**private_env(tmp_path / "home"), ENV_KEY: "k-env"}
+    env.pop(ENV_URL, None)
+    base = f"http://127.0.0.1:{port}"
+    with scripted_engine("ok") as engine:
+        command = [sys.executable, "-m", "engine", "serve", "--data-dir", str(data), "--port", str(port),
+                   "--engine-url", engine.url]
+        with subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True) as process:
+            try:
+                wait_ready(base, process)
+                models = get(base + "/v1/models")[1]
+                body = post(base + "/generate", {"prompt": "Hello", "max_new_tokens": 3})
+                children = model_processes(process.pid)
+            finally:
+                process.send_signal(signal.SIGTERM)
+                _, log = process.communicate(timeout=60)
+    assert models["data"][0]["id"] == MODEL_ID and body["generated_text"] == "".join(WORDS[:3])
+    assert children == [], "a model process was started"
+    assert all(h.get("Authorization") == "Bearer k-env" for h in engine.headers)
+    assert f"generating on the engine at {engine.url}" in log and "k-env" not in log
+    assert not (data / "models").exists() or not any((data / "models").iterdir())  # nothing prepared
 
 
 def get(url: str, timeout: float = 5.0) -> tuple[int, dict]:
