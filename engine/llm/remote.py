@@ -144,6 +144,10 @@ class RemoteLLM:
                     yield piece
         finally:
             response.close()
+        if tally.finish is None:  # [DONE] with no finish reason: the engine cut the answer short
+            raise self._error("it ended the answer without saying why (another request may have "
+                              "interrupted it)", "give the engine one request at a time; llama.cpp's "
+                              "server: --interrupt_requests False")
         yield self._stats(tally, messages, params.max_new_tokens)
 
     def _body(self, messages: list[Message], params: GenerationParams) -> dict:
@@ -267,7 +271,7 @@ class _Tally:
         self.pieces = 0
         self.prompt_tokens: int | None = None
         self.new_tokens: int | None = None
-        self.finish = "length"
+        self.finish: str | None = None  # the engine's finish_reason, or "cancelled" by us
 
     def read(self, chunk: dict) -> str:
         usage = chunk.get("usage")

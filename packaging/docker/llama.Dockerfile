@@ -25,5 +25,5 @@ HEALTHCHECK --interval=30s --timeout=6s --start-period=60s --retries=3 \
     CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/v1/models', timeout=5)"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
 CMD ["python3", "-m", "llama_cpp.server", "--model", "/opt/llama/model.gguf", "--model_alias", "SmolLM2-135M-Instruct", \
-     "--host", "0.0.0.0", "--port", "8000", "--n_ctx", "8192"]
+     "--host", "0.0.0.0", "--port", "8000", "--n_ctx", "8192", "--interrupt_requests", "False"]
 COPY --from=build /image /

@@ -202,6 +202,17 @@ def test_an_engine_that_dies_mid_stream_is_said_after_the_text_so_far():
     assert pieces == WORDS[:2]
 
 
+def test_a_stream_ended_with_no_finish_reason_is_said_not_taken_as_whole():
+    """llama.cpp's server, by default, ends a running stream with [DONE] and no finish reason when
+    another request arrives: the answer was cut short, and must not pass for a complete one."""
+    with scripted_engine("cut") as engine, RemoteLLM(engine.url) as llm:
+        pieces = []
+        with pytest.raises(RemoteEngineError, match="without saying why.*--interrupt_requests False"):
+            for piece in llm.stream(MESSAGES, max_new_tokens=5):
+                pieces.append(piece)
+    assert pieces == WORDS[:5]
+
+
 def test_a_garbled_stream_is_said():
     with scripted_engine("garbled") as engine, RemoteLLM(engine.url) as llm:
         with pytest.raises(RemoteEngineError, match="not JSON"):

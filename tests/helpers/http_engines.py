@@ -27,7 +27,7 @@ LLAMA_VENV_PYTHON = Path(__file__).resolve().parents[2] / ".venv-llama" / "bin" 
 STARTUP_S = 120
 WORDS = [f" word{i}" for i in range(200)]  # what the "ok" engine streams, one per chunk
 MODEL_ID = "scripted-model"
-BEHAVIOURS = ("ok", "unauthorized", "busy", "fails", "hangs", "dies", "garbled")
+BEHAVIOURS = ("ok", "unauthorized", "busy", "fails", "hangs", "dies", "garbled", "cut")
 
 
 class ScriptedEngine:
@@ -96,7 +96,8 @@ def _handler(engine: ScriptedEngine):
                     continue
                 self._event({"choices": [{"index": 0, "delta": {"content": word}}]})
                 engine.release.wait(0.01)  # a token's time: the client can leave between two
-            self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+            if engine.behaviour != "cut":  # "cut": [DONE] with no finish reason, as an interrupted stream
+                self._event({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
             self._event({"choices": [], "usage": {"prompt_tokens": 17, "completion_tokens": len(words)}})
             self._write(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
