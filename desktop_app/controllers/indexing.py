@@ -476,10 +476,6 @@ class IndexController(QObject):
         self._scanRequested.connect(self._scanner.scan)
         self._scanner.scanned.connect(self._on_scanned)
         self._worker.event.connect(self._on_worker_event)
-        self._handlers = {IndexProgress: self._on_progress, _RunStarted: self._on_run_started,
-                          _RunFinished: self._on_run_finished, _Snapshot: self._on_snapshot,
-                          _Stored: self._on_stored, _Removed: self._on_removed, _Failed: self._on_failed,
-                          _PageOcrRead: self._on_page_ocr}
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)  # a safety net; the window calls it first
@@ -638,8 +634,14 @@ class IndexController(QObject):
             self._schedule_emit()
         self._update_busy()
 
+    # by name, not bound methods kept on self: a reference cycle would leave the controller to
+    # Python's cyclic GC, which may run on a worker thread and deadlock destroying a QObject there
+    _HANDLERS = {IndexProgress: "_on_progress", _RunStarted: "_on_run_started", _RunFinished: "_on_run_finished",
+                 _Snapshot: "_on_snapshot", _Stored: "_on_stored", _Removed: "_on_removed",
+                 _Failed: "_on_failed", _PageOcrRead: "_on_page_ocr"}
+
     def _on_worker_event(self, event) -> None:
-        self._handlers[type(event)](event)
+        getattr(self, self._HANDLERS[type(event)])(event)
 
     def _on_run_started(self, run: _RunStarted) -> None:
         self._running = True
