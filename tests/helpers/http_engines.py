@@ -193,7 +193,7 @@ def llama_server(gguf: Path, context_length: int = 2048) -> Iterator[LlamaServer
     port = int(refused_url().rsplit(":", 1)[1])
     process = subprocess.Popen(
         [str(python), "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", str(context_length)],
+         "--port", str(port), "--n_ctx", str(context_length), "--interrupt_requests", "False"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
     server = LlamaServer(process, f"http://127.0.0.1:{port}")
     try:
