@@ -9,7 +9,9 @@ preparation of the built-in model is in controllers/prepare.py).
 The AssistantWorker lives on its own thread and keeps the model open there (the LLM itself runs
 in a child process, kept warm between questions). Requests go in as queued signals; the events
 of Assistant.ask come back one by one on one signal, as the engine typed them (as superqt's
-GeneratorWorker.yielded does), and the views dispatch on their type. Cancel is a threading.Event set directly by stop(), never a queued slot: a busy
+GeneratorWorker.yielded does), and the views dispatch on their type; the model's state (opened,
+failed, restarting, engine unreachable) and the end of each request come as typed records on a
+second signal, `status`. Cancel is a threading.Event set directly by stop(), never a queued slot: a busy
 worker runs no slots. Every request has an id, and an event of a request that is no longer the
 live one is dropped under a lock, so nothing of a stopped answer is emitted after stop() returns.
 
@@ -86,6 +88,35 @@ class ModelStatus:
     folder: Path | None = None  # the model's folder (its manifest names the version)
 
 
+# -- what the worker reports besides the answers' events ----------------------------------------
+
+@dataclass(frozen=True)
+class ModelOpened:
+    status: ModelStatus
+
+
+@dataclass(frozen=True)
+class ModelFailed:
+    message: str
+
+
+@dataclass(frozen=True)
+class Restarting:
+    message: str  # the model's process died; what the window shows meanwhile
+
+
+@dataclass(frozen=True)
+class EngineUnreachable:
+    message: str  # the remote engine failed: what happened and what answers now
+
+
+@dataclass(frozen=True)
+class RequestEnded:
+    """The worker is done with a request, however it ended (live or not)."""
+
+    request_id: int
+
+
 class RequestGate:
     """Which request is live. The worker emits an event only while its request is live, and
     stop() makes it stale under the same lock: after stop() returns, nothing more is emitted."""
@@ -128,12 +159,10 @@ class RequestGate:
 class AssistantWorker(QObject):
     """Lives on the assistant thread: opens the model there and answers one request at a time."""
 
-    opened = Signal(object)  # ModelStatus
-    openFailed = Signal(str)
+    # Two streams: the answers' events, gated by request (nothing of a stopped answer goes out
+    # after stop() returns: tests hold this signal to that), and the records above.
     answerEvent = Signal(int, object)  # request id, an event of Assistant.ask (ErrorEvent: ours too)
-    finished = Signal(int)  # the request ended, however it ended (live or not)
-    restarting = Signal(str)  # the model's process died; what the window shows meanwhile
-    engineUnreachable = Signal(str)  # the remote engine failed: what happened and what answers now
+    status = Signal(object)  # ModelOpened, ModelFailed, Restarting, EngineUnreachable, RequestEnded
 
     def __init__(self, paths: AppPaths, collection: str, gate: RequestGate):
         super().__init__()
@@ -175,9 +204,9 @@ class AssistantWorker(QObject):
             self._open_embedder()  # now, not at the first question: loading it holds the GIL
         except EngineError as exc:
             log.warning("the model could not be opened: %s", exc)
-            self.openFailed.emit(str(exc))
+            self._report(ModelFailed(str(exc)))
             return
-        self.opened.emit(self._status())
+        self._report(ModelOpened(self._status()))
 
     @Slot(int, str, object, object, object)
     def run(self, request_id: int, question: str, history: list, cancel: threading.Event,
@@ -200,7 +229,7 @@ class AssistantWorker(QObject):
                               collection_version=self._collection_version(), stopped=not complete)
             finally:
                 self.answering.clear()
-                self.finished.emit(request_id)
+                self.status.emit(RequestEnded(request_id))
                 self._check_llm()  # it may have died during the answer: restart it now, not later
 
     def _answer(self, request_id: int, question: str, history: list, cancel, audit) -> bool:
@@ -348,14 +377,14 @@ class AssistantWorker(QObject):
             local, key = self._open_local()
         except EngineError as exc:
             log.warning("no local model to fall back on: %s", exc)
-            self.engineUnreachable.emit(f"{message} No local model is installed to answer instead"
-                                        f"{'' if isinstance(exc, ModelError) else f' ({exc})'}; "
-                                        "ask again once the engine is back.")
+            self._report(EngineUnreachable(f"{message} No local model is installed to answer instead"
+                                           f"{'' if isinstance(exc, ModelError) else f' ({exc})'}; "
+                                           "ask again once the engine is back."))
             return False
         self._fallback_until = time.monotonic() + REMOTE_RETRY_S
         self._use(local, key)
-        self.engineUnreachable.emit(f"{message} Answering with the local model ({key[0].name}) meanwhile.")
-        self.opened.emit(self._status())
+        self._report(EngineUnreachable(f"{message} Answering with the local model ({key[0].name}) meanwhile."))
+        self._report(ModelOpened(self._status()))
         return True
 
     def _back_to_remote(self) -> None:
@@ -369,7 +398,7 @@ class AssistantWorker(QObject):
             log.warning("the engine is still unreachable: %s", exc)
             return
         if _is_remote(self._llm):
-            self.opened.emit(self._status())
+            self._report(ModelOpened(self._status()))
 
     # -- restarting a dead model process ------------------------------------------------------
     def _start_watch(self) -> None:
@@ -395,7 +424,7 @@ class AssistantWorker(QObject):
         log.error("the model process %s died; restarting it", self._llm.pid or "")
         # at once the first time; a process that keeps dying soon after starting backs off
         self._restart_at = time.monotonic() + (restart_delay(self._restarts) if self._restarts else 0.0)
-        self.restarting.emit("The model stopped unexpectedly; restarting…")
+        self._report(Restarting("The model stopped unexpectedly; restarting…"))
         self._check_llm()
 
     def _try_restart(self) -> None:
@@ -414,10 +443,10 @@ class AssistantWorker(QObject):
             log.warning("restarting the model failed (%s); next try in %.0f s", exc, delay,
                         exc_info=not isinstance(exc, EngineError))
             self._restart_at = time.monotonic() + delay
-            self.restarting.emit(f"The model could not be restarted ({exc}); trying again in {delay:.0f} s…")
+            self._report(Restarting(f"The model could not be restarted ({exc}); trying again in {delay:.0f} s…"))
             return
         self._restart_at = None
-        self.opened.emit(self._status())
+        self._report(ModelOpened(self._status()))
 
     def _status(self) -> ModelStatus:
         if _is_remote(self._llm):
@@ -430,7 +459,7 @@ class AssistantWorker(QObject):
             raise EngineError("The assistant is not configured yet.")
         if self._llm is None:  # it failed to open before: try again (a model prepared meanwhile)
             self._open_llm()
-            self.opened.emit(self._status())
+            self._report(ModelOpened(self._status()))
         llm = self._llm
         self._follow_switch()
         if self._assistant is not None:
@@ -501,6 +530,9 @@ class AssistantWorker(QObject):
         """Emits `event` while its request is live; False once it is not (stopped)."""
         return self._gate.emit(request_id, self.answerEvent, event)
 
+    def _report(self, record) -> None:
+        self.status.emit(record)
+
 
 def _is_remote(llm) -> bool:
     from engine.llm.remote import RemoteLLM
@@ -543,14 +575,8 @@ class AssistantController(QObject):
         self._thread.finished.connect(self._worker.close, Qt.ConnectionType.DirectConnection)
         self._configure.connect(self._worker.configure)
         self._run.connect(self._worker.run)
-        w = self._worker
-        w.answerEvent.connect(self._on_event)
-        w.opened.connect(self.modelReady)
-        w.openFailed.connect(self.modelFailed)
-        w.restarting.connect(self.engineRestarting)
-        w.engineUnreachable.connect(self.engineUnreachable)
-        w.engineUnreachable.connect(self.engineRestarting)  # the window's status bar says it today
-        w.finished.connect(self.requestEnded)
+        self._worker.answerEvent.connect(self._on_event)
+        self._worker.status.connect(self._on_status)
         self._thread.start()
         self._started = False
         self.session: str | None = None  # the conversation questions belong to (the audit log names it)
@@ -626,6 +652,19 @@ class AssistantController(QObject):
             live = self._gate.is_live(request_id)
         if live:
             self.answerEvent.emit(event)
+
+    def _on_status(self, record) -> None:
+        if isinstance(record, ModelOpened):
+            self.modelReady.emit(record.status)
+        elif isinstance(record, ModelFailed):
+            self.modelFailed.emit(record.message)
+        elif isinstance(record, Restarting):
+            self.engineRestarting.emit(record.message)
+        elif isinstance(record, EngineUnreachable):
+            self.engineUnreachable.emit(record.message)
+            self.engineRestarting.emit(record.message)  # the window's status bar says it today
+        else:
+            self.requestEnded.emit(record.request_id)
 
     def _finish(self, request_id: int) -> bool:
         if not self._gate.end(request_id):
