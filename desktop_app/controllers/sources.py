@@ -18,17 +18,26 @@ from the view's copy, so the child's start is paid once per document shown.)
 The pool runs without OCR (ParsePool's default): showing a document never recognises its
 scanned pages again (seconds a page). A PDF is shown by QtPdf, and the view marks a passage on
 a scanned page from the word boxes the index keeps (SourceView, IndexController.read_page_ocr).
+
+A PDF is opened the same way by a PdfOpener, on a "pdf" thread: QtPdf's load reads a damaged
+file whole to rebuild its cross-reference table (1.1 s for a 29 MB manual here), which on the
+GUI thread would freeze the window. The QPdfDocument it opened moves to the GUI thread.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import tempfile
 import threading
+import weakref
 from functools import partial
 from pathlib import Path
 
 import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtPdf import QPdfDocument
 
 from engine.errors import EngineError
 from engine.ingest.parse_pool import ParsePool
@@ -65,67 +74,150 @@ class _Latest:
             self._job = None
 
 
-class _ReadThread(QThread):
-    """Reads the latest document asked for, until none is left; owns the ParsePool meanwhile."""
+class _LatestThread(QThread):
+    """Does the latest job asked for, until none is left; done(ticket, result) for each one
+    not superseded meanwhile."""
 
-    pagesRead = Signal(int, object)  # ticket, ParsedDocument
-    readFailed = Signal(int, str)  # ticket, message
+    done = Signal(int, object)
 
-    def __init__(self, latest: _Latest, limits: dict):
+    def __init__(self, latest: _Latest, name: str):
         super().__init__()
-        self.setObjectName("sources")
+        self.setObjectName(name)
         self._latest = latest
-        self._limits = limits
-        self.pool: ParsePool | None = None
 
     def run(self) -> None:
         try:
             while (job := self._latest.take()) is not None:
-                self._read(*job)
-        finally:  # no child is kept waiting: a kiosk may not open a text source for weeks
-            if self.pool is not None:
-                self.pool.close()
-                self.pool = None
+                ticket, path, cancel = job
+                result = self.work(path, cancel)
+                if result is not None and not cancel.is_set():
+                    self.done.emit(ticket, result)
+        finally:
+            self.close()
 
-    def _read(self, ticket: int, path: str, cancel: threading.Event) -> None:
+    def work(self, path: str, cancel: threading.Event):
+        """The result for `path`, or None when it was superseded (nothing is sent)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Runs as the thread ends: an idle reader holds nothing."""
+
+
+class _ReadThread(_LatestThread):
+    """Parses in a ParsePool child, owned while there is work: a ParsedDocument or a message."""
+
+    def __init__(self, latest: _Latest, limits: dict):
+        super().__init__(latest, "sources")
+        self._limits = limits
+        self.pool: ParsePool | None = None
+
+    def work(self, path: str, cancel: threading.Event):
         try:
             if self.pool is None:
                 self.pool = ParsePool(workers=1, **self._limits)
             results = list(self.pool.imap([path], cancel=cancel))
         except EngineError as error:  # no reader process could be started
-            self.readFailed.emit(ticket, str(error))
-            return
+            return str(error)
         except Exception as error:  # a bug of ours: logged and shown, the reader lives on
             log.exception("Reading %s for the source view failed", path)
-            self.readFailed.emit(ticket, f"“{Path(path).name}” could not be shown ({error}).")
-            return
-        if not results or cancel.is_set():
-            return  # superseded
+            return f"“{Path(path).name}” could not be shown ({error})."
+        if not results:
+            return None  # superseded
         [(_, result)] = results
-        if isinstance(result, EngineError):
-            self.readFailed.emit(ticket, str(result))
-        else:
-            self.pagesRead.emit(ticket, result)
+        return str(result) if isinstance(result, EngineError) else result
+
+    def close(self) -> None:  # no child is kept waiting: a kiosk may not open a text source for weeks
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
 
 
-class SourceReader(QObject):
-    """Parses documents for the source view in a ParsePool child, on a thread of its own.
+class _PdfThread(_LatestThread):
+    """Opens a PDF with QtPdf: a QPdfDocument handed over to the GUI thread, or why not.
 
-    `limits` go to ParsePool (time_limit_s, memory_limit_mb, ...); its defaults are the
-    indexer's. Results carry the ticket that read() returned; only the latest read's arrive.
+    QtPdf's load holds Python's GIL (PySide6 does not release it there), so a file whose
+    cross-reference table is damaged, which PDFium repairs by reading it whole, would still
+    stall the GUI thread from here. pypdfium2 (ctypes: the GIL is released) checks the table
+    first; a damaged file is saved once, repaired, to a temporary copy that QtPdf opens at once.
     """
 
-    pagesRead = Signal(int, object)  # ticket, ParsedDocument
-    readFailed = Signal(int, str)  # ticket, a message for the user
+    def __init__(self, latest: _Latest, gui_thread: QThread, copies: "_Copies"):
+        super().__init__(latest, "pdf")
+        self._gui_thread = gui_thread
+        self._copies = copies
 
-    def __init__(self, parent: QObject | None = None, **limits):
+    def work(self, path: str, cancel: threading.Event):
+        shown = self._loadable(path)
+        if cancel.is_set():
+            return None
+        document = QPdfDocument()
+        error = document.load(shown)
+        if cancel.is_set():
+            document.close()
+            return None
+        if error != QPdfDocument.Error.None_ or document.status() != QPdfDocument.Status.Ready:
+            document.close()
+            return f"QtPdf could not open it ({error.name})"
+        document.moveToThread(self._gui_thread)  # from here on it is the GUI thread's
+        return document
+
+    def _loadable(self, path: str) -> str:
+        """`path`, or a repaired copy of it when its cross-reference table is damaged."""
+        import pypdfium2
+        import pypdfium2.raw as pdfium_c
+
+        try:
+            pdf = pypdfium2.PdfDocument(path)
+        except Exception:  # QtPdf says why it cannot open it either
+            return path
+        try:
+            if pdfium_c.FPDF_DocumentHasValidCrossReferenceTable(pdf.raw):
+                return path
+            copy = self._copies.new_file()
+            pdf.save(copy)
+            log.info("%s has a damaged cross-reference table: shown from a repaired copy", path)
+            return copy
+        except Exception:
+            log.warning("could not repair %s for showing; QtPdf opens it as it is", path, exc_info=True)
+            return path
+        finally:
+            pdf.close()
+
+
+class _Copies:
+    """A temporary folder of repaired PDFs, made at the first one. It stays while the view
+    lives (QtPdf reads a file as it renders) and goes when the opener does, or at exit."""
+
+    def __init__(self):
+        self.folder: str | None = None
+        self._count = 0
+
+    def new_file(self) -> str:
+        if self.folder is None:
+            self.folder = tempfile.mkdtemp(prefix="offline-assistant-pdf-")
+            weakref.finalize(self, shutil.rmtree, self.folder, True)
+        self._count += 1
+        return os.path.join(self.folder, f"{self._count}.pdf")
+
+    def remove(self, *_args) -> None:
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)  # a file still open (Windows) stays
+            self.folder = None
+
+
+class _LatestJobs(QObject):
+    """The GUI thread's side of a _LatestThread: tickets, cancel, start on demand, shutdown.
+    done(ticket, result) carries only the latest job's result."""
+
+    done = Signal(int, object)
+
+    def __init__(self, thread: _LatestThread, latest: _Latest, parent: QObject | None = None):
         super().__init__(parent)
         self._ticket = 0
         self._closed = False
-        self._latest = _Latest()
-        self._thread = _ReadThread(self._latest, limits)
-        self._thread.pagesRead.connect(self._on_read)
-        self._thread.readFailed.connect(self._on_failed)
+        self._latest = latest
+        self._thread = thread
+        self._thread.done.connect(self._on_done)
         self._thread.finished.connect(self._on_thread_finished)
         # a plain function, not a method: it runs while this object is being deleted
         self.destroyed.connect(partial(_stop, self._thread, self._latest))
@@ -134,7 +226,7 @@ class SourceReader(QObject):
             app.aboutToQuit.connect(self.shutdown)
 
     def read(self, path: str | Path) -> int:
-        """Parse `path` off the GUI thread; returns the ticket its result will carry."""
+        """Do the job for `path` off the GUI thread; returns the ticket its result will carry."""
         self._ticket += 1
         if not self._closed:
             self._latest.put(self._ticket, str(path))
@@ -142,16 +234,16 @@ class SourceReader(QObject):
         return self._ticket
 
     def cancel(self) -> None:
-        """Nothing more arrives for the reads asked for so far."""
+        """Nothing more arrives for the jobs asked for so far."""
         self._ticket += 1
         self._latest.cancel()
 
     def busy(self) -> bool:
-        """Whether a read is waiting or going on (also one cancelled, until its child is gone)."""
+        """Whether a job is waiting or going on (also one cancelled, until it has ended)."""
         return self._thread.isRunning() or self._latest.waiting()
 
     def shutdown(self) -> None:
-        """Stop the read in progress and wait for the thread and its child. Safe to call twice."""
+        """Stop the job in progress and wait for the thread. Safe to call twice."""
         if not self._closed:
             self._closed = True
             self.cancel()
@@ -163,23 +255,54 @@ class SourceReader(QObject):
 
     @Slot()
     def _on_thread_finished(self) -> None:
-        # a read asked for while the thread was ending: it was not taken, so start again
+        # a job asked for while the thread was ending: it was not taken, so start again
         if self._latest.waiting() and not self._closed:
             self._start()
 
     @Slot(int, object)
-    def _on_read(self, ticket: int, document) -> None:
+    def _on_done(self, ticket: int, result) -> None:
         if ticket == self._ticket and not self._closed:
-            self.pagesRead.emit(ticket, document)
-
-    @Slot(int, str)
-    def _on_failed(self, ticket: int, message: str) -> None:
-        if ticket == self._ticket and not self._closed:
-            self.readFailed.emit(ticket, message)
+            self.done.emit(ticket, result)
 
 
-def _stop(thread: _ReadThread, latest: _Latest) -> None:
-    """Cancel the read and wait for the thread (which closes its pool as it ends)."""
+class SourceReader(_LatestJobs):
+    """Parses documents for the source view in a ParsePool child, on a thread of its own.
+
+    `limits` go to ParsePool (time_limit_s, memory_limit_mb, ...); its defaults are the
+    indexer's. Results carry the ticket that read() returned; only the latest read's arrive.
+    """
+
+    pagesRead = Signal(int, object)  # ticket, ParsedDocument
+    readFailed = Signal(int, str)  # ticket, a message for the user
+
+    def __init__(self, parent: QObject | None = None, **limits):
+        latest = _Latest()
+        super().__init__(_ReadThread(latest, limits), latest, parent)
+        self.done.connect(self._relay)
+
+    def _relay(self, ticket: int, result) -> None:
+        if isinstance(result, str):
+            self.readFailed.emit(ticket, result)
+        else:
+            self.pagesRead.emit(ticket, result)
+
+
+class PdfOpener(_LatestJobs):
+    """Opens PDFs with QtPdf on a thread of its own: a damaged file's repair (pdfium rebuilds
+    a broken cross-reference table by reading the whole file) takes seconds on a large one.
+
+    done(ticket, QPdfDocument | str): the document, now living on the GUI thread and without a
+    parent (the caller adopts it), or why it could not be opened.
+    """
+
+    def __init__(self, parent: QObject | None = None):
+        latest, copies = _Latest(), _Copies()
+        super().__init__(_PdfThread(latest, QThread.currentThread(), copies), latest, parent)
+        self.destroyed.connect(copies.remove)  # after the thread has stopped (the base's first)
+
+
+def _stop(thread: _LatestThread, latest: _Latest) -> None:
+    """Cancel the job and wait for the thread (which closes what it holds as it ends)."""
     latest.cancel()
     if shiboken6.isValid(thread):  # at the interpreter's exit it may be gone first
         thread.wait()

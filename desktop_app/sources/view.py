@@ -11,12 +11,13 @@ in PDFium's text of that page, which differs from what our parser (pypdf) extrac
 line breaks, hyphens and ligatures: both are compared as their letters and digits only
 (`locate_passage`), and the matched characters' boxes (QPdfDocument.getSelectionAtIndex) are
 painted over the page as a marker would (the passage's spans count characters of pypdf's
-text, not PDFium's). Other formats (and PDFs that QtPdf cannot open) are shown as text in a
-read-only QTextBrowser that never follows links, with the passage selected: their pages are read
-by a SourceReader (a parse pool child, within its time and memory limits, off the GUI thread;
-"Opening…" meanwhile), the same text the index holds, so the spans mark the passage exactly
-(found by its text when they are empty, as in conversations saved before spans were kept).
-The view itself never parses a document.
+text, not PDFium's). A PDF is opened off the GUI thread by a PdfOpener (QtPdf reads a damaged
+file whole to repair it), "Opening…" meanwhile. Other formats (and PDFs that QtPdf cannot open)
+are shown as text in a read-only QTextBrowser that never follows links, with the passage
+selected: their pages are read by a SourceReader (a parse pool child, within its time and
+memory limits, off the GUI thread; "Opening…" meanwhile), the same text the index holds, so the
+spans mark the passage exactly (found by its text when they are empty, as in conversations
+saved before spans were kept). The view itself never parses a document.
 
 A scanned page (read by OCR when it was indexed) has no text for QtPdf to find: there the
 passage's spans (characters of the recognised text the index holds) pick the recognised words
@@ -62,7 +63,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_app.controllers.sources import SourceReader
+from desktop_app.controllers.sources import PdfOpener, SourceReader
 from engine.ingest.locate import locate_passage, same_letters
 from engine.types import Page, PageOcr, Span, pages_text
 
@@ -341,6 +342,8 @@ class SourceView(QWidget):
         self.reader = reader if reader is not None else SourceReader(self)
         self.reader.pagesRead.connect(self._on_pages_read)
         self.reader.readFailed.connect(self._on_read_failed)
+        self.pdf_opener = PdfOpener(self)
+        self.pdf_opener.done.connect(self._on_pdf_opened)
         self._ocr_source = None
         self._ocr_wait: tuple[int, int] | None = None  # ticket, page (1-based) of the boxes asked for
         self._ocr_shown = False  # the highlight (or its absence) is on a scanned page
@@ -349,6 +352,7 @@ class SourceView(QWidget):
         self._spans: tuple[Span, ...] = ()
         self._ocr_pages: tuple[int, ...] = ()  # the passage's pages that were read by OCR
         self._reading: tuple[int, int, tuple] | None = None  # ticket, page, file key
+        self._opening_pdf: tuple[int, int, tuple, Path] | None = None  # ticket, page, file key, file
         self._page = 0  # 1-based; 0 when nothing is shown
         self._mode = "empty"  # empty | opening | pdf | text | missing | error
         self._found = False
@@ -442,8 +446,9 @@ class SourceView(QWidget):
 
     def show_passage(self, passage) -> None:
         """Open the passage's document (an engine Passage: path, spans, text) at its page with
-        the passage highlighted. A PDF is shown at once; another format once its pages have
-        been read off the GUI thread. A newer call supersedes one still opening."""
+        the passage highlighted: at once when its PDF is open already, else once the PDF has
+        been opened (or another format's pages read) off the GUI thread. A newer call
+        supersedes one still opening."""
         self._stop_reading()
         self._path = str(passage.path)
         self._passage = passage.text or ""
@@ -458,7 +463,10 @@ class SourceView(QWidget):
             self._show_message("missing", page,
                                f"“{file.name}” was moved or deleted; add it again to see this "
                                f"source.\n\n(It was at {file})")
-        elif file.suffix.lower() == ".pdf" and self._open_pdf(file):
+        elif file.suffix.lower() == ".pdf":
+            if not self._pdf_is_open(file):
+                self._open_pdf(file, page)
+                return  # sourceShown follows when it is open
             if self._show_pdf_page(page):
                 return  # a scanned page: sourceShown follows when its word boxes arrive
         elif self._open_text(file, page):
@@ -557,18 +565,36 @@ class SourceView(QWidget):
         self._update_controls()
 
     # -- PDF ---------------------------------------------------------------------------------
-    def _open_pdf(self, file: Path) -> bool:
-        key = _file_key(file)
-        if key == self._pdf_key and self.document.status() == QPdfDocument.Status.Ready:
-            return True
-        self._pdf_key = None
-        error = self.document.load(str(file))
-        if error != QPdfDocument.Error.None_ or self.document.status() != QPdfDocument.Status.Ready:
-            log.info("QtPdf could not open %s (%s); showing its text instead", file, error)
-            self.document.close()
-            return False
+    def _pdf_is_open(self, file: Path) -> bool:
+        return _file_key(file) == self._pdf_key and self.document.status() == QPdfDocument.Status.Ready
+
+    def _open_pdf(self, file: Path, page: int) -> None:
+        """Ask the opener for the PDF and say "Opening…" meanwhile (_on_pdf_opened shows it)."""
+        self._opening_pdf = (self.pdf_opener.read(file), page, _file_key(file), file)
+        self._show_message("opening", page, f"Opening “{file.name}”…")
+        self._update_controls()
+
+    def _on_pdf_opened(self, ticket: int, result) -> None:
+        if self._opening_pdf is None or self._opening_pdf[0] != ticket:
+            return  # superseded: the document, unowned, goes with its last reference
+        _, page, key, file = self._opening_pdf
+        self._opening_pdf = None
+        if isinstance(result, str):
+            log.info("%s: %s; showing its text instead", file, result)
+            if not self._open_text(file, page):
+                self._shown()
+            return
+        self._adopt_pdf(result, key)
+        if not self._show_pdf_page(page):
+            self._shown()
+
+    def _adopt_pdf(self, document: QPdfDocument, key: tuple) -> None:
+        old, self.document = self.document, document
+        document.setParent(self)
+        self.pdf_view.setDocument(document)
         self._pdf_key = key
-        return True
+        old.close()
+        old.deleteLater()
 
     def _apply_pdf_zoom(self) -> None:
         self.pdf_view.fit_width = self._pdf_zoom <= 0
@@ -681,6 +707,9 @@ class SourceView(QWidget):
 
     def _stop_reading(self) -> None:
         self._ocr_wait = None  # boxes still on their way are for the page shown before
+        if self._opening_pdf is not None:
+            self._opening_pdf = None
+            self.pdf_opener.cancel()
         if self._reading is not None:
             self._reading = None
             self.reader.cancel()

@@ -357,6 +357,41 @@ def test_a_file_past_the_time_limit_shows_why_without_stalling_the_window(qtbot,
     assert view.title_text() == "setup.html — page 1"
 
 
+def damaged_large_pdf(manual: Path, out: Path, objects: int = 600_000) -> Path:
+    """`manual` with many small objects appended and its cross-reference offset spoilt: QtPdf
+    (PDFium) opens it, but only after reading the whole file to rebuild the table."""
+    data = manual.read_bytes()
+    body = data[:data.rfind(b"startxref")]
+    junk = b"".join(b"%d 0 obj\n(x)\nendobj\n" % n for n in range(100_000, 100_000 + objects))
+    out.write_bytes(body + junk + b"startxref\n123\n%%EOF\n")
+    return out
+
+
+def test_a_damaged_large_pdf_opens_without_stalling_the_window(qtbot, view, manual, tmp_path):
+    from PySide6.QtPdf import QPdfDocument
+
+    path = damaged_large_pdf(manual, tmp_path / "repaired on open.pdf")
+    started = time.perf_counter()
+    assert QPdfDocument().load(str(path)) == QPdfDocument.Error.None_
+    load_ms = (time.perf_counter() - started) * 1000
+    assert load_ms > 200, load_ms  # what the GUI thread would have stalled for
+    citation = cite(path, 2, " ".join(PAGE_LINES[2][1:]))
+    args, stall_ms, returned_ms = open_without_stalling(qtbot, view, citation)
+    assert returned_ms < 100 and stall_ms < 100, (load_ms, returned_ms, stall_ms)
+    assert args == [str(path), 2, True]
+    assert view.mode() == "pdf" and view.current_page() == 2 and view.highlight_found()
+
+
+def test_a_pdf_superseded_while_it_opens_is_never_shown(qtbot, view, manual, tmp_path):
+    slow = damaged_large_pdf(manual, tmp_path / "slow.pdf")
+    view.show_citation(cite(slow, 1, " ".join(PAGE_LINES[1][1:])))
+    assert view.mode() == "opening"
+    assert show(qtbot, view, manual, 3, " ".join(PAGE_LINES[3][1:])) == [str(manual), 3, True]
+    qtbot.waitUntil(lambda: not view.pdf_opener.busy(), timeout=READ_MS)
+    qtbot.wait(50)  # anything the first open sent has been delivered by now
+    assert view.title_text() == "service manual.pdf — page 3" and view.current_page() == 3
+
+
 def test_a_newer_citation_supersedes_one_still_opening(qtbot, view, tmp_path):
     slow = slow_html(tmp_path)
     notes = tmp_path / "notes.txt"
