@@ -76,7 +76,7 @@ class _Latest:
 
 class _LatestThread(QThread):
     """Does the latest job asked for, until none is left; done(ticket, result) for each one
-    not superseded meanwhile."""
+    that was not superseded before its result was ready."""
 
     done = Signal(int, object)
 
@@ -90,8 +90,8 @@ class _LatestThread(QThread):
             while (job := self._latest.take()) is not None:
                 ticket, path, cancel = job
                 result = self.work(path, cancel)
-                if result is not None and not cancel.is_set():
-                    self.done.emit(ticket, result)
+                if result is not None:  # one superseded meanwhile is dropped by its ticket, on
+                    self.done.emit(ticket, result)  # the GUI thread (a QPdfDocument lives there)
         finally:
             self.close()
 
