@@ -232,7 +232,9 @@ def session(display, tmp_path, tiny_llm_dir):
                                   start_new_session=True)
     try:
         _t, pid = beacon.wait("READY=1", started, START_S)
-        yield Session(name, beacon, pid, tmp_path / "session.log")
+        session = Session(name, beacon, pid, tmp_path / "session.log")
+        session.settle_focus()  # as after a restart: the first window, too, gets the keys after READY=1
+        yield session
     finally:
         os.killpg(script.pid, signal.SIGTERM)  # the script's trap ends the app
         try:
@@ -270,14 +272,19 @@ class Session:
         kill()
         ready, self.pid = self.beacon.wait("READY=1", started, BACK_WITHIN_S)
         assert self.pid != old, f"{what}: the same app said READY=1 again"
+        self.settle_focus()
+        self.ours()
+        return ready - started
+
+    def settle_focus(self) -> None:
+        """Returns once the app's window holds the keys, or after FOCUS_SETTLES turns of its GUI
+        thread: a new window gets them once its X11 guard has run."""
         self.beacon.settle(self.pid)
-        for _ in range(FOCUS_SETTLES):  # a new window gets the keys once its X11 guard has run
+        for _ in range(FOCUS_SETTLES):
             windows = mapped_windows(self.display)
             if len(windows) == 1 and keyboard_window(self.display) == windows[0][0]:
                 break
             self.beacon.settle(self.pid)
-        self.ours()
-        return ready - started
 
 
 # -- the tests --------------------------------------------------------------------------------
