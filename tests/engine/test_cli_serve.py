@@ -142,11 +142,17 @@ def model_processes(pid: int) -> list[int]:
     tasks = f"/proc/{pid}/task"
     found: list[int] = []
     for task in os.listdir(tasks):
-        with open(f"{tasks}/{task}/children") as children:
-            found += [int(child) for child in children.read().split()]
+        try:
+            with open(f"{tasks}/{task}/children") as children:
+                found += [int(child) for child in children.read().split()]
+        except FileNotFoundError:  # a thread that ended since the listing has no children
+            continue
     return [child for child in found if b"spawn_main" in _command_line(child)]
 
 
 def _command_line(pid: int) -> bytes:
-    with open(f"/proc/{pid}/cmdline", "rb") as line:
-        return line.read()
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as line:
+            return line.read()
+    except FileNotFoundError:  # it ended since it was listed
+        return b""
