@@ -11,9 +11,11 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
+import os
 import re
 import shutil
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -411,6 +413,23 @@ def resolve_llm(paths: AppPaths, name: str | None = None) -> Path:
         raise ModelError(f"The model '{name}' is {info.status} and of kind '{info.kind}'; "
                          "import a working language model again.")
     return folder
+
+
+def remove_model(paths: AppPaths, name: str) -> None:
+    """Deletes an imported model. It is first renamed aside in one step, so a crash midway
+    leaves a temporary that the next import or start removes, never half a model."""
+    if name in BUNDLED_FOLDERS or name in BUNDLED_FOLDERS.values():
+        raise ModelError(f"'{name}' is a built-in model; it cannot be removed.")
+    folder = paths.models / name
+    if Path(name).name != name or name.startswith(".") or not folder.is_dir():
+        raise ModelError(f"No model named '{name}' is installed; nothing was removed.")
+    aside = paths.models / f".{name}.old-{uuid.uuid4().hex[:8]}"
+    try:
+        os.replace(folder, aside)
+    except OSError as exc:
+        raise ModelError(f"The model '{name}' could not be removed ({exc}); if it is answering, "
+                         "choose another model first.") from exc
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def resolve_reranker(paths: AppPaths) -> Path | None:
