@@ -61,6 +61,11 @@ class AppPaths:
         return self.root / "models"
 
     @property
+    def model_speeds_file(self) -> Path:
+        """The tokens/s each language model was measured at on this machine (its answers)."""
+        return self.root / "model_speeds.json"
+
+    @property
     def collections(self) -> Path:
         return self.root / "collections"
 
