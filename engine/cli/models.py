@@ -38,11 +38,27 @@ def _models_list(args) -> int:
         for info in infos:
             print(json.dumps(info.to_dict()))
         return 0
-    header = ("NAME", "KIND", "SOURCE", "SIZE", "LICENCE", "STATUS", "PROVIDER")
-    rows = [(i.name, i.kind, i.source, _size(i.size_bytes), i.licence, i.status, i.provider)
-            for i in infos]
+    header = ("NAME", "KIND", "SOURCE", "SIZE", "QUANTIZATION", "LICENCE", "STATUS", "PROVIDER")
+    rows = [(i.name, i.kind, i.source, _size(i.size_bytes), i.quantization or "-", i.licence,
+             i.status, i.provider) for i in infos]
     print(_table([header, *rows]))
+    for line in _notes(infos):
+        print(visible(line))
     return 0
+
+
+def _notes(infos) -> list[str]:
+    """What the table has no room for: tensors that were not kept exactly, and a chat template
+    replaced by its family's known format."""
+    notes = []
+    for info in infos:
+        if info.requantized:
+            notes.append(f"{info.name}: re-quantized {info.requantized}; every other tensor kept exactly")
+        elif info.quantization:
+            notes.append(f"{info.name}: every tensor kept exactly")
+        if info.chat_template:
+            notes.append(f"{info.name}: chat template: {info.chat_template}")
+    return notes
 
 
 def _models_prepare(args) -> int:

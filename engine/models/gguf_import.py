@@ -16,7 +16,7 @@ from gguf import GGUFReader
 
 from engine.errors import ModelError
 from engine.models.decoder_graph import DecoderSpec, DecoderWeights, build_decoder
-from engine.models.gguf_weights import matmul_weight, to_float
+from engine.models.gguf_weights import matmul_weight, recording, summarize, to_float
 from engine.models.manifest import atomic_folder, sha256_file, write_manifest
 from engine.models.versions import GGUF_CONVERTER
 
@@ -41,7 +41,8 @@ def import_gguf(
     spec = decoder_spec(reader, gguf_path)
     tensors = {t.name: t for t in reader.tensors}
     weights = _weights(tensors, gguf_path)
-    model = build_decoder(spec, weights, lambda f, m: report(0.05 + 0.75 * f, m), accuracy_level)
+    with recording() as conversions:  # which tensors were kept exactly, which re-quantized
+        model = build_decoder(spec, weights, lambda f, m: report(0.05 + 0.75 * f, m), accuracy_level)
     with atomic_folder(out_dir, needed_bytes=folder_bytes(gguf_path)) as tmp:
         report(0.8, "writing model.onnx")
         onnx.save_model(model, str(tmp / "model.onnx"), save_as_external_data=True,
@@ -53,7 +54,7 @@ def import_gguf(
         token_ids = write_tokenizer_files(reader, tmp)
         _write_json(tmp / "genai_config.json", genai_config(spec, token_ids))
         report(0.95, "writing manifest")
-        write_manifest(tmp, _source(reader, gguf_path, spec))
+        write_manifest(tmp, _source(reader, gguf_path, spec, conversions))
     report(1.0, "done")
     return out_dir
 
@@ -188,7 +189,7 @@ def genai_config(spec: DecoderSpec, token_ids: dict) -> dict:
     }
 
 
-def _source(reader: GGUFReader, path: Path, spec: DecoderSpec) -> dict:
+def _source(reader: GGUFReader, path: Path, spec: DecoderSpec, conversions: dict) -> dict:
     stat = path.stat()
     return {
         "kind": "llm",
@@ -200,6 +201,9 @@ def _source(reader: GGUFReader, path: Path, spec: DecoderSpec) -> dict:
         "architecture": spec.arch,
         "name": field(reader, "general.name", path.stem),
         "license": field(reader, "general.license", "unknown"),
+        "context_length": spec.context_length,
+        "quantization": summarize(conversions),
+        "weights": {name: c.describe() for name, c in sorted(conversions.items())},
     }
 
 

@@ -6,13 +6,23 @@ Matmul weights become `MatMulNBits` blocks of 32 along K:
   (sum of the block's inputs) * c, the way llama.cpp's own Q4_1 kernels do. A float zero point
   (-m/d) would also be exact, but ONNX Runtime then takes a path 50-100x slower.
 - Q8_0 (w = d*q, q int8) maps exactly onto 8-bit blocks with zero point 128.
-- Other quantized types are dequantized with `gguf` and re-quantized: types of at most 4 bits
-  to 4-bit blocks, wider ones (Q5_x, Q6_K, ...) to 8-bit blocks, so no precision is thrown away.
-- F32, F16 and BF16 weights stay float (exact).
+- Q4_K (sub-blocks of 32, w = d*sc*q - dmin*m) maps exactly onto 4-bit blocks with per-block
+  scale d*sc (a float32 product of an f16 and a 6-bit integer: no rounding) and offset.
+- Q5_0, Q5_1 and Q5_K (5-bit codes) map exactly onto 8-bit blocks, with offsets where needed.
+- Q2_K, Q3_K and Q6_K use sub-blocks of 16 with their own scales, which one block of 32 cannot
+  hold: they are dequantized with `gguf` and re-quantized, Q2_K/Q3_K to 4-bit blocks (to keep
+  the small size their user chose), Q6_K to 8-bit blocks; so are the rarer IQ*/TQ* types.
+- F32, F16 and BF16 weights stay float (exact); `gguf.quants` decodes BF16.
+
+Each conversion is noted (tensor -> how it was stored, exact or not) while `recording()` is
+active, so an import can tell the user which tensors were re-quantized.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +34,7 @@ from engine.errors import ModelError
 BLOCK = 32
 FLOAT_TYPES = {QT.F32, QT.F16, QT.BF16}
 _AT_MOST_4_BITS = {
-    QT.Q4_K, QT.Q3_K, QT.Q2_K, QT.IQ4_NL, QT.IQ4_XS, QT.IQ3_S, QT.IQ3_XXS,
+    QT.Q3_K, QT.Q2_K, QT.IQ4_NL, QT.IQ4_XS, QT.IQ3_S, QT.IQ3_XXS,
     QT.IQ2_S, QT.IQ2_XS, QT.IQ2_XXS, QT.IQ1_S, QT.IQ1_M, QT.TQ1_0, QT.TQ2_0, QT.MXFP4,
 }
 
@@ -48,6 +58,39 @@ class BlockWeight:
         return self.packed.shape[1] * BLOCK
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """How one GGUF tensor was stored in the ONNX model."""
+
+    gguf_type: str  # the GGUF type name: "Q4_K", "F16", ...
+    stored: str  # "int4" | "int8" | "float32"
+    exact: bool  # True when every value is the GGUF's own dequantized value
+
+    def describe(self) -> str:
+        how = "kept exactly" if self.exact else "re-quantized"
+        return f"{self.gguf_type} {how} as {self.stored}"
+
+
+_RECORD: ContextVar[dict[str, Conversion] | None] = ContextVar("gguf_conversions", default=None)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[dict[str, Conversion]]:
+    """Collects tensor name -> Conversion for every tensor converted inside the block."""
+    record: dict[str, Conversion] = {}
+    token = _RECORD.set(record)
+    try:
+        yield record
+    finally:
+        _RECORD.reset(token)
+
+
+def _note(tensor, stored: str, exact: bool) -> None:
+    record = _RECORD.get()
+    if record is not None:
+        record[str(tensor.name)] = Conversion(tensor.tensor_type.name, stored, exact)
+
+
 def tensor_rows(tensor) -> np.ndarray:
     """The raw GGUF data as [rows, bytes-or-values], rows being the output dimension."""
     data = np.asarray(tensor.data)
@@ -64,6 +107,7 @@ def to_float(tensor) -> np.ndarray:
     else:
         values = quants.dequantize(data, tensor.tensor_type).astype(np.float32)
     shape = tuple(int(d) for d in reversed(tensor.shape))
+    _note(tensor, "float32", exact=True)
     return values.reshape(shape)
 
 
@@ -75,21 +119,21 @@ def matmul_weight(tensor) -> BlockWeight | np.ndarray:
     k = int(tensor.shape[0])
     if k % BLOCK:
         raise ModelError(f"Tensor '{tensor.name}' has {k} columns, not a multiple of {BLOCK}.")
-    rows = tensor_rows(tensor)
-    if kind == QT.Q4_0:
-        return _from_q4_0(rows, k)
-    if kind == QT.Q4_1:
-        return _from_q4_1(rows, k)
-    if kind == QT.Q8_0:
-        return _from_q8_0(rows, k)
+    exact = _EXACT.get(kind)
+    if exact is not None:
+        weight = exact(tensor_rows(tensor), k, tensor)
+        _note(tensor, f"int{weight.bits}", exact=True)
+        return weight
     try:
         dense = to_float(tensor).reshape(-1, k)
     except (NotImplementedError, ValueError, KeyError) as exc:
         raise ModelError(
             f"Tensor '{tensor.name}' uses the {kind.name} format, which cannot be read; "
-            "convert the GGUF to Q4_0, Q4_1, Q8_0 or a k-quant first."
+            "convert the GGUF to Q4_K_M, Q8_0 or another common type first."
         ) from exc
-    return quantize_blocks(dense, 4 if kind in _AT_MOST_4_BITS else 8)
+    weight = quantize_blocks(dense, 4 if kind in _AT_MOST_4_BITS else 8)
+    _note(tensor, f"int{weight.bits}", exact=False)
+    return weight
 
 
 def _split_blocks(rows: np.ndarray, k: int, block_bytes: int) -> np.ndarray:
@@ -114,22 +158,82 @@ def pack_nibbles(values: np.ndarray) -> np.ndarray:
     return (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
 
 
-def _from_q4_0(rows: np.ndarray, k: int) -> BlockWeight:
+def _from_q4_0(rows: np.ndarray, k: int, _tensor=None) -> BlockWeight:
     blocks = _split_blocks(rows, k, 18)
     return BlockWeight(4, _repack_nibbles(blocks[..., 2:]), _f16(blocks, 0), None)
 
 
-def _from_q4_1(rows: np.ndarray, k: int) -> BlockWeight:
+def _from_q4_1(rows: np.ndarray, k: int, _tensor=None) -> BlockWeight:
     blocks = _split_blocks(rows, k, 20)
     scale, minimum = _f16(blocks, 0), _f16(blocks, 2)
     offsets = (minimum + 8.0 * scale).astype(np.float32)
     return BlockWeight(4, _repack_nibbles(blocks[..., 4:]), scale, None, offsets)
 
 
-def _from_q8_0(rows: np.ndarray, k: int) -> BlockWeight:
+def _from_q8_0(rows: np.ndarray, k: int, _tensor=None) -> BlockWeight:
     blocks = _split_blocks(rows, k, 34)
     codes = (blocks[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
     return BlockWeight(8, codes, _f16(blocks, 0), None)
+
+
+def _from_q5_0(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+    scale = _f16(_split_blocks(rows, k, 22), 0)  # w = d*(q-16)
+    return _codes_on_grid(_dense(tensor, k), scale, None, bits=8)
+
+
+def _from_q5_1(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+    blocks = _split_blocks(rows, k, 24)  # w = d*q + m
+    return _codes_on_grid(_dense(tensor, k), _f16(blocks, 0), _f16(blocks, 2), bits=8)
+
+
+def _k_quant_grid(rows: np.ndarray, k: int, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per block of 32, the scale d*sc and offset -dmin*m of a Q4_K/Q5_K super-block of 256."""
+    supers = rows.reshape(rows.shape[0], k // 256, block_bytes)
+    sc, mins = quants.Q4_K.get_scale_min(np.ascontiguousarray(supers[..., 4:16]).reshape(-1, 12))
+    sc = sc.reshape(*supers.shape[:2], 8).astype(np.float32)
+    mins = mins.reshape(*supers.shape[:2], 8).astype(np.float32)
+    d, dmin = _f16(supers, 0)[..., None], _f16(supers, 2)[..., None]
+    return (d * sc).reshape(rows.shape[0], -1), (-dmin * mins).reshape(rows.shape[0], -1)
+
+
+def _from_q4_k(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+    scale, offset = _k_quant_grid(rows, k, 144)
+    return _codes_on_grid(_dense(tensor, k), scale, offset, bits=4)
+
+
+def _from_q5_k(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+    scale, offset = _k_quant_grid(rows, k, 176)
+    return _codes_on_grid(_dense(tensor, k), scale, offset, bits=8)
+
+
+def _dense(tensor, k: int) -> np.ndarray:
+    return quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(-1, k)
+
+
+def _codes_on_grid(dense: np.ndarray, scale: np.ndarray, offset: np.ndarray | None, bits: int) -> BlockWeight:
+    """Blocks for values known to lie on w = q*scale + offset (q a small integer per block):
+    q is read back from the dequantized values, which is simpler than unpacking each format's
+    bit layout and exact, the grid being known. MatMulNBits computes (code - Z)*scale with
+    Z = 8 or 128; codes are q (4 bits) or q + 128 (8 bits), the rest goes to the offsets."""
+    n = dense.shape[0]
+    blocks = dense.reshape(n, -1, BLOCK).astype(np.float32)
+    base = np.zeros_like(scale) if offset is None else offset
+    inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale != 0)
+    q = np.rint((blocks - base[..., None]) * inv[..., None])
+    if bits == 4:
+        packed = pack_nibbles(np.clip(q, 0, 15))
+        offsets = base + 8.0 * scale
+    else:
+        packed = np.clip(q + 128, 0, 255).astype(np.uint8)
+        offsets = None if offset is None else base
+    if offsets is not None and not offsets.any():
+        offsets = None
+    return BlockWeight(bits, packed, scale.astype(np.float32), None,
+                       None if offsets is None else offsets.astype(np.float32))
+
+
+_EXACT = {QT.Q4_0: _from_q4_0, QT.Q4_1: _from_q4_1, QT.Q8_0: _from_q8_0, QT.Q5_0: _from_q5_0,
+          QT.Q5_1: _from_q5_1, QT.Q4_K: _from_q4_k, QT.Q5_K: _from_q5_k}
 
 
 def quantize_blocks(dense: np.ndarray, bits: int) -> BlockWeight:
@@ -182,3 +286,25 @@ def concat_rows(weights: list[BlockWeight | np.ndarray]) -> BlockWeight | np.nda
         zero_points,
         offsets,
     )
+
+
+
+def summarize(record: dict[str, Conversion]) -> dict:
+    """What a manifest keeps about the conversion: the GGUF types (most tensors first), the
+    re-quantized ones (type -> what they became, how many tensors) and a one-line summary,
+    e.g. "Q4_K kept exactly as int4 x169; Q6_K re-quantized as int8 x29"."""
+    counts: dict[str, int] = {}
+    lines: dict[str, int] = {}
+    requantized: dict[str, dict] = {}
+    for conversion in record.values():
+        counts[conversion.gguf_type] = counts.get(conversion.gguf_type, 0) + 1
+        lines[conversion.describe()] = lines.get(conversion.describe(), 0) + 1
+        if not conversion.exact:
+            entry = requantized.setdefault(conversion.gguf_type, {"to": conversion.stored, "tensors": 0})
+            entry["tensors"] += 1
+    most_first = lambda counted: sorted(counted, key=lambda key: (-counted[key], key))  # noqa: E731
+    return {
+        "gguf_types": most_first(counts),
+        "requantized": requantized,
+        "summary": "; ".join(f"{line} x{lines[line]}" for line in most_first(lines)),
+    }

@@ -41,6 +41,8 @@ KINDS = ("llm", "embedder", "reranker")
 PREPARE_HINT = "run 'offline-assistant-cli models prepare'"
 RERANKER_MODEL_FILES = ("model.onnx", "onnx/model.onnx")  # as engine.encoders.reranker looks for them
 _RERANKER_EXTRAS = (".json", ".txt", ".md")  # config, tokenizer files, vocab, model card
+# What an installer's copy of the built-in LLM keeps from its conversion's source record.
+_GGUF_DETAILS = ("architecture", "context_length", "quantization", "weights", "chat_template")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,12 @@ class ModelInfo:
     status: str  # "ready" | "needs preparation" | "missing" | "invalid"
     provider: str
     path: Path | None  # the folder (or main file) the model is used from
+    # Language models converted from a GGUF (empty when unknown):
+    architecture: str = ""
+    context_length: int = 0
+    quantization: str = ""  # the GGUF's tensor types, most tensors first: "Q4_K, Q6_K, F32"
+    requantized: str = ""  # what was not kept exactly: "Q6_K as int8 (29 tensors)"
+    chat_template: str = ""  # "" for the file's own; else the format used instead, and why
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -236,8 +244,9 @@ def _builtin_llm_info(paths: AppPaths, provider: str, verify: bool = False) -> M
     else:
         status = _llm_status(paths, gguf, may_hash=False, verify=verify)
         size = _folder_size(folder) if status == "ready" else gguf.stat().st_size
+    details = llm_details((read_manifest(folder) or {}).get("source") or {}) if gguf else {}
     return ModelInfo(BUILTIN_LLM.name, "llm", _source_text(BUILTIN_LLM), size,
-                     BUILTIN_LLM.licence, status, provider, folder if gguf else None)
+                     BUILTIN_LLM.licence, status, provider, folder if gguf else None, **details)
 
 
 # -- the built-in embedder: used straight from its packages ----------------------------------
@@ -318,8 +327,9 @@ def checked_bundled(folder: Path) -> Path:
 
 def _bundled_info(model: BuiltinModel, folder: Path, provider: str, verify: bool = False) -> ModelInfo:
     status = "ready" if verify_manifest(folder, hashes=verify) else "invalid"  # hashes when used
+    details = llm_details((read_manifest(folder) or {}).get("source") or {})
     return ModelInfo(model.name, model.kind, f"bundled ({_source_text(model)})",
-                     _folder_size(folder), model.licence, status, provider, folder)
+                     _folder_size(folder), model.licence, status, provider, folder, **details)
 
 
 def _embedder_files_in(folder: Path) -> EmbedderFiles:
@@ -338,6 +348,8 @@ def write_bundled_models(dest: Path, progress: Progress | None = None) -> list[P
                              (BUILTIN_EMBEDDER, [files.model, files.tokenizer])):
         source = {"kind": model.kind, "built_in": model.name, "packages": _source_text(model)}
         if model is BUILTIN_LLM:
+            converted = read_manifest(llm)["source"]
+            source.update({key: converted[key] for key in _GGUF_DETAILS if key in converted})
             source["converter"] = GGUF_CONVERTER
         with atomic_folder(dest / BUNDLED_FOLDERS[model.name]) as tmp:
             for path in copy_from:
@@ -372,7 +384,30 @@ def _imported_info(folder: Path, provider: str, verify: bool = False) -> ModelIn
     licence = source.get("license") or source.get("licence") or "unknown"
     status = "ready" if manifest is not None and verify_manifest(folder, hashes=verify) else "invalid"
     return ModelInfo(folder.name, _kind_of(folder, manifest), f"imported from {origin}",
-                     _folder_size(folder), str(licence), status, provider, folder)
+                     _folder_size(folder), str(licence), status, provider, folder, **llm_details(source))
+
+
+def llm_details(source: dict) -> dict:
+    """ModelInfo's GGUF fields from a manifest's source record (empty for other models)."""
+    quantization = source.get("quantization")
+    if not isinstance(quantization, dict):
+        quantization = {}
+    requantized = quantization.get("requantized") or {}
+    template = source.get("chat_template") or {}
+    return {
+        "architecture": str(source.get("architecture") or ""),
+        "context_length": int(source.get("context_length") or 0),
+        "quantization": ", ".join(quantization.get("gguf_types") or []),
+        "requantized": ", ".join(f"{kind} as {entry['to']} ({entry['tensors']} tensors)"
+                                 for kind, entry in requantized.items()),
+        "chat_template": _template_note(template),
+    }
+
+
+def _template_note(template: dict) -> str:
+    if not isinstance(template, dict) or template.get("source") != "fallback":
+        return ""
+    return f"{template.get('format')} (the file's template {template.get('reason', 'cannot be used')})"
 
 
 def _folder_size(folder: Path) -> int:

@@ -104,7 +104,8 @@ def test_models_list_table_and_json(tmp_path, capsys):
     data = str(tmp_path / "data")
     assert main(["models", "list", "--data-dir", data, "--provider", "cpu"]) == 0
     table = capsys.readouterr().out.splitlines()
-    assert table[0].split() == ["NAME", "KIND", "SOURCE", "SIZE", "LICENCE", "STATUS", "PROVIDER"]
+    assert table[0].split() == ["NAME", "KIND", "SOURCE", "SIZE", "QUANTIZATION", "LICENCE", "STATUS",
+                               "PROVIDER"]
     assert table[1].startswith(BUILTIN_LLM.name) and "needs preparation" in table[1]
     assert table[2].startswith(BUILTIN_EMBEDDER.name) and "ready" in table[2]
 

@@ -1,0 +1,144 @@
+"""Every GGUF tensor type that today's popular files use, against `gguf`'s own dequantized values:
+the exact types to float32 rounding, the re-quantized ones within their stated bound. And a
+Q4_K_M-like mix (Q4_K with Q6_K for some tensors and the output) through the whole decoder."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as QT
+
+from engine.models import gguf_weights
+from engine.models.gguf_import import import_gguf
+from engine.models.gguf_weights import matmul_weight, recording
+from engine.cli.main import main
+from engine.models.manifest import read_manifest
+from engine.models.registry import list_models
+from engine.paths import AppPaths
+from tests.engine.test_gguf_import import PROMPT, DECODE, _reference_steps, _run_decoder, dequantize_block_weight
+from tests.helpers import gguf_factory
+
+# Bytes per super-block of 256, and where its f16 scale(s) d (and dmin) sit.
+K_QUANTS = {QT.Q2_K: (84, (80, 82)), QT.Q3_K: (110, (108,)), QT.Q4_K: (144, (0, 2)),
+            QT.Q5_K: (176, (0, 2)), QT.Q6_K: (210, (208,))}
+EXACT = [QT.F32, QT.F16, QT.BF16, QT.Q4_0, QT.Q4_1, QT.Q5_0, QT.Q5_1, QT.Q8_0, QT.Q4_K, QT.Q5_K]
+# 4-bit types keep their size; 5-bit ones need 8-bit blocks; float ones stay float.
+STORED = {QT.Q4_0: "int4", QT.Q4_1: "int4", QT.Q4_K: "int4", QT.Q5_0: "int8", QT.Q5_1: "int8",
+          QT.Q5_K: "int8", QT.Q8_0: "int8"}
+STORED.update({kind: "float32" for kind in (QT.F32, QT.F16, QT.BF16)})
+# Re-quantized: the largest error allowed, as a fraction of the block of 32's largest value:
+# half a step of the 4-bit (1/15 of the range, twice the largest value) or 8-bit (1/127) grid.
+REQUANTIZED = {QT.Q2_K: (4, 1 / 15), QT.Q3_K: (4, 1 / 15), QT.Q6_K: (8, 0.5 / 127)}
+
+
+def random_tensor_data(kind: QT, rows: int, cols: int, rng) -> np.ndarray:
+    """Raw GGUF data of a [rows, cols] tensor: quantized by `gguf` where it can, else random
+    k-quant blocks (gguf cannot write those) with plausible scales."""
+    values = (0.2 * rng.standard_normal((rows, cols))).astype(np.float32)
+    if kind == QT.F32:
+        return values
+    if kind == QT.F16:
+        return values.astype(np.float16)
+    if kind not in K_QUANTS:
+        return gguf.quants.quantize(values, kind)
+    size, scale_at = K_QUANTS[kind]
+    data = rng.integers(0, 256, size=(rows, cols // 256, size), dtype=np.uint8)
+    for start in scale_at:
+        data[..., start:start + 2] = np.frombuffer(np.float16(0.002).tobytes(), np.uint8)
+    return data.reshape(rows, -1)
+
+
+def one_tensor(tmp_path, kind: QT, rows: int = 16, cols: int = 512, seed: int = 3):
+    path = tmp_path / f"{kind.name}.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    data = random_tensor_data(kind, rows, cols, np.random.default_rng(seed))
+    if kind in (QT.F32, QT.F16):
+        writer.add_tensor("w.weight", data)
+    else:
+        writer.add_tensor("w.weight", data, raw_dtype=kind)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    tensor = gguf.GGUFReader(path).tensors[0]
+    return tensor, gguf.quants.dequantize(np.asarray(tensor.data), kind).reshape(rows, cols)
+
+
+def as_float(weight) -> np.ndarray:
+    return weight if isinstance(weight, np.ndarray) else dequantize_block_weight(weight)
+
+
+@pytest.mark.parametrize("kind", EXACT, ids=lambda k: k.name)
+def test_exact_types_keep_every_value(tmp_path, kind):
+    tensor, expected = one_tensor(tmp_path, kind)
+    with recording() as record:
+        weight = matmul_weight(tensor)
+    np.testing.assert_allclose(as_float(weight), expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+    assert record["w.weight"] == gguf_weights.Conversion(kind.name, STORED[kind], exact=True)
+
+
+@pytest.mark.parametrize("kind", list(REQUANTIZED), ids=lambda k: k.name)
+def test_requantized_types_stay_within_half_a_step(tmp_path, kind):
+    bits, bound = REQUANTIZED[kind]
+    tensor, expected = one_tensor(tmp_path, kind)
+    with recording() as record:
+        weight = matmul_weight(tensor)
+    got = as_float(weight)
+    assert weight.bits == bits
+    assert record["w.weight"] == gguf_weights.Conversion(kind.name, f"int{bits}", exact=False)
+    blocks = np.abs(expected).reshape(expected.shape[0], -1, 32).max(axis=-1)
+    error = np.abs(got - expected).reshape(blocks.shape + (32,)).max(axis=-1)
+    assert (error <= bound * blocks * 1.0001 + 1e-7).all()
+
+
+Q4_K_M = {"attn_v": "Q6_K", "ffn_down": "Q6_K", "output": "Q6_K", "token_embd": "Q4_K"}
+
+
+@pytest.fixture
+def q4_k_m_mix(monkeypatch):
+    """write_tiny_gguf with Q4_K weights, Q6_K where a Q4_K_M file has them."""
+    original = gguf_factory._add_tensor
+
+    def add(writer, rng, name, rows, cols, kind, scale):
+        role = name.split(".")[-2]
+        override = QT[Q4_K_M[role]] if role in Q4_K_M and scale else kind
+        if name.startswith("blk.1.") and override == QT.Q6_K and "ffn_down" in name:
+            override = kind  # llama.cpp gives ffn_down Q6_K in some layers only
+        original(writer, rng, name, rows, cols, override, scale)
+
+    monkeypatch.setattr(gguf_factory, "_add_tensor", add)
+
+
+def test_q4_k_m_mix_imports_and_records_each_tensor(tmp_path, q4_k_m_mix):
+    source = gguf_factory.write_tiny_gguf(tmp_path / "mix.gguf", weight_type="Q4_K", embed_type="Q4_K",
+                                          tied_output=False, hidden=256, heads=4, kv_heads=2, ffn=512)
+    folder = import_gguf(source, tmp_path / "data" / "models" / "mix", accuracy_level=0)
+    got = _run_decoder(folder, PROMPT, DECODE)
+    expected = _reference_steps(source, PROMPT, DECODE)
+    # Only the Q6_K tensors moved (8-bit, 0.45% RMS of their values): through this random
+    # network that is 7.7e-3 of the largest logit (3e-7 with every tensor Q4_K, exact).
+    assert np.abs(got - expected).max() < 2e-2 * np.abs(expected).max()
+    assert (got.argmax(axis=1) == expected.argmax(axis=1)).all()
+    weights = read_manifest(folder)["source"]["weights"]
+    assert weights["blk.0.attn_q.weight"] == "Q4_K kept exactly as int4"
+    assert weights["blk.0.ffn_down.weight"] == "Q6_K re-quantized as int8"
+    assert weights["blk.1.ffn_down.weight"] == "Q4_K kept exactly as int4"
+    assert weights["output.weight"] == "Q6_K re-quantized as int8"
+    assert weights["token_embd.weight"] == "Q4_K kept exactly as float32"
+
+    info = {i.name: i for i in list_models(AppPaths(tmp_path / "data"), "cpu")}["mix"]
+    assert (info.architecture, info.context_length) == ("llama", 256)
+    assert info.quantization == "Q4_K, F32, Q6_K"
+    assert info.requantized == "Q6_K as int8 (4 tensors)"
+
+
+def test_models_list_says_what_was_requantized(tmp_path, capsys):
+    source = gguf_factory.write_tiny_gguf(tmp_path / "tiny.gguf", weight_type="Q6_K", hidden=256, ffn=256)
+    data = str(tmp_path / "data")
+    assert main(["models", "import", str(source), "--data-dir", data]) == 0
+    assert main(["models", "list", "--data-dir", data, "--provider", "cpu"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    row = next(line for line in out if line.startswith("tiny "))
+    assert " Q6_K, F32, Q8_0 " in row
+    assert "tiny: re-quantized Q6_K as int8 (14 tensors); every other tensor kept exactly" in out
