@@ -109,10 +109,12 @@ DEEPSEEK_CODER_REGEXES = [
 ]
 
 # Each pre-type: the regexes to split with, in order (each splits the pieces of the one
-# before), then GPT-2's byte-to-unicode mapping. "digits" means one digit per piece.
+# before), then GPT-2's byte-to-unicode mapping. One digit per piece is written as a regex,
+# not as tokenizers' Digits step, which onnxruntime-genai ignores ("12345" stayed "123", "45").
+SINGLE_DIGITS = r"\p{N}"
 PRE_TYPES: dict[str, list[str]] = {
     "gpt2": [GPT2_REGEX],
-    "smollm": ["digits", GPT2_REGEX],
+    "smollm": [SINGLE_DIGITS, GPT2_REGEX],
     "llama3": [LLAMA3_REGEX],
     "qwen2": [QWEN2_REGEX],
     "tekken": [TEKKEN_REGEX],
@@ -121,6 +123,9 @@ PRE_TYPES: dict[str, list[str]] = {
     "deepseek-coder": DEEPSEEK_CODER_REGEXES,
 }
 PRE_ALIASES = {
+    # llama.cpp's own "default" (a GGUF with no pre-type; llama.cpp warns that quality suffers)
+    # first splits off punctuation runs and runs of three digits; onnxruntime-genai cannot read
+    # those regexes (\p{N}+, \p{P}), so GPT-2's split stands in for it.
     "default": "gpt2", "gpt-2": "gpt2", "phi-2": "gpt2", "mpt": "gpt2", "olmo": "gpt2",
     "jais": "gpt2", "trillion": "gpt2", "exaone4": "gpt2", "roberta-bpe": "gpt2",
     "starcoder": "smollm", "refact": "smollm", "command-r": "smollm", "codeshell": "smollm",
@@ -258,11 +263,11 @@ def _byte_level_tokenizer(vocab: GGUFVocab) -> Tokenizer:
 
 
 def _byte_level_pre_tokenizer(regexes: list[str]) -> pre_tokenizers.PreTokenizer:
-    # GPT-2's regex is ByteLevel's own; writing it that way keeps the common layout of
-    # tokenizer.json files (SmolLM2, GPT-2), which other loaders recognise best.
-    if regexes[-1] == GPT2_REGEX:
-        steps = [_split_step(r) for r in regexes[:-1]]
-        steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True))
+    # GPT-2's regex alone is ByteLevel's own; writing it that way keeps the common layout of
+    # tokenizer.json files (GPT-2), which other loaders recognise best. After another split
+    # onnxruntime-genai ignores ByteLevel's regex, so there every split is written out.
+    if regexes == [GPT2_REGEX]:
+        steps = [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
     else:
         steps = [_split_step(r) for r in regexes]
         steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
@@ -270,8 +275,6 @@ def _byte_level_pre_tokenizer(regexes: list[str]) -> pre_tokenizers.PreTokenizer
 
 
 def _split_step(regex: str) -> pre_tokenizers.PreTokenizer:
-    if regex == "digits":
-        return pre_tokenizers.Digits(individual_digits=True)
     return pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False)
 
 
@@ -388,7 +391,9 @@ def special_token_ids(vocab: GGUFVocab) -> dict:
 def tokenizer_class(vocab: GGUFVocab) -> str:
     """The Hugging Face class name; onnxruntime-extensions picks its tokenizer by it."""
     if vocab.model == "llama":
-        return "LlamaTokenizer"
+        # Without a space prefix (Gemma) onnxruntime-genai splits before each "▁" unless told
+        # it is Gemma's tokenizer: "a  b" lost its "▁▁" token.
+        return "LlamaTokenizer" if _add_space_prefix(vocab) else "GemmaTokenizer"
     if pre_type(vocab) == "qwen2":
         return "Qwen2Tokenizer"
     if pre_type(vocab) in ("llama3", "tekken", "gpt4o", "deepseek-llm", "deepseek-coder"):

@@ -2,4 +2,4 @@
 
 # Bumped whenever the GGUF converter's graph or weight layout changes: folders prepared by an
 # older converter are then prepared again, so nobody keeps a model built by a superseded one.
-GGUF_CONVERTER = 1
+GGUF_CONVERTER = 2
