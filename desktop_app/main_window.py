@@ -5,7 +5,9 @@
 
 It wires the parts and owns their threads: the IndexController (indexing), the
 AssistantController (answers; the model in its child process) and, on first start, the
-preparation of the built-in model. Files and folders dropped anywhere on the window are indexed.
+preparation of the built-in model, and the ModelsController (importing and removing models).
+Files and folders dropped anywhere on the window are indexed; a dropped .gguf is a model to
+import instead.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from desktop_app.chat.bubbles import tokens_per_s
 from desktop_app.chat.view import ChatView
 from desktop_app.controllers.assistant import AssistantController
 from desktop_app.controllers.indexing import IndexController
+from desktop_app.controllers.models import ModelsController
 from desktop_app.controllers.prepare import PrepareJob
 from desktop_app.panels.conversations import ConversationsPanel
 from desktop_app.panels.documents import DocumentsPanel
+from desktop_app.panels.models import model_files
 from desktop_app.panels.settings import SettingsDialog
 from desktop_app.sources.view import SourceView
 from desktop_app.theme import apply_theme
@@ -50,6 +54,8 @@ log = logging.getLogger(__name__)
 
 TITLE = "Offline Assistant"
 DAMAGED_COLLECTION = "is damaged"  # in every CollectionDamagedError message
+KIOSK_MODELS = ("On a kiosk the administrator installs and chooses the model "
+                "('offline-assistant-cli models import', then the settings file).")
 STYLE = """
 #chatView, #transcript, #transcriptScroll { background: palette(alternate-base); }
 #userBubble { background: palette(highlight); border-radius: 14px; }
@@ -87,6 +93,8 @@ class MainWindow(QMainWindow):
         self._closed = False
         self._prepare_job: PrepareJob | None = None
         self.prepare_dialog: QProgressDialog | None = None
+        self.import_dialog: QProgressDialog | None = None  # for a .gguf dropped on the window
+        self._model_folder: Path | None = None  # the local model answering, for its speed
         self.setWindowTitle(TITLE)
         self.setObjectName("mainWindow")
         self.resize(1440, 900)
@@ -97,6 +105,7 @@ class MainWindow(QMainWindow):
         self.assistant = AssistantController(paths, collection, provider, self.settings, llm_folder,
                                              assistant_settings, start=False, parent=self)
         self.index.pause_while(self.assistant.answering)  # an answer gets the CPU; indexing waits
+        self.models = ModelsController(paths, parent=self)
         self.chat = ChatView()
         self.chat.attach(self.assistant)
         self.conversations = ConversationsPanel(ConversationStore(paths.conversations))
@@ -262,6 +271,8 @@ class MainWindow(QMainWindow):
         self.assistant.modelFailed.connect(self._show_model_failure)
         self.assistant.engineRestarting.connect(self._show_model_restarting)
         self.assistant.engineUnreachable.connect(self.show_notice)  # said once, beside the status bar
+        self.models.importProgress.connect(self._on_import_progress)
+        self.models.importEnded.connect(self._on_import_ended)
         QWidget.setTabOrder(self.conversations.list, self.chat.input)
         QWidget.setTabOrder(self.chat.input, self.chat.send_button)
         QWidget.setTabOrder(self.chat.send_button, self.documents.add_button)
@@ -306,12 +317,64 @@ class MainWindow(QMainWindow):
             event.ignore()
             return
         event.acceptProposedAction()
-        self.index.add_paths(paths)
-        self.statusBar().showMessage(f"Adding {len(paths)} item(s) to the index…", 5000)
+        models = model_files(paths)
+        if models:
+            self.import_models(models)
+        documents = [p for p in paths if p not in models]
+        if documents:
+            self.index.add_paths(documents)
+            self.statusBar().showMessage(f"Adding {len(documents)} item(s) to the index…", 5000)
+
+    # -- models ---------------------------------------------------------------------------
+    def import_models(self, files: list[str]) -> bool:
+        """Imports .gguf files (dropped on the window), with a progress box that can cancel."""
+        if self.settings.kiosk:
+            self.statusBar().showMessage(KIOSK_MODELS, 15000)
+            return False
+        if not self.models.import_files(files):
+            self.statusBar().showMessage("A model is being imported; wait for it, or cancel it.", 10000)
+            return False
+        dialog = QProgressDialog(f"Importing {Path(files[0]).name}…", "&Cancel", 0, 100, self)
+        dialog.setWindowTitle("Importing a model")
+        dialog.setObjectName("importDialog")
+        dialog.setWindowModality(Qt.WindowModality.NonModal)  # questions can be asked meanwhile
+        dialog.setMinimumDuration(0)
+        dialog.setAutoClose(False)
+        dialog.setAutoReset(False)
+        dialog.setAccessibleName("Importing a model")
+        dialog.canceled.connect(self.models.cancel_import)
+        dialog.setValue(0)
+        self._close_import_dialog()
+        self.import_dialog = dialog
+        dialog.show()
+        return True
+
+    def _on_import_progress(self, file: str, fraction: float, message: str) -> None:
+        if self.import_dialog is not None:
+            self.import_dialog.setValue(int(round(fraction * 100)))
+            self.import_dialog.setLabelText(f"Importing {file}: {message}")
+
+    def _on_import_ended(self, _name: str, message: str, failed: bool) -> None:
+        self.statusBar().showMessage(message, 15000)
+        dropped_here = self.import_dialog is not None  # else the Models page says it
+        if not self.models.is_importing():
+            self._close_import_dialog()
+        if failed and dropped_here:
+            self.show_notice(message)  # a box that does not block
+
+    def _close_import_dialog(self) -> None:
+        if self.import_dialog is not None:
+            self.import_dialog.canceled.disconnect(self.models.cancel_import)  # close() emits it
+            self.import_dialog.close()
+            self.import_dialog.deleteLater()
+            self.import_dialog = None
 
     # -- settings -------------------------------------------------------------------------
-    def open_settings(self) -> bool:
-        dialog = SettingsDialog(self.settings, self._imported_llm_names(), self._reranker_available(), self)
+    def open_settings(self, models_page: bool = False) -> bool:
+        dialog = SettingsDialog(self.settings, self._imported_llm_names(), self._reranker_available(), self,
+                                models=self.models)
+        if models_page:
+            dialog.show_models()
         if dialog.exec() != QDialog.DialogCode.Accepted:
             return False
         self.apply_settings(dialog.settings())
@@ -407,6 +470,7 @@ class MainWindow(QMainWindow):
 
     # -- status ---------------------------------------------------------------------------
     def _show_model(self, status) -> None:
+        self._model_folder = status.folder  # None for a remote engine: its speed is not this machine's
         self.model_label.setText(f"Model: {status.name}")
         self.provider_label.setText(f"Provider: {status.provider.upper()}")
 
@@ -422,6 +486,9 @@ class MainWindow(QMainWindow):
         speed = tokens_per_s(event.stats)
         if speed is not None:
             self.speed_label.setText(f"{speed:.1f} tokens/s")
+            if self._model_folder is not None:  # the Models page shows it
+                self.models.record_speed(self._model_folder, speed, event.stats.new_tokens,
+                                         event.stats.provider)
         if event.stats.provider:
             self.provider_label.setText(f"Provider: {event.stats.provider.upper()}")
 
@@ -499,6 +566,8 @@ class MainWindow(QMainWindow):
             self.save_conversation()
             self.assistant.shutdown()
             self.index.shutdown()
+            self.models.shutdown()
+            self._close_import_dialog()
             if self._prepare_job is not None and self._prepare_job.is_running():
                 self._prepare_job.wait()
             self._close_prepare_dialog()

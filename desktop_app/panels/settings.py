@@ -1,6 +1,8 @@
-"""The settings dialog: model, generation, retrieval, indexing and appearance.
+"""The settings dialog: a General page (generation, retrieval, indexing, appearance) and a
+Models page (the model answers use, import and removal: panels/models.py).
 
-    dialog = SettingsDialog(settings, llm_names=["my-import"], reranker_available=True, parent=w)
+    dialog = SettingsDialog(settings, llm_names=["my-import"], reranker_available=True, parent=w,
+                            models=window.models)      # a ModelsController; None: no import/removal
     if dialog.exec() == QDialog.DialogCode.Accepted:
         settings = dialog.settings()    # a new engine.config.Settings; save_settings(...) it
 
@@ -21,35 +23,33 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QGroupBox,
     QSpinBox,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
+from desktop_app.controllers.models import ModelsController
+from desktop_app.panels.models import BUILTIN, ModelsPage
 from engine.config import LIMITS, THEMES, Settings
 
-BUILTIN = "built-in"
+__all__ = ["BUILTIN", "RERANKER_MISSING", "SettingsDialog"]
 RERANKER_MISSING = ("No reranker model is installed; answers use the fused search ranking. "
                     "Prepare or import a reranker to turn this on.")
 
 
 class SettingsDialog(QDialog):
     def __init__(self, settings: Settings, llm_names: list[str], reranker_available: bool,
-                 parent: QWidget | None = None):
+                 parent: QWidget | None = None, *, models: ModelsController | None = None):
         super().__init__(parent)
         self.setWindowTitle("Settings")
         self.setObjectName("settingsDialog")
         self._initial = settings
         self._reranker_available = reranker_available
 
-        self.model = QComboBox()
-        self.model.addItem(BUILTIN, None)
-        for name in llm_names:
-            if name and name != BUILTIN:
-                self.model.addItem(name, name)
-        if settings.model is not None and self.model.findData(settings.model) < 0:
-            # the chosen model is gone (deleted, moved): keep it listed so nothing changes silently
-            self.model.addItem(f"{settings.model} (not found)", settings.model)
-        self.model.setCurrentIndex(max(0, self.model.findData(settings.model)))
+        # a kiosk's model is the administrator's choice (its settings file): shown, not changed
+        self.models_page = ModelsPage(models, settings.model, llm_names, in_use=settings.model,
+                                      locked=settings.kiosk)
+        self.model = self.models_page.model
         self._describe(self.model, "Model", "The language model that writes the answers")
 
         self.temperature = QDoubleSpinBox()
@@ -101,7 +101,6 @@ class SettingsDialog(QDialog):
                        "Applies to documents indexed from now on")
 
         answers = QFormLayout()
-        answers.addRow("&Model:", self.model)
         answers.addRow("&Temperature:", self.temperature)
         answers.addRow("Maximum answer &length:", self.max_new_tokens)
         answers.addRow("&Passages per answer:", self.passages)
@@ -127,18 +126,30 @@ class SettingsDialog(QDialog):
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setAccessibleName("OK")
         self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setAccessibleName("Cancel")
 
+        general = QWidget()
+        general_layout = QVBoxLayout(general)
+        general_layout.addWidget(answers_box)
+        general_layout.addWidget(indexing_box)
+        general_layout.addWidget(appearance_box)
+        general_layout.addStretch(1)
+        self.pages = QTabWidget()
+        self.pages.addTab(general, "&General")
+        self.pages.addTab(self.models_page, "&Models")
+
         layout = QVBoxLayout(self)
-        layout.addWidget(answers_box)
-        layout.addWidget(indexing_box)
-        layout.addWidget(appearance_box)
+        layout.addWidget(self.pages)
         layout.addWidget(self.buttons)
 
         ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
         cancel = self.buttons.button(QDialogButtonBox.StandardButton.Cancel)
-        order = [self.model, self.temperature, self.max_new_tokens, self.passages,
+        order = [self.temperature, self.max_new_tokens, self.passages,
                  self.use_reranker, self.ocr, self.font_size, self.theme, ok, cancel]
         for first, second in zip(order, order[1:]):
             QWidget.setTabOrder(first, second)
+        self.temperature.setFocus()
+
+    def show_models(self) -> None:
+        self.pages.setCurrentWidget(self.models_page)
         self.model.setFocus()
 
     def settings(self) -> Settings:

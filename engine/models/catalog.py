@@ -18,13 +18,15 @@ from pathlib import Path
 
 from engine.atomic_file import write_atomic
 from engine.models.manifest import MANIFEST, read_manifest
-from engine.models.registry import BUILTIN_LLM, find_package_file, list_models
+from engine.models.registry import BUILTIN_LLM, list_models
 from engine.paths import AppPaths
 
 log = logging.getLogger(__name__)
 
 MIN_TOKENS = 16  # a shorter answer's speed is mostly noise
 UNKNOWN = "unknown"
+# the built-in GGUF's own header says so; read from it, it takes seconds (its 49,152-token vocabulary)
+BUILTIN_SHAPE = ("llama", 8192)
 # as GGUF files are named by convention: model.Q4_K_M.gguf, model-q8_0.gguf, model-f16.gguf
 _QUANT_IN_NAME = re.compile(r"(?i)(?:^|[-_.])(i?q\d(?:_[a-z0-9]+)*|bf16|f16|f32)(?=[-_.]|$)")
 
@@ -57,8 +59,8 @@ def _entry(info, speeds: dict) -> LLMEntry:
     source = ((read_manifest(folder) if folder else None) or {}).get("source") or {}
     architecture = source.get("architecture") or config.get("type")
     context = config.get("context_length")
-    if built_in and (architecture is None or context is None):  # not prepared yet: its GGUF says
-        architecture, context = _builtin_gguf_shape()
+    if built_in and (architecture is None or context is None):  # not prepared yet
+        architecture, context = BUILTIN_SHAPE
     file_name = BUILTIN_LLM.files[0].relpath if built_in else str(source.get("file") or "")
     quantization, detail = _quantization(source, file_name)
     speed = speeds.get(info.name)
@@ -88,19 +90,6 @@ def _genai_model_config(folder: Path | None) -> dict:
         return {}
     model = config.get("model") if isinstance(config, dict) else None
     return model if isinstance(model, dict) else {}
-
-
-def _builtin_gguf_shape() -> tuple[str | None, int | None]:
-    """The built-in GGUF's architecture and context length, read from its header."""
-    gguf_path = find_package_file(BUILTIN_LLM.files[0])
-    if gguf_path is None:
-        return None, None
-    from engine.models.gguf_import import field, open_gguf
-
-    reader = open_gguf(gguf_path)
-    arch = field(reader, "general.architecture")
-    context = field(reader, f"{arch}.context_length")
-    return arch, int(context) if context is not None else None
 
 
 def _quantization(source: dict, file_name: str) -> tuple[str, str]:

@@ -79,7 +79,7 @@ def test_the_keyboard_alone_edits_and_accepts(qtbot):
 
 def test_tab_order_follows_the_form(qtbot):
     dialog = open_dialog(qtbot)
-    order = [dialog.model, dialog.temperature, dialog.max_new_tokens, dialog.passages,
+    order = [dialog.temperature, dialog.max_new_tokens, dialog.passages,
              dialog.use_reranker, dialog.ocr, dialog.font_size, dialog.theme,
              dialog.buttons.button(QDialogButtonBox.StandardButton.Ok)]
     for first, second in zip(order, order[1:]):
