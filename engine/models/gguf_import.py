@@ -15,6 +15,7 @@ from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader
 
 from engine.errors import ModelError
+from engine.models.chat_templates import settle_chat_template
 from engine.models.decoder_graph import DecoderSpec, DecoderWeights, build_decoder
 from engine.models.gguf_weights import matmul_weight, recording, summarize, to_float
 from engine.models.manifest import atomic_folder, sha256_file, write_manifest
@@ -53,8 +54,10 @@ def import_gguf(
 
         token_ids = write_tokenizer_files(reader, tmp)
         _write_json(tmp / "genai_config.json", genai_config(spec, token_ids))
+        template = settle_chat_template(tmp, field(reader, "tokenizer.ggml.tokens") or [],
+                                        str(field(reader, "general.name", gguf_path.stem)))
         report(0.95, "writing manifest")
-        write_manifest(tmp, _source(reader, gguf_path, spec, conversions))
+        write_manifest(tmp, _source(reader, gguf_path, spec, conversions) | {"chat_template": template})
     report(1.0, "done")
     return out_dir
 
