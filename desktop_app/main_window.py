@@ -334,7 +334,11 @@ class MainWindow(QMainWindow):
         if not self.models.import_files(files):
             self.statusBar().showMessage("A model is being imported; wait for it, or cancel it.", 10000)
             return False
-        dialog = QProgressDialog(f"Importing {Path(files[0]).name}…", "&Cancel", 0, 100, self)
+        self._show_import_dialog(f"Importing {Path(files[0]).name}…")
+        return True
+
+    def _show_import_dialog(self, text: str) -> None:
+        dialog = QProgressDialog(text, "&Cancel", 0, 100, self)
         dialog.setWindowTitle("Importing a model")
         dialog.setObjectName("importDialog")
         dialog.setWindowModality(Qt.WindowModality.NonModal)  # questions can be asked meanwhile
@@ -347,7 +351,6 @@ class MainWindow(QMainWindow):
         self._close_import_dialog()
         self.import_dialog = dialog
         dialog.show()
-        return True
 
     def _on_import_progress(self, file: str, fraction: float, message: str) -> None:
         if self.import_dialog is not None:
@@ -375,10 +378,14 @@ class MainWindow(QMainWindow):
                                 models=self.models)
         if models_page:
             dialog.show_models()
-        if dialog.exec() != QDialog.DialogCode.Accepted:
-            return False
-        self.apply_settings(dialog.settings())
-        return True
+        accepted = dialog.exec() == QDialog.DialogCode.Accepted
+        settings = dialog.settings()
+        dialog.deleteLater()
+        if self.models.is_importing() and self.import_dialog is None:
+            self._show_import_dialog("Importing a model…")  # its page is closed: progress stays in view
+        if accepted:
+            self.apply_settings(settings)
+        return accepted
 
     def apply_settings(self, settings: Settings) -> None:
         old, self.settings = self.settings, settings

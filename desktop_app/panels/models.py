@@ -41,6 +41,7 @@ COLUMNS = ("Name", "Architecture", "Size", "Quantization", "Context", "Speed her
 NOT_MEASURED = "not measured yet"
 KIOSK_NOTE = ("On a kiosk the administrator chooses the model: set model = \"NAME\" in the "
               "settings file, after 'offline-assistant-cli models import FILE.gguf'.")
+STATUS_TEXT = {"needs preparation": "prepared when first used"}
 IN_USE_TIP = "Answers use this model now; choose another one and press OK before removing it"
 
 
@@ -176,7 +177,7 @@ class ModelsPage(QWidget):
     def _row(self, entry: LLMEntry) -> QTreeWidgetItem:
         name = f"{entry.name} (built-in)" if entry.built_in else entry.name
         if entry.status != "ready":
-            name += f" ({entry.status})"
+            name += f" ({STATUS_TEXT.get(entry.status, entry.status)})"
         speed = f"{entry.tokens_per_s:.1f} tokens/s" if entry.tokens_per_s else NOT_MEASURED
         context = f"{entry.context:,} tokens" if entry.context else "unknown"
         item = QTreeWidgetItem([name, entry.architecture, size_text(entry.size_bytes),
@@ -212,7 +213,8 @@ class ModelsPage(QWidget):
             font = QFont(item.font(0))
             font.setBold(item.data(0, Qt.ItemDataRole.UserRole) == chosen)
             item.setFont(0, font)
-            item.setToolTip(0, "Answers use this model" if font.bold() else "")
+            tip = item.text(0)
+            item.setToolTip(0, f"{tip}: answers use this model" if font.bold() else tip)
 
     def _items(self) -> list[QTreeWidgetItem]:
         return [self.table.topLevelItem(i) for i in range(self.table.topLevelItemCount())]
@@ -255,6 +257,7 @@ class ModelsPage(QWidget):
         if not self._controller.import_files(files):
             self.message.setText("An import is running; wait for it, or cancel it first.")
             return False
+        self.message.setText(f"Importing {', '.join(Path(f).name for f in files)}…")
         return True
 
     def cancel_import(self) -> None:
