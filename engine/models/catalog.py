@@ -18,7 +18,7 @@ from pathlib import Path
 
 from engine.atomic_file import write_atomic
 from engine.models.manifest import MANIFEST, read_manifest
-from engine.models.registry import BUILTIN_LLM, list_models
+from engine.models.registry import BUILTIN_LLM, ModelInfo, list_models
 from engine.paths import AppPaths
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class LLMEntry:
     architecture: str
     size_bytes: int
     quantization: str  # a short label: "Q4_K_M", "Q8_0"
-    quantization_detail: str  # how each tensor type was stored ("Q6_K re-quantized as int8 x29; ..."), or ""
+    quantization_detail: str  # the tensor types and which were re-quantized, or "" when not recorded
     context: int | None  # tokens
     tokens_per_s: float | None  # measured here; None until an answer has measured it
     speed_provider: str  # where it was measured ("cpu", "cuda"); "" when not measured
@@ -52,29 +52,28 @@ def llm_entries(paths: AppPaths) -> list[LLMEntry]:
     return [_entry(info, speeds) for info in list_models(paths, "cpu") if info.kind == "llm"]
 
 
-def _entry(info, speeds: dict) -> LLMEntry:
+def _entry(info: ModelInfo, speeds: dict) -> LLMEntry:
     built_in = info.name == BUILTIN_LLM.name
     folder = info.path if info.path is not None and info.path.is_dir() else None
-    config = _genai_model_config(folder)
-    source = ((read_manifest(folder) if folder else None) or {}).get("source") or {}
-    architecture = source.get("architecture") or config.get("type")
-    context = config.get("context_length")
-    if built_in and (architecture is None or context is None):  # not prepared yet
+    config = _genai_model_config(folder)  # also for models imported before the manifest said
+    architecture = info.architecture or config.get("type")
+    context = info.context_length or config.get("context_length")
+    if built_in and not (architecture and context):  # not prepared yet
         architecture, context = BUILTIN_SHAPE
+    source = ((read_manifest(folder) if folder else None) or {}).get("source") or {}
     file_name = BUILTIN_LLM.files[0].relpath if built_in else str(source.get("file") or "")
-    quantization, detail = _quantization(source, file_name)
     speed = speeds.get(info.name)
     speed = speed if isinstance(speed, dict) else {}
-    measured = speed.get("identity") == _identity(folder) and folder is not None
+    measured = folder is not None and speed.get("identity") == _identity(folder)
     return LLMEntry(
         name=info.name,
         built_in=built_in,
         status=info.status,
         architecture=str(architecture or UNKNOWN),
         size_bytes=info.size_bytes,
-        quantization=quantization,
-        quantization_detail=detail,
-        context=int(context) if isinstance(context, int) else None,
+        quantization=_quantization_label(info, file_name),
+        quantization_detail=_quantization_detail(info),
+        context=int(context) if isinstance(context, int) and context > 0 else None,
         tokens_per_s=float(speed["tokens_per_s"]) if measured else None,
         speed_provider=str(speed.get("provider", "")) if measured else "",
         path=info.path,
@@ -92,18 +91,21 @@ def _genai_model_config(folder: Path | None) -> dict:
     return model if isinstance(model, dict) else {}
 
 
-def _quantization(source: dict, file_name: str) -> tuple[str, str]:
-    """(a short label, the importer's account of each tensor type, if it kept one). The label is
-    what the file's name says by the usual convention (Q4_K_M names a mix of types), else the
-    type most of its tensors have."""
-    recorded = source.get("quantization")
-    if isinstance(recorded, dict):  # {"summary": ..., "gguf_types": [...], ...}
-        recorded = recorded.get("summary")
-    detail = recorded if isinstance(recorded, str) else ""
+def _quantization_label(info: ModelInfo, file_name: str) -> str:
+    """What the file's name says by the usual convention (Q4_K_M names a mix of types), else
+    the type most of its tensors have."""
     found = _QUANT_IN_NAME.search(Path(file_name).stem)
     if found:
-        return found.group(1).upper(), detail
-    return (detail.split(" ", 1)[0] if detail else UNKNOWN), detail
+        return found.group(1).upper()
+    return info.quantization.split(",")[0].strip() or UNKNOWN
+
+
+def _quantization_detail(info: ModelInfo) -> str:
+    if not info.quantization:
+        return ""
+    kept = (f"re-quantized: {info.requantized}; every other tensor kept exactly" if info.requantized
+            else "every tensor kept exactly")
+    return f"{info.quantization}: {kept}"
 
 
 # -- measured speeds ----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ def test_the_builtin_and_an_imported_model_are_listed_with_their_shape(paths, tm
     assert (imported.name, imported.built_in, imported.status) == ("tiny-chat.Q4_0", False, "ready")
     assert (imported.architecture, imported.quantization, imported.context) == ("llama", "Q4_0", 512)
     assert imported.size_bytes > 0
+    assert imported.quantization_detail.startswith("Q4_0, ") and "kept exactly" in imported.quantization_detail
     assert imported.tokens_per_s is None  # never estimated: measured by an answer, or not shown
 
 
