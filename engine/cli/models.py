@@ -27,6 +27,8 @@ def add_commands(commands) -> None:
     importing = actions.add_parser("import", parents=[common_options()],
                                    help="import a .gguf file or an ONNX model folder")
     importing.add_argument("path", metavar="PATH", help="a .gguf file, or a folder holding an ONNX model")
+    importing.add_argument("--force", action="store_true",
+                           help="import a GGUF model even if it seems too big for the free memory")
     importing.set_defaults(run=_models_import)
 
 
@@ -98,7 +100,7 @@ def _models_import(args) -> int:
     from engine.models.registry import import_model
 
     with progress_line(f"Importing {args.path}") as progress:
-        folder = import_model(args.path, paths_of(args), progress)
+        folder = import_model(args.path, paths_of(args), progress, force=args.force)
     print(visible(f"Imported '{folder.name}' into {folder}"))
     return 0
 

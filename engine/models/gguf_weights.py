@@ -308,3 +308,14 @@ def summarize(record: dict[str, Conversion]) -> dict:
         "requantized": requantized,
         "summary": "; ".join(f"{line} x{lines[line]}" for line in most_first(lines)),
     }
+
+
+def stored_bytes_per_value(kind: QT) -> float:
+    """Bytes per weight once converted (codes, a float32 scale per block of 32, and an offset
+    where the mapping has one); float types are stored as float32."""
+    if kind in FLOAT_TYPES:
+        return 4.0
+    bits = 4 if kind in (QT.Q4_0, QT.Q4_1, QT.Q4_K) or kind in _AT_MOST_4_BITS else 8
+    extra = 4.0 if kind in (QT.Q4_1, QT.Q4_K, QT.Q5_1, QT.Q5_K) else 0.0  # offsets
+    extra += 0.5 if kind in _AT_MOST_4_BITS else 0.0  # re-quantized: a 4-bit zero point
+    return bits / 8 + (4.0 + extra) / BLOCK

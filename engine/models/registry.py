@@ -484,11 +484,17 @@ def resolve_reranker(paths: AppPaths) -> Path | None:
     return folder
 
 
-def import_model(path: str | Path, paths: AppPaths, progress: Progress | None = None) -> Path:
+def import_model(path: str | Path, paths: AppPaths, progress: Progress | None = None, *,
+                 force: bool = False) -> Path:
     """Installs a .gguf file, a cross-encoder export folder or an ONNX model folder into the
-    data dir; returns its folder."""
+    data dir; returns its folder. A GGUF model too big for this machine's free memory is
+    refused (engine.models.fit) unless `force`."""
     path = Path(path).expanduser()
     name = _name_for(path)
+    if path.is_file() and path.suffix.lower() == ".gguf" and not force:
+        from engine.models.fit import refuse_if_too_big
+
+        refuse_if_too_big(path)
     paths.models.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(paths.models)
     if path.is_file() and path.suffix.lower() == ".gguf":
