@@ -105,7 +105,7 @@ class MainWindow(QMainWindow):
         self.assistant = AssistantController(paths, collection, provider, self.settings, llm_folder,
                                              assistant_settings, start=False, parent=self)
         self.index.pause_while(self.assistant.answering)  # an answer gets the CPU; indexing waits
-        self.models = ModelsController(paths, parent=self)
+        self.models = ModelsController(paths, provider, parent=self)
         self.chat = ChatView()
         self.chat.attach(self.assistant)
         self.conversations = ConversationsPanel(ConversationStore(paths.conversations))

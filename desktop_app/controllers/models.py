@@ -6,6 +6,7 @@
     models.importEnded.connect(page.import_ended)       # (name or "", a sentence for the person)
     models.import_files(["qwen2.5-0.5b-instruct-q4_k_m.gguf"])
     models.cancel_import()                              # from the GUI thread, at once
+    models.measure("qwen2.5-0.5b-instruct-q4_k_m")      # measured.emit(name, "" or why not)
     models.shutdown()                                   # from closeEvent
 
 One worker on one thread does everything in turn; the import itself runs in a child process
@@ -23,7 +24,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from engine.errors import EngineError
-from engine.models.catalog import LLMEntry, llm_entries, record_speed
+from engine.models.catalog import LLMEntry, llm_entries, measure_speed, record_speed
 from engine.models.prepare import import_model_in_child
 from engine.models.registry import remove_model
 from engine.paths import AppPaths
@@ -56,14 +57,22 @@ class Removed:
     message: str  # "" when removed, else why not
 
 
+@dataclass(frozen=True)
+class Measured:
+    name: str
+    message: str  # "" when measured, else why not
+
+
 class ModelsWorker(QObject):
     """Lives on the models thread: lists, imports (one file at a time) and removes."""
 
-    event = Signal(object)  # Listed, ImportProgress, ImportEnded, Removed
+    event = Signal(object)  # Listed, ImportProgress, ImportEnded, Removed, Measured
 
-    def __init__(self, paths: AppPaths):
+    def __init__(self, paths: AppPaths, provider: str, closing: threading.Event):
         super().__init__()
         self.paths = paths
+        self.provider = provider
+        self._closing = closing  # set when the app closes: a measure stops at its next token
 
     @Slot()
     def refresh(self) -> None:
@@ -104,6 +113,20 @@ class ModelsWorker(QObject):
             self.event.emit(Removed(name, ""))
         self.refresh()
 
+    @Slot(object)
+    def measure(self, name: str | None) -> None:
+        shown = name or "The built-in model"
+        try:
+            speed = measure_speed(self.paths, name, self.provider, self._closing)
+        except EngineError as exc:
+            self.event.emit(Measured(shown, str(exc)))
+            return
+        if speed is None:
+            self.event.emit(Measured(shown, f"{shown} stopped too soon to measure its speed."))
+        else:
+            self.event.emit(Measured(shown, ""))
+        self.refresh()
+
     @Slot(object, float, int, str)
     def record_speed(self, folder: Path, tokens_per_s: float, new_tokens: int, provider: str) -> None:
         if record_speed(self.paths, folder, tokens_per_s, new_tokens, provider):
@@ -117,25 +140,29 @@ class ModelsController(QObject):
     importProgress = Signal(str, float, str)  # file name, fraction, message
     importEnded = Signal(str, str, bool)  # model name ("" if none), a sentence, failed
     removed = Signal(str, str)  # model name, "" or why it was not removed
+    measured = Signal(str, str)  # model name, "" or why it was not measured
     busyChanged = Signal(bool)  # True while an import runs
 
     _refresh = Signal()
     _import = Signal(object, object)
     _remove = Signal(str)
+    _measure = Signal(object)
     _record = Signal(object, float, int, str)
 
-    def __init__(self, paths: AppPaths, parent=None):
+    def __init__(self, paths: AppPaths, provider: str = "auto", parent=None):
         super().__init__(parent)
         self.entries: list[LLMEntry] = []  # the latest listing
         self._cancel: threading.Event | None = None
+        self._closing = threading.Event()
         self._pending = 0  # files of the running import not yet ended
         self._thread = QThread()
         self._thread.setObjectName("models")
-        self._worker = ModelsWorker(paths)
+        self._worker = ModelsWorker(paths, provider, self._closing)
         self._worker.moveToThread(self._thread)
         self._refresh.connect(self._worker.refresh)
         self._import.connect(self._worker.import_files)
         self._remove.connect(self._worker.remove)
+        self._measure.connect(self._worker.measure)
         self._record.connect(self._worker.record_speed)
         self._worker.event.connect(self._on_event)
         self._thread.start()
@@ -164,12 +191,17 @@ class ModelsController(QObject):
     def remove(self, name: str) -> None:
         self._remove.emit(name)
 
+    def measure(self, name: str | None) -> None:
+        """Measures how fast the model `name` (None: the built-in one) writes on this machine."""
+        self._measure.emit(name)
+
     def record_speed(self, folder: Path, tokens_per_s: float, new_tokens: int, provider: str) -> None:
         """Keeps the speed an answer of the model in `folder` was written at (see catalog)."""
         self._record.emit(Path(folder), float(tokens_per_s), int(new_tokens), provider)
 
     def shutdown(self, timeout_ms: int = 15000) -> None:
         self.cancel_import()
+        self._closing.set()
         if self._thread.isRunning():
             self._thread.quit()
             if not self._thread.wait(timeout_ms):
@@ -183,6 +215,8 @@ class ModelsController(QObject):
             self.importProgress.emit(event.file, event.fraction, event.message)
         elif isinstance(event, ImportEnded):
             self._import_ended(event)
+        elif isinstance(event, Measured):
+            self.measured.emit(event.name, event.message)
         else:
             self.removed.emit(event.name, event.message)
 

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.models import ModelsController
-from engine.models.catalog import MIN_TOKENS, LLMEntry
+from engine.models.catalog import MEASURE_TOKENS, MIN_TOKENS, LLMEntry
 from engine.models.registry import BUILTIN_LLM
 
 BUILTIN = f"{BUILTIN_LLM.name} (built-in)"
@@ -81,6 +81,11 @@ class ModelsPage(QWidget):
         self.remove_button = QPushButton("&Remove…")
         self.remove_button.setToolTip("Delete the selected imported model from this computer")
         self.remove_button.clicked.connect(self.remove_selected)
+        self.measure_button = QPushButton("Measure &speed")
+        self.measure_button.setToolTip("Have the selected model write a short text here and time it "
+                                       f"(about {MEASURE_TOKENS} tokens)")
+        self.measure_button.clicked.connect(self.measure_selected)
+        self._measuring = False
         self.progress = QProgressBar()
         self.progress.setRange(0, 100)
         self.progress.setAccessibleName("Import progress")
@@ -125,6 +130,7 @@ class ModelsPage(QWidget):
         buttons.addWidget(self.import_button)
         buttons.addWidget(self.remove_button)
         buttons.addStretch(1)
+        buttons.addWidget(self.measure_button)
         busy = QHBoxLayout()
         busy.addWidget(self.progress, 1)
         busy.addWidget(self.cancel_button)
@@ -140,20 +146,24 @@ class ModelsPage(QWidget):
         self.kiosk_note.setVisible(self._locked)
         self.import_button.setVisible(not self._locked)
         self.remove_button.setVisible(not self._locked)
+        self.measure_button.setVisible(not self._locked)  # a kiosk's page only shows
 
     def _focus_order(self) -> list[QWidget]:
-        return [self.model, self.table, self.import_button, self.remove_button, self.cancel_button]
+        return [self.model, self.table, self.import_button, self.remove_button, self.measure_button,
+                self.cancel_button]
 
     def _connect(self, controller: ModelsController | None) -> None:
         if controller is None:
             self.import_button.setEnabled(False)
             self.remove_button.setEnabled(False)
+            self.measure_button.setEnabled(False)
             return
         controller.listed.connect(self.show_entries)
         controller.busyChanged.connect(self._show_busy)
         controller.importProgress.connect(self._show_progress)
         controller.importEnded.connect(self._import_ended)
         controller.removed.connect(self._removed)
+        controller.measured.connect(self._measured)
         if controller.entries:
             self.show_entries(controller.entries)
         controller.refresh()
@@ -185,9 +195,10 @@ class ModelsPage(QWidget):
         item.setData(0, Qt.ItemDataRole.UserRole, None if entry.built_in else entry.name)
         item.setData(1, Qt.ItemDataRole.UserRole, entry)
         item.setToolTip(3, entry.quantization_detail or entry.quantization)
-        item.setToolTip(5, f"Measured here ({entry.speed_provider.upper()}) by its last answer of "
-                           f"{MIN_TOKENS} tokens or more" if entry.tokens_per_s else
-                        "Measured by the first answer of this model on this computer")
+        item.setToolTip(5, f"Measured on this computer ({entry.speed_provider.upper()}): how fast it "
+                           f"writes after its first token, by its last answer of {MIN_TOKENS} tokens or "
+                           "more, or by Measure speed" if entry.tokens_per_s else
+                        "Measured by its first answer on this computer, or by Measure speed")
         for column in (2, 4, 5):
             item.setTextAlignment(column, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return item
@@ -231,6 +242,8 @@ class ModelsPage(QWidget):
         item = self._selected_item()
         name = self._selected_name()
         removable = item is not None and name is not None and name != self._in_use
+        ready = item is not None and item.data(1, Qt.ItemDataRole.UserRole).status == "ready"
+        self.measure_button.setEnabled(ready and not self._measuring and self._controller is not None)
         self.remove_button.setEnabled(removable and self._controller is not None)
         if item is not None and name is None:
             self.remove_button.setToolTip("The built-in model cannot be removed")
@@ -297,6 +310,22 @@ class ModelsPage(QWidget):
 
     def _removed(self, name: str, problem: str) -> None:
         self.message.setText(problem or f"'{name}' is removed.")
+
+    # -- speed -----------------------------------------------------------------------------------
+    def measure_selected(self) -> None:
+        item = self._selected_item()
+        if item is None or self._controller is None or self._measuring:
+            return
+        entry: LLMEntry = item.data(1, Qt.ItemDataRole.UserRole)
+        self._measuring = True
+        self._update_buttons()
+        self.message.setText(f"Measuring how fast {entry.name} writes on this computer…")
+        self._controller.measure(None if entry.built_in else entry.name)
+
+    def _measured(self, name: str, problem: str) -> None:
+        self._measuring = False
+        self._update_buttons()
+        self.message.setText(problem or f"{name} is measured; its speed is in the list.")
 
     # -- drops -------------------------------------------------------------------------------------
     def dragEnterEvent(self, event) -> None:  # noqa: N802

@@ -4,12 +4,13 @@ their measured speed, an import in a child process that can be cancelled, and re
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 
 import pytest
 
 from engine.errors import ModelError
-from engine.models.catalog import MIN_TOKENS, llm_entries, record_speed
+from engine.models.catalog import MIN_TOKENS, llm_entries, measure_speed, record_speed
 from engine.models.prepare import import_model_in_child
 from engine.models.registry import BUILTIN_LLM, import_model, remove_model
 from engine.paths import AppPaths
@@ -43,12 +44,14 @@ def test_a_speed_is_kept_from_a_long_enough_answer_until_the_model_is_replaced(p
     assert llm_entries(paths)[-1].tokens_per_s is None
 
 
-def test_an_import_in_a_child_reports_progress_and_installs_the_model(paths, tmp_path):
-    seen = []
-    folder = import_model_in_child(write_tiny_gguf(tmp_path / "tiny.gguf"), paths,
-                                   lambda fraction, message: seen.append(fraction), threading.Event())
-    assert folder == paths.models / "tiny"
-    assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen)
+def test_a_measure_records_the_speed_of_a_model(paths, tiny_llm_dir):
+    shutil.copytree(tiny_llm_dir, paths.models / "tiny")
+    speed = measure_speed(paths, "tiny", "cpu")
+    assert speed is not None and speed > 0
+    assert llm_entries(paths)[-1].tokens_per_s == pytest.approx(speed, abs=0.01)
+    cancelled = threading.Event()
+    cancelled.set()
+    assert measure_speed(paths, "tiny", "cpu", cancelled) is None
 
 
 def test_a_cancelled_import_leaves_nothing_behind(paths, tmp_path):

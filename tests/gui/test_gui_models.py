@@ -94,6 +94,22 @@ def test_the_builtin_and_an_imported_model_are_listed_with_their_fields(qtbot, p
     assert [page.model.itemText(i) for i in range(page.model.count())] == [BUILTIN, "tiny-chat.Q4_1"]
 
 
+def test_measuring_a_model_shows_its_speed_here(qtbot, paths, controller, tiny_llm_dir):
+    installed(paths, tiny_llm_dir, "tiny-chat")
+    dialog, page = open_page(qtbot, controller)
+    qtbot.waitUntil(lambda: len(rows(page)) == 2)
+    select(page, BUILTIN_LLM.name)
+    assert not page.measure_button.isEnabled()  # not prepared in this data dir
+    select(page, "tiny-chat")
+    assert rows(page)["tiny-chat"][5] == NOT_MEASURED
+    with qtbot.waitSignal(controller.measured, timeout=LOAD_MS) as measured:
+        qtbot.mouseClick(page.measure_button, Qt.MouseButton.LeftButton)
+        assert not page.measure_button.isEnabled() and "Measuring" in page.message.text()
+    assert measured.args == ["tiny-chat", ""]
+    qtbot.waitUntil(lambda: rows(page)["tiny-chat"][5].endswith(" tokens/s"))
+    assert page.measure_button.isEnabled() and "measured" in page.message.text()
+
+
 def test_importing_through_the_page_shows_progress_then_the_model(qtbot, paths, controller, tmp_path,
                                                                   monkeypatch):
     gguf = write_tiny_gguf(tmp_path / "tiny-llama.Q4_0.gguf", context_length=512)
@@ -168,7 +184,7 @@ def test_a_kiosk_shows_its_model_but_cannot_change_it(qtbot, paths, controller, 
     dialog, page = open_page(qtbot, controller, settings=Settings(model="tiny-a", kiosk=True))
     qtbot.waitUntil(lambda: len(rows(page)) == 2)
     assert page.model.currentData() == "tiny-a" and not page.model.isEnabled()
-    assert not page.import_button.isVisible() and not page.remove_button.isVisible()
+    assert not any(b.isVisible() for b in (page.import_button, page.remove_button, page.measure_button))
     assert page.kiosk_note.isVisible() and not page.acceptDrops()
     page.table.itemDoubleClicked.emit(page.table.topLevelItem(0), 0)  # no other way to choose
     assert not page.import_files(["model.gguf"])
