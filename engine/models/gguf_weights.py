@@ -12,6 +12,9 @@ Matmul weights become `MatMulNBits` blocks of 32 along K:
 - Q2_K, Q3_K and Q6_K use sub-blocks of 16 with their own scales, which one block of 32 cannot
   hold: they are dequantized with `gguf` and re-quantized, Q2_K/Q3_K to 4-bit blocks (to keep
   the small size their user chose), Q6_K to 8-bit blocks; so are the rarer IQ*/TQ* types.
+  `sub_block_weight` maps them exactly onto blocks of 16 instead (Q6_K 8-bit, Q3_K 4-bit,
+  Q2_K 4-bit with offsets), which MatMulNBits accepts; it is used once the graph passes each
+  weight's `block` as MatMulNBits' block_size (SUB_BLOCKS_OF_16).
 - F32, F16 and BF16 weights stay float (exact); `gguf.quants` decodes BF16.
 
 Each conversion is noted (tensor -> how it was stored, exact or not) while `recording()` is
@@ -32,6 +35,8 @@ from gguf import quants
 from engine.errors import ModelError
 
 BLOCK = 32
+# True once decoder_graph builds MatMulNBits (and its block sums) with each weight's `block`.
+SUB_BLOCKS_OF_16 = False
 FLOAT_TYPES = {QT.F32, QT.F16, QT.BF16}
 _AT_MOST_4_BITS = {
     QT.Q3_K, QT.Q2_K, QT.IQ4_NL, QT.IQ4_XS, QT.IQ3_S, QT.IQ3_XXS,
@@ -48,6 +53,7 @@ class BlockWeight:
     scales: np.ndarray  # float32 [N, K/32]
     zero_points: np.ndarray | None  # uint8 4-bit pairs [N, ceil(K/64)], or None (the default)
     offsets: np.ndarray | None = None  # float32 [N, K/32], added per block: w = dequant + c
+    block: int = BLOCK  # values per block along K (16 for sub_block_weight's)
 
     @property
     def n(self) -> int:
@@ -55,7 +61,7 @@ class BlockWeight:
 
     @property
     def k(self) -> int:
-        return self.packed.shape[1] * BLOCK
+        return self.packed.shape[1] * self.block
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,8 @@ def matmul_weight(tensor) -> BlockWeight | np.ndarray:
     if k % BLOCK:
         raise ModelError(f"Tensor '{tensor.name}' has {k} columns, not a multiple of {BLOCK}.")
     exact = _EXACT.get(kind)
+    if SUB_BLOCKS_OF_16 and kind in _PROBES:
+        exact = lambda rows, k, tensor: sub_block_weight(tensor)  # noqa: E731
     if exact is not None:
         weight = exact(tensor_rows(tensor), k, tensor)
         _note(tensor, f"int{weight.bits}", exact=True)
@@ -210,26 +218,50 @@ def _dense(tensor, k: int) -> np.ndarray:
     return quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(-1, k)
 
 
-def _codes_on_grid(dense: np.ndarray, scale: np.ndarray, offset: np.ndarray | None, bits: int) -> BlockWeight:
+def _codes_on_grid(dense: np.ndarray, scale: np.ndarray, offset: np.ndarray | None, bits: int,
+                   block: int = BLOCK, shift: int | None = None) -> BlockWeight:
     """Blocks for values known to lie on w = q*scale + offset (q a small integer per block):
     q is read back from the dequantized values, which is simpler than unpacking each format's
     bit layout and exact, the grid being known. MatMulNBits computes (code - Z)*scale with
-    Z = 8 or 128; codes are q (4 bits) or q + 128 (8 bits), the rest goes to the offsets."""
+    Z = 8 or 128; codes are q + shift (by default 0 for 4 bits, 128 for 8), the rest of the
+    value, offset + (Z - shift)*scale, goes to the offsets."""
     n = dense.shape[0]
-    blocks = dense.reshape(n, -1, BLOCK).astype(np.float32)
+    middle = 8 if bits == 4 else 128
+    shift = (0 if bits == 4 else 128) if shift is None else shift
+    blocks = dense.reshape(n, -1, block).astype(np.float32)
     base = np.zeros_like(scale) if offset is None else offset
     inv = np.divide(1.0, scale, out=np.zeros_like(scale), where=scale != 0)
-    q = np.rint((blocks - base[..., None]) * inv[..., None])
-    if bits == 4:
-        packed = pack_nibbles(np.clip(q, 0, 15))
-        offsets = base + 8.0 * scale
-    else:
-        packed = np.clip(q + 128, 0, 255).astype(np.uint8)
-        offsets = None if offset is None else base
-    if offsets is not None and not offsets.any():
-        offsets = None
-    return BlockWeight(bits, packed, scale.astype(np.float32), None,
-                       None if offsets is None else offsets.astype(np.float32))
+    codes = np.clip(np.rint((blocks - base[..., None]) * inv[..., None]) + shift, 0, 2 ** bits - 1)
+    packed = pack_nibbles(codes) if bits == 4 else codes.astype(np.uint8)
+    offsets = (base + (middle - shift) * scale).astype(np.float32)
+    return BlockWeight(bits, packed, scale.astype(np.float32), None, offsets if offsets.any() else None, block)
+
+
+# Sub-block formats: bytes per super-block of 256, and the code bytes to overwrite so that every
+# value decodes to q = 0 and to q = 1 (their dequantized values are then each sub-block's offset
+# and offset + scale: no need to unpack each format's packed scales).
+_PROBES = {
+    QT.Q2_K: (84, 4, (((16, 80), (0x00, 0x55)),)),  # 2-bit codes, w = d*sc*q - dmin*m
+    QT.Q3_K: (110, 4, (((0, 32), (0xFF, 0xFF)), ((32, 96), (0x00, 0x55)))),  # q in -4..3
+    QT.Q6_K: (210, 8, (((0, 128), (0x00, 0x11)), ((128, 192), (0xAA, 0xAA)))),  # q - 32
+}
+
+
+def sub_block_weight(tensor) -> BlockWeight:
+    """A Q2_K, Q3_K or Q6_K weight, exactly, in blocks of 16 (their sub-blocks)."""
+    kind = tensor.tensor_type
+    size, bits, codes = _PROBES[kind]
+    k = int(tensor.shape[0])
+    raw = np.asarray(tensor.data).reshape(-1, size)
+    probes = []
+    for q in (0, 1):
+        probe = raw.copy()
+        for (start, stop), patterns in codes:
+            probe[:, start:stop] = patterns[q]
+        probes.append(quants.dequantize(probe, kind).reshape(-1, k)[:, ::16])
+    offset, scale = probes[0], probes[1] - probes[0]
+    shift = 8 if kind == QT.Q3_K else None  # Q3_K's q is signed
+    return _codes_on_grid(_dense(tensor, k), scale, offset if offset.any() else None, bits, 16, shift)
 
 
 _EXACT = {QT.Q4_0: _from_q4_0, QT.Q4_1: _from_q4_1, QT.Q8_0: _from_q8_0, QT.Q5_0: _from_q5_0,
@@ -271,7 +303,7 @@ def concat_rows(weights: list[BlockWeight | np.ndarray]) -> BlockWeight | np.nda
         return np.concatenate(weights, axis=0)
     if not all(isinstance(w, BlockWeight) for w in weights):
         return None
-    if any(w.bits != first.bits or w.k != first.k for w in weights):
+    if any(w.bits != first.bits or w.k != first.k or w.block != first.block for w in weights):
         return None
     if len({w.zero_points is None for w in weights}) > 1:
         return None
@@ -285,6 +317,7 @@ def concat_rows(weights: list[BlockWeight | np.ndarray]) -> BlockWeight | np.nda
         np.concatenate([w.scales for w in weights], axis=0),
         zero_points,
         offsets,
+        first.block,
     )
 
 
@@ -315,6 +348,8 @@ def stored_bytes_per_value(kind: QT) -> float:
     where the mapping has one); float types are stored as float32."""
     if kind in FLOAT_TYPES:
         return 4.0
+    if SUB_BLOCKS_OF_16 and kind in _PROBES:
+        return _PROBES[kind][1] / 8 + (8.0 if kind == QT.Q2_K else 4.0) / 16
     bits = 4 if kind in (QT.Q4_0, QT.Q4_1, QT.Q4_K) or kind in _AT_MOST_4_BITS else 8
     extra = 4.0 if kind in (QT.Q4_1, QT.Q4_K, QT.Q5_1, QT.Q5_K) else 0.0  # offsets
     extra += 0.5 if kind in _AT_MOST_4_BITS else 0.0  # re-quantized: a 4-bit zero point

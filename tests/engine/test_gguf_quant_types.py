@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import gguf
 import numpy as np
+import onnxruntime as ort
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 from gguf import GGMLQuantizationType as QT
 
 from engine.models import gguf_weights
 from engine.models.gguf_import import import_gguf
-from engine.models.gguf_weights import matmul_weight, recording
+from engine.models.gguf_weights import matmul_weight, recording, sub_block_weight
 from engine.cli.main import main
 from engine.models.manifest import read_manifest
 from engine.models.registry import list_models
@@ -66,7 +68,35 @@ def one_tensor(tmp_path, kind: QT, rows: int = 16, cols: int = 512, seed: int = 
 
 
 def as_float(weight) -> np.ndarray:
-    return weight if isinstance(weight, np.ndarray) else dequantize_block_weight(weight)
+    if isinstance(weight, np.ndarray) or weight.block == 32:
+        return weight if isinstance(weight, np.ndarray) else dequantize_block_weight(weight)
+    codes = weight.packed.astype(np.float32)  # blocks of 16 (sub_block_weight's)
+    if weight.bits == 4:
+        codes = np.stack([weight.packed & 0x0F, weight.packed >> 4], axis=-1).astype(np.float32)
+        codes = codes.reshape(weight.n, -1, 16)
+    values = (codes - 2 ** (weight.bits - 1)) * weight.scales[..., None]
+    if weight.offsets is not None:
+        values = values + weight.offsets[..., None]
+    return values.reshape(weight.n, -1)
+
+
+def matmul_nbits(weight, x: np.ndarray) -> np.ndarray:
+    """x @ W.T by onnxruntime's MatMulNBits with the weight's own block size, plus the block
+    offsets as the decoder adds them (sum of each block's inputs times its offset)."""
+    node = helper.make_node("MatMulNBits", ["x", "w", "s"], ["y"], domain="com.microsoft", K=weight.k,
+                            N=weight.n, bits=weight.bits, block_size=weight.block, accuracy_level=0)
+    graph = helper.make_graph(
+        [node], "one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [x.shape[0], weight.n])],
+        [numpy_helper.from_array(weight.packed, "w"), numpy_helper.from_array(weight.scales.reshape(-1), "s")])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 9
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    y = session.run(None, {"x": x})[0]
+    if weight.offsets is not None:
+        y = y + x.reshape(x.shape[0], -1, weight.block).sum(axis=-1) @ weight.offsets.T
+    return y
 
 
 @pytest.mark.parametrize("kind", EXACT, ids=lambda k: k.name)
@@ -90,6 +120,19 @@ def test_requantized_types_stay_within_half_a_step(tmp_path, kind):
     blocks = np.abs(expected).reshape(expected.shape[0], -1, 32).max(axis=-1)
     error = np.abs(got - expected).reshape(blocks.shape + (32,)).max(axis=-1)
     assert (error <= bound * blocks * 1.0001 + 1e-7).all()
+
+
+@pytest.mark.parametrize(("kind", "bits"), [(QT.Q2_K, 4), (QT.Q3_K, 4), (QT.Q6_K, 8)], ids=lambda k: str(k))
+def test_sub_block_types_map_exactly_onto_blocks_of_16(tmp_path, kind, bits):
+    """Ready for when the graph passes each weight's block size (SUB_BLOCKS_OF_16): exact, and
+    onnxruntime's MatMulNBits takes blocks of 16 as they are."""
+    tensor, expected = one_tensor(tmp_path, kind)
+    weight = sub_block_weight(tensor)
+    assert (weight.bits, weight.block, weight.k) == (bits, 16, 512)
+    np.testing.assert_allclose(as_float(weight), expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+    x = np.random.default_rng(5).standard_normal((3, 512)).astype(np.float32)
+    want = x.astype(np.float64) @ expected.T.astype(np.float64)
+    np.testing.assert_allclose(matmul_nbits(weight, x), want, rtol=0, atol=1e-5 * np.abs(want).max())
 
 
 Q4_K_M = {"attn_v": "Q6_K", "ffn_down": "Q6_K", "output": "Q6_K", "token_embd": "Q4_K"}
