@@ -12,6 +12,8 @@ import json
 import logging
 from pathlib import Path
 
+from engine.errors import ModelError
+
 log = logging.getLogger(__name__)
 
 # Written for this app: the plain shape of each family's turns, nothing else (no tools).
@@ -104,7 +106,11 @@ def settle_chat_template(folder: Path, tokens: list[str], name: str = "") -> dic
     config_path = Path(folder) / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     template = config.get("chat_template")
-    tokenizer = og.Tokenizer(str(folder))
+    try:
+        tokenizer = og.Tokenizer(str(folder))
+    except Exception as exc:  # onnxruntime-genai raises plain RuntimeError
+        raise ModelError(f"The tokenizer rebuilt from this file cannot be loaded ({exc}); "
+                         "the model cannot be imported. Choose another build of it.") from exc
     if isinstance(template, str) and template.strip():
         reason = render_problem(tokenizer, template)
         if reason is None:

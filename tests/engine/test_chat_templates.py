@@ -9,6 +9,7 @@ import logging
 import pytest
 
 from engine.cli.main import main
+from engine.errors import ModelError
 from engine.models.chat_templates import FORMATS, PROBE, family_format, settle_chat_template
 from engine.models.gguf_import import import_gguf
 from engine.models.gguf_tokenizer import write_tokenizer_files
@@ -153,3 +154,10 @@ def test_import_records_the_fallback_and_models_list_says_it(tmp_path, monkeypat
     assert main(["models", "list", "--data-dir", str(data), "--provider", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "tiny: chat template: Gemma (the file's template could not be rendered (System role not supported" in out
+
+
+def test_a_tokenizer_onnxruntime_genai_cannot_load_refuses_the_import(tmp_path):
+    folder, vocab = tokenizer_folder(tmp_path, "ChatML", None)
+    (folder / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ModelError, match="tokenizer rebuilt from this file cannot be loaded"):
+        settle_chat_template(folder, vocab["tokens"])
