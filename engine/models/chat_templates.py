@@ -125,4 +125,20 @@ def settle_chat_template(folder: Path, tokens: list[str], name: str = "") -> dic
     log.warning("%s: the file's chat template %s; using the %s format instead", name or folder, reason, family)
     config["chat_template"] = FORMATS[family]
     config_path.write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _stop_at_turn_ends(Path(folder), tokens, FORMATS[family])
     return {"source": "fallback", "format": family, "reason": reason}
+
+
+def _stop_at_turn_ends(folder: Path, tokens: list[str], template: str) -> None:
+    """Generation stops at the end-of-turn token of the template now used (the eos ids were
+    chosen from the file's own template)."""
+    from engine.models.gguf_tokenizer import END_OF_TURN_TOKENS
+
+    path = folder / "genai_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    eos = config["model"]["eos_token_id"]
+    eos = list(eos) if isinstance(eos, list) else [eos]
+    ends = [tokens.index(t) for t in END_OF_TURN_TOKENS if t in template and t in tokens]
+    eos += [token_id for token_id in ends if token_id not in eos]
+    config["model"]["eos_token_id"] = eos[0] if len(eos) == 1 else eos
+    path.write_text(json.dumps(config, indent=2), encoding="utf-8")

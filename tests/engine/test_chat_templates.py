@@ -161,3 +161,10 @@ def test_a_tokenizer_onnxruntime_genai_cannot_load_refuses_the_import(tmp_path):
     (folder / "tokenizer.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(ModelError, match="tokenizer rebuilt from this file cannot be loaded"):
         settle_chat_template(folder, vocab["tokens"])
+
+
+def test_a_fallback_format_stops_at_its_end_of_turn_token(tmp_path):
+    folder, vocab = tokenizer_folder(tmp_path, "Gemma", None)  # no template: eos alone so far
+    settle_chat_template(folder, vocab["tokens"])
+    eos = json.loads((folder / "genai_config.json").read_text(encoding="utf-8"))["model"]["eos_token_id"]
+    assert eos == [2, vocab["tokens"].index("<end_of_turn>")]
