@@ -37,6 +37,7 @@ from engine.models.catalog import MEASURE_TOKENS, MIN_TOKENS, LLMEntry
 from engine.models.registry import BUILTIN_LLM
 
 BUILTIN = f"{BUILTIN_LLM.name} (built-in)"
+NAME_CHARS = 48  # a longer name is elided (its tooltip holds it whole)
 COLUMNS = ("Name", "Architecture", "Size", "Quantization", "Context", "Speed here")
 NOT_MEASURED = "not measured yet"
 KIOSK_NOTE = ("On a kiosk the administrator chooses the model: set model = \"NAME\" in the "
@@ -112,7 +113,6 @@ class ModelsPage(QWidget):
         table.setUniformRowHeights(True)
         table.setAlternatingRowColors(True)
         table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        table.setMinimumWidth(900)  # every column readable without scrolling sideways
         header = table.header()
         header.setStretchLastSection(False)
         header.setMinimumSectionSize(60)
@@ -183,6 +183,21 @@ class ModelsPage(QWidget):
         for item in self._items():
             item.setSelected(item.data(1, Qt.ItemDataRole.UserRole).name == selected)
         self._update_buttons()
+        self._fit_width()
+
+    def _fit_width(self) -> None:
+        """Room for every column and the names at the current font size (a kiosk's is large),
+        within the screen: the dialog grows to it."""
+        table = self.table
+        metrics = table.fontMetrics()
+        names = max((metrics.horizontalAdvance(item.text(0)) for item in self._items()), default=0)
+        wanted = min(names, metrics.averageCharWidth() * NAME_CHARS) + metrics.height() * 2
+        for column in range(1, len(COLUMNS)):
+            wanted += max(table.header().sectionSizeHint(column), table.sizeHintForColumn(column))
+        screen = self.screen()
+        if screen is not None:
+            wanted = min(wanted, screen.availableGeometry().width() - 120)
+        table.setMinimumWidth(wanted)
 
     def _row(self, entry: LLMEntry) -> QTreeWidgetItem:
         name = f"{entry.name} (built-in)" if entry.built_in else entry.name
