@@ -35,6 +35,7 @@ from gguf import quants
 from engine.errors import ModelError
 
 BLOCK = 32
+CHUNK_VALUES = 1 << 22  # weights converted at a time (16 MB as float32)
 # True once decoder_graph builds MatMulNBits (and its block sums) with each weight's `block`.
 SUB_BLOCKS_OF_16 = False
 FLOAT_TYPES = {QT.F32, QT.F16, QT.BF16}
@@ -125,23 +126,30 @@ def matmul_weight(tensor) -> BlockWeight | np.ndarray:
     k = int(tensor.shape[0])
     if k % BLOCK:
         raise ModelError(f"Tensor '{tensor.name}' has {k} columns, not a multiple of {BLOCK}.")
-    exact = _EXACT.get(kind)
+    convert = _EXACT.get(kind)
     if SUB_BLOCKS_OF_16 and kind in _PROBES:
-        exact = lambda rows, k, tensor: sub_block_weight(tensor)  # noqa: E731
-    if exact is not None:
-        weight = exact(tensor_rows(tensor), k, tensor)
-        _note(tensor, f"int{weight.bits}", exact=True)
-        return weight
+        convert = _sub_blocks
     try:
-        dense = to_float(tensor).reshape(-1, k)
+        weight = _by_row_chunks(convert or _requantize, tensor_rows(tensor), k, kind)
     except (NotImplementedError, ValueError, KeyError) as exc:
         raise ModelError(
             f"Tensor '{tensor.name}' uses the {kind.name} format, which cannot be read; "
             "convert the GGUF to Q4_K_M, Q8_0 or another common type first."
         ) from exc
-    weight = quantize_blocks(dense, 4 if kind in _AT_MOST_4_BITS else 8)
-    _note(tensor, f"int{weight.bits}", exact=False)
+    _note(tensor, f"int{weight.bits}", exact=convert is not None)
     return weight
+
+
+def _by_row_chunks(convert, rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
+    """convert(rows, k, kind) over slices of rows: a dequantized float32 copy of a whole output
+    layer (152k x 896 for Qwen2.5) would add half a GB to the import's peak."""
+    step = max(1, CHUNK_VALUES // k)
+    parts = [convert(rows[i:i + step], k, kind) for i in range(0, rows.shape[0], step)]
+    return parts[0] if len(parts) == 1 else concat_rows(parts)
+
+
+def _requantize(rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
+    return quantize_blocks(_dense(rows, k, kind), 4 if kind in _AT_MOST_4_BITS else 8)
 
 
 def _split_blocks(rows: np.ndarray, k: int, block_bytes: int) -> np.ndarray:
@@ -166,32 +174,32 @@ def pack_nibbles(values: np.ndarray) -> np.ndarray:
     return (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
 
 
-def _from_q4_0(rows: np.ndarray, k: int, _tensor=None) -> BlockWeight:
+def _from_q4_0(rows: np.ndarray, k: int, _kind=None) -> BlockWeight:
     blocks = _split_blocks(rows, k, 18)
     return BlockWeight(4, _repack_nibbles(blocks[..., 2:]), _f16(blocks, 0), None)
 
 
-def _from_q4_1(rows: np.ndarray, k: int, _tensor=None) -> BlockWeight:
+def _from_q4_1(rows: np.ndarray, k: int, _kind=None) -> BlockWeight:
     blocks = _split_blocks(rows, k, 20)
     scale, minimum = _f16(blocks, 0), _f16(blocks, 2)
     offsets = (minimum + 8.0 * scale).astype(np.float32)
     return BlockWeight(4, _repack_nibbles(blocks[..., 4:]), scale, None, offsets)
 
 
-def _from_q8_0(rows: np.ndarray, k: int, _tensor=None) -> BlockWeight:
+def _from_q8_0(rows: np.ndarray, k: int, _kind=None) -> BlockWeight:
     blocks = _split_blocks(rows, k, 34)
     codes = (blocks[..., 2:].view(np.int8).astype(np.int16) + 128).astype(np.uint8)
     return BlockWeight(8, codes, _f16(blocks, 0), None)
 
 
-def _from_q5_0(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+def _from_q5_0(rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
     scale = _f16(_split_blocks(rows, k, 22), 0)  # w = d*(q-16)
-    return _codes_on_grid(_dense(tensor, k), scale, None, bits=8)
+    return _codes_on_grid(_dense(rows, k, kind), scale, None, bits=8)
 
 
-def _from_q5_1(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+def _from_q5_1(rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
     blocks = _split_blocks(rows, k, 24)  # w = d*q + m
-    return _codes_on_grid(_dense(tensor, k), _f16(blocks, 0), _f16(blocks, 2), bits=8)
+    return _codes_on_grid(_dense(rows, k, kind), _f16(blocks, 0), _f16(blocks, 2), bits=8)
 
 
 def _k_quant_grid(rows: np.ndarray, k: int, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -204,18 +212,19 @@ def _k_quant_grid(rows: np.ndarray, k: int, block_bytes: int) -> tuple[np.ndarra
     return (d * sc).reshape(rows.shape[0], -1), (-dmin * mins).reshape(rows.shape[0], -1)
 
 
-def _from_q4_k(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+def _from_q4_k(rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
     scale, offset = _k_quant_grid(rows, k, 144)
-    return _codes_on_grid(_dense(tensor, k), scale, offset, bits=4)
+    return _codes_on_grid(_dense(rows, k, kind), scale, offset, bits=4)
 
 
-def _from_q5_k(rows: np.ndarray, k: int, tensor) -> BlockWeight:
+def _from_q5_k(rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
     scale, offset = _k_quant_grid(rows, k, 176)
-    return _codes_on_grid(_dense(tensor, k), scale, offset, bits=8)
+    return _codes_on_grid(_dense(rows, k, kind), scale, offset, bits=8)
 
 
-def _dense(tensor, k: int) -> np.ndarray:
-    return quants.dequantize(np.asarray(tensor.data), tensor.tensor_type).reshape(-1, k)
+def _dense(rows: np.ndarray, k: int, kind: QT) -> np.ndarray:
+    """Raw GGUF rows [n, bytes] dequantized by `gguf`: float32 [n, k]."""
+    return quants.dequantize(rows, kind).astype(np.float32, copy=False).reshape(-1, k)
 
 
 def _codes_on_grid(dense: np.ndarray, scale: np.ndarray, offset: np.ndarray | None, bits: int,
@@ -249,19 +258,21 @@ _PROBES = {
 
 def sub_block_weight(tensor) -> BlockWeight:
     """A Q2_K, Q3_K or Q6_K weight, exactly, in blocks of 16 (their sub-blocks)."""
-    kind = tensor.tensor_type
-    size, bits, codes = _PROBES[kind]
     k = int(tensor.shape[0])
-    raw = np.asarray(tensor.data).reshape(-1, size)
+    return _by_row_chunks(_sub_blocks, tensor_rows(tensor), k, tensor.tensor_type)
+
+
+def _sub_blocks(rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
+    size, bits, codes = _PROBES[kind]
     probes = []
     for q in (0, 1):
-        probe = raw.copy()
+        probe = rows.reshape(-1, size).copy()
         for (start, stop), patterns in codes:
             probe[:, start:stop] = patterns[q]
         probes.append(quants.dequantize(probe, kind).reshape(-1, k)[:, ::16])
     offset, scale = probes[0], probes[1] - probes[0]
     shift = 8 if kind == QT.Q3_K else None  # Q3_K's q is signed
-    return _codes_on_grid(_dense(tensor, k), scale, offset if offset.any() else None, bits, 16, shift)
+    return _codes_on_grid(_dense(rows, k, kind), scale, offset if offset.any() else None, bits, 16, shift)
 
 
 _EXACT = {QT.Q4_0: _from_q4_0, QT.Q4_1: _from_q4_1, QT.Q8_0: _from_q8_0, QT.Q5_0: _from_q5_0,

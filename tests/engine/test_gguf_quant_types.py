@@ -135,6 +135,17 @@ def test_sub_block_types_map_exactly_onto_blocks_of_16(tmp_path, kind, bits):
     np.testing.assert_allclose(matmul_nbits(weight, x), want, rtol=0, atol=1e-5 * np.abs(want).max())
 
 
+@pytest.mark.parametrize("kind", [QT.Q4_K, QT.Q5_1, QT.Q8_0, QT.Q3_K, QT.Q6_K], ids=lambda k: k.name)
+def test_big_tensors_convert_by_row_chunks_alike(tmp_path, monkeypatch, kind):
+    tensor, _ = one_tensor(tmp_path, kind)
+    whole = as_float(matmul_weight(tensor))
+    monkeypatch.setattr(gguf_weights, "CHUNK_VALUES", 5 * 512)  # 16 rows in chunks of 5
+    assert np.array_equal(as_float(matmul_weight(tensor)), whole)
+    if kind in (QT.Q3_K, QT.Q6_K):  # the exact sub-block path too
+        in_one = gguf_weights._sub_blocks(gguf_weights.tensor_rows(tensor), 512, kind)
+        assert np.array_equal(as_float(sub_block_weight(tensor)), as_float(in_one))
+
+
 Q4_K_M = {"attn_v": "Q6_K", "ffn_down": "Q6_K", "output": "Q6_K", "token_embd": "Q4_K"}
 
 
