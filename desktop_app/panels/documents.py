@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.indexing import IndexController
+from desktop_app.panels.models import model_files
 from engine.types import IndexProgress, StoredDocument
 
 FILE_FILTERS = ";;".join([
@@ -373,8 +374,11 @@ class DocumentsPanel(QWidget):
         self.list.setColumnWidth(0, self.list.fontMetrics().horizontalAdvance("M") * 14)
 
     def dragEnterEvent(self, event) -> None:
-        if local_paths(event.mimeData()):
+        paths = local_paths(event.mimeData())
+        if paths and not model_files(paths):
             event.acceptProposedAction()
+        else:
+            event.ignore()  # a .gguf is a model to import: the window takes the drop
 
     def dropEvent(self, event) -> None:
         paths = local_paths(event.mimeData())

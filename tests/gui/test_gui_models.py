@@ -9,8 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt
-from PySide6.QtCore import QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QDialog, QFileDialog, QMessageBox
 
@@ -201,16 +200,26 @@ def open_window(qtbot, paths: AppPaths, settings: Settings) -> MainWindow:
     return window
 
 
-def drop(window: MainWindow, files: list[Path]) -> None:
+def mime_of(files: list[Path]) -> QMimeData:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(f)) for f in files])
-    where = QPoint(window.width() // 2, window.height() // 2)
-    enter = QDragEnterEvent(where, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                            Qt.KeyboardModifier.NoModifier)
+    return mime
+
+
+def drag_enter(widget, mime: QMimeData) -> QDragEnterEvent:
+    where = QPoint(widget.width() // 2, widget.height() // 2)
+    return QDragEnterEvent(where, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                           Qt.KeyboardModifier.NoModifier)
+
+
+def drop(window: MainWindow, files: list[Path]) -> None:
+    """A real drag and drop of files onto the window, as the platform delivers it."""
+    mime = mime_of(files)  # kept alive: the events hold only a pointer to it
+    enter = drag_enter(window, mime)
     QApplication.sendEvent(window, enter)
     assert enter.isAccepted()
-    dropped = QDropEvent(QPointF(where), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
-                         Qt.KeyboardModifier.NoModifier)
+    dropped = QDropEvent(QPointF(enter.position()), Qt.DropAction.CopyAction, mime,
+                         Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(window, dropped)
 
 
@@ -219,6 +228,10 @@ def test_a_gguf_dropped_on_the_window_is_imported_not_indexed(qtbot, indexed_cop
     window = open_window(qtbot, indexed_copy, Settings(model="tiny-a"))
     documents = len(window.index.documents())
     gguf = write_tiny_gguf(tmp_path / "dropped.gguf")
+    mime = mime_of([gguf])
+    over_documents = drag_enter(window.documents, mime)
+    window.documents.dragEnterEvent(over_documents)
+    assert not over_documents.isAccepted()  # the documents list leaves it to the window
     with qtbot.waitSignal(window.models.importEnded, timeout=IMPORT_MS) as ended:
         drop(window, [gguf])
         assert window.import_dialog is not None and window.import_dialog.isVisible()
