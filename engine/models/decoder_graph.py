@@ -39,6 +39,25 @@ class DecoderSpec:
     rope_dim: int
     rope_interleaved: bool  # llama.cpp's "normal" rope rotates adjacent pairs; NeoX rotates halves
     context_length: int
+    layer_ropes: tuple[LayerRope, ...] = ()  # one per layer; empty: rope_base everywhere, no window
+    qk_norm: bool = False  # RMS norm of each query and key head before the rotary (Qwen3, Gemma 3)
+    post_norms: bool = False  # RMS norms on the attention and MLP outputs (Gemma 3)
+    embed_scale: float = 1.0
+    activation: str = "silu"  # of the gated MLP: "silu" or "gelu_tanh"
+    attn_scale: float = 0.0  # 0: head_dim ** -0.5
+    rope_mscale: float = 1.0  # LongRoPE's attention factor: llama.cpp multiplies cos and sin by it
+    fused_qkv: bool = False  # one attn_qkv tensor (Phi-3)
+    fused_gate_up: bool = False  # ffn_up holds gate then up (Phi-3)
+
+
+@dataclass(frozen=True)
+class LayerRope:
+    """What one layer's attention does with positions."""
+
+    base: float
+    scale: float = 1.0  # linear rope scaling: positions times this
+    rotary: bool = True  # False: no rotary at all (SmolLM3's NoPE layers)
+    window: int = 0  # sliding window, in llama.cpp's n_swa; 0: attend to all
 
 
 @dataclass(frozen=True)
@@ -81,18 +100,23 @@ def build_decoder(spec: DecoderSpec, weights: DecoderWeights, progress=None, acc
     CPU kernels. 0 keeps float32 activations (used by tests that compare exact arithmetic)."""
     g = _Graph(accuracy_level)
     hidden = _embed(g, weights.embedding())
+    if spec.embed_scale != 1.0:
+        hidden = g.op("Mul", [hidden, g.const("embed_scale", np.array(spec.embed_scale, np.float32))], "embed_scaled")
     seqlens, total = _sequence_lengths(g)
-    cos, sin = _rotary_caches(g, spec, weights.rope_factors)
-    normed = g.op("SimplifiedLayerNormalization", [hidden, g.const("attn_norm", weights.vector("blk.0.attn_norm"))],
-                  "blk.0/attn_norm", axis=-1, epsilon=spec.norm_eps, stash_type=1)
+    caches = _RotaryCaches(g, spec, weights.rope_factors)
+    normed = _rms_norm(g, spec, hidden, weights.vector("blk.0.attn_norm"), "blk.0/attn_norm")
     residual = hidden
     for layer in range(spec.layers):
         prefix = f"blk.{layer}"
-        attn = _attention(g, spec, weights, prefix, normed, seqlens, total, cos, sin, layer)
+        attn = _attention(g, spec, weights, prefix, normed, seqlens, total, caches, layer)
+        if spec.post_norms:
+            attn = _rms_norm(g, spec, attn, weights.vector(f"{prefix}.post_attention_norm"), f"{prefix}/post_attn")
         normed, _, _, residual = g.op(
             "SkipSimplifiedLayerNormalization", [attn, residual, g.const("ffn_norm", weights.vector(f"{prefix}.ffn_norm"))],
             f"{prefix}/ffn_norm", outputs=4, domain=MS, epsilon=spec.norm_eps)
-        mlp = _mlp(g, weights, prefix, normed)
+        mlp = _mlp(g, spec, weights, prefix, normed)
+        if spec.post_norms:
+            mlp = _rms_norm(g, spec, mlp, weights.vector(f"{prefix}.post_ffw_norm"), f"{prefix}/post_ffw")
         next_norm = f"blk.{layer + 1}.attn_norm" if layer + 1 < spec.layers else "output_norm"
         normed, _, _, residual = g.op(
             "SkipSimplifiedLayerNormalization", [mlp, residual, g.const("norm", weights.vector(next_norm))],
@@ -142,34 +166,84 @@ def _sequence_lengths(g: _Graph) -> tuple[str, str]:
     return seqlens, g.op("Cast", [total], "total_len_i32", to=TensorProto.INT32)
 
 
-def rotary_tables(spec: DecoderSpec, factors: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    inv_freq = 1.0 / (spec.rope_base ** (np.arange(0, spec.rope_dim, 2, dtype=np.float64) / spec.rope_dim))
+def layer_rope(spec: DecoderSpec, layer: int) -> LayerRope:
+    return spec.layer_ropes[layer] if spec.layer_ropes else LayerRope(spec.rope_base)
+
+
+def rotary_tables(spec: DecoderSpec, factors: np.ndarray | None, rope: LayerRope | None = None):
+    rope = rope or LayerRope(spec.rope_base)
+    inv_freq = 1.0 / (rope.base ** (np.arange(0, spec.rope_dim, 2, dtype=np.float64) / spec.rope_dim))
     if factors is not None:
         inv_freq = inv_freq / factors.astype(np.float64)
-    angles = np.outer(np.arange(spec.context_length, dtype=np.float64), inv_freq)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+    positions = np.arange(spec.context_length, dtype=np.float64) * rope.scale
+    angles = np.outer(positions, inv_freq)
+    cos, sin = np.cos(angles) * spec.rope_mscale, np.sin(angles) * spec.rope_mscale
+    return cos.astype(np.float32), sin.astype(np.float32)
 
 
-def _rotary_caches(g: _Graph, spec: DecoderSpec, factors) -> tuple[str, str]:
-    cos, sin = rotary_tables(spec, factors)
-    return g.const("cos_cache", cos), g.const("sin_cache", sin)
+class _RotaryCaches:
+    """One cos/sin pair per distinct rope of the layers (Gemma 3's local and global layers differ)."""
+
+    def __init__(self, g: _Graph, spec: DecoderSpec, factors):
+        self.g, self.spec, self.factors, self.made = g, spec, factors, {}
+
+    def __call__(self, rope: LayerRope) -> tuple[str, str]:
+        key = (rope.base, rope.scale)
+        if key not in self.made:
+            cos, sin = rotary_tables(self.spec, self.factors, rope)
+            self.made[key] = (self.g.const("cos_cache", cos), self.g.const("sin_cache", sin))
+        return self.made[key]
 
 
-def _attention(g, spec, weights, prefix, x, seqlens, total, cos, sin, layer) -> str:
+def _rms_norm(g: _Graph, spec: DecoderSpec, x: str, weight: np.ndarray, base: str) -> str:
+    return g.op("SimplifiedLayerNormalization", [x, g.const(f"{base}.weight", weight)], base,
+                axis=-1, epsilon=spec.norm_eps, stash_type=1)
+
+
+def _head_norm(g: _Graph, spec: DecoderSpec, x: str, weight: np.ndarray, base: str) -> str:
+    """RMS norm over each head of [B, S, heads * head_dim]."""
+    heads = g.op("Reshape", [x, g.const("head_shape", np.array([0, 0, -1, spec.head_dim], np.int64))], f"{base}/heads")
+    normed = _rms_norm(g, spec, heads, weight, base)
+    return g.op("Reshape", [normed, g.const("flat_shape", np.array([0, 0, -1], np.int64))], f"{base}/flat")
+
+
+def _qkv(g, spec, weights, prefix, x) -> tuple[str, str, str]:
+    """Queries, keys and values; k and v are "" when packed in q (GroupQueryAttention splits them)."""
+    if spec.fused_qkv:
+        return _matmul(g, x, weights.matmul(f"{prefix}.attn_qkv"), f"{prefix}/qkv"), "", ""
     parts = [weights.matmul(f"{prefix}.attn_{p}") for p in ("q", "k", "v")]
     fused = concat_rows(parts)
     if fused is not None:
         qkv = _matmul(g, x, fused, f"{prefix}/qkv")
-        qkv = _add_bias(g, qkv, [weights.vector(f"{prefix}.attn_{p}.bias") for p in ("q", "k", "v")], prefix)
-        q, k, v = qkv, "", ""
-    else:
-        q, k, v = (_matmul(g, x, w, f"{prefix}/{p}") for w, p in zip(parts, "qkv"))
-        q, k, v = (_add_bias(g, t, [weights.vector(f"{prefix}.attn_{p}.bias")], prefix) for t, p in zip((q, k, v), "qkv"))
+        return _add_bias(g, qkv, [weights.vector(f"{prefix}.attn_{p}.bias") for p in ("q", "k", "v")], prefix), "", ""
+    q, k, v = (_matmul(g, x, w, f"{prefix}/{p}") for w, p in zip(parts, "qkv"))
+    return tuple(_add_bias(g, t, [weights.vector(f"{prefix}.attn_{p}.bias")], prefix) for t, p in zip((q, k, v), "qkv"))
+
+
+def _normed_heads(g, spec, weights, prefix, q, k, v) -> tuple[str, str, str]:
+    if k == "":  # unpack: the norms need queries and keys apart
+        sizes = [spec.heads * spec.head_dim, spec.kv_heads * spec.head_dim, spec.kv_heads * spec.head_dim]
+        q, k, v = g.op("Split", [q, g.const("qkv_sizes", np.array(sizes, np.int64))], f"{prefix}/split_qkv",
+                       outputs=3, axis=-1)
+    q = _head_norm(g, spec, q, weights.vector(f"{prefix}.attn_q_norm"), f"{prefix}/q_norm")
+    k = _head_norm(g, spec, k, weights.vector(f"{prefix}.attn_k_norm"), f"{prefix}/k_norm")
+    return q, k, v
+
+
+def _attention(g, spec, weights, prefix, x, seqlens, total, caches, layer) -> str:
+    q, k, v = _qkv(g, spec, weights, prefix, x)
+    if spec.qk_norm:
+        q, k, v = _normed_heads(g, spec, weights, prefix, q, k, v)
+    rope = layer_rope(spec, layer)
+    inputs = [q, k, v, f"past_key_values.{layer}.key", f"past_key_values.{layer}.value", seqlens, total]
+    if rope.rotary:
+        inputs += caches(rope)
     out, _, _ = g.op(
-        "GroupQueryAttention",
-        [q, k, v, f"past_key_values.{layer}.key", f"past_key_values.{layer}.value", seqlens, total, cos, sin],
-        f"{prefix}/attn", outputs=3, domain=MS, num_heads=spec.heads, kv_num_heads=spec.kv_heads,
-        do_rotary=1, rotary_interleaved=int(spec.rope_interleaved), scale=float(spec.head_dim ** -0.5))
+        "GroupQueryAttention", inputs, f"{prefix}/attn", outputs=3, domain=MS, num_heads=spec.heads,
+        kv_num_heads=spec.kv_heads, do_rotary=int(rope.rotary), rotary_interleaved=int(spec.rope_interleaved),
+        scale=float(spec.attn_scale or spec.head_dim ** -0.5),
+        # the same tokens as llama.cpp's n_swa (checked against it: one less or more is 10% off)
+        local_window_size=rope.window if rope.window else -1)
     g.nodes[-1].output[1] = f"present.{layer}.key"
     g.nodes[-1].output[2] = f"present.{layer}.value"
     return _matmul(g, out, weights.matmul(f"{prefix}.attn_output"), f"{prefix}/o")
@@ -181,17 +255,25 @@ def _add_bias(g: _Graph, x: str, biases: list[np.ndarray | None], prefix: str) -
     return g.op("Add", [x, g.const("bias", np.concatenate(biases).astype(np.float32))], f"{prefix}/bias")
 
 
-def _mlp(g: _Graph, weights: DecoderWeights, prefix: str, x: str) -> str:
-    gate_w, up_w = weights.matmul(f"{prefix}.ffn_gate"), weights.matmul(f"{prefix}.ffn_up")
-    fused = concat_rows([gate_w, up_w])
-    if fused is not None:
-        both = _matmul(g, x, fused, f"{prefix}/gate_up")
-        gate, up = g.op("Split", [both], f"{prefix}/split", outputs=2, axis=-1, num_outputs=2)
+def _gate_up(g: _Graph, spec: DecoderSpec, weights: DecoderWeights, prefix: str, x: str) -> tuple[str, str]:
+    if spec.fused_gate_up:
+        fused = weights.matmul(f"{prefix}.ffn_up")
     else:
-        gate, up = _matmul(g, x, gate_w, f"{prefix}/gate"), _matmul(g, x, up_w, f"{prefix}/up")
-    sigmoid = g.op("Sigmoid", [gate], f"{prefix}/sigmoid")
-    silu = g.op("Mul", [gate, sigmoid], f"{prefix}/silu")
-    return _matmul(g, g.op("Mul", [silu, up], f"{prefix}/swiglu"), weights.matmul(f"{prefix}.ffn_down"), f"{prefix}/down")
+        gate_w, up_w = weights.matmul(f"{prefix}.ffn_gate"), weights.matmul(f"{prefix}.ffn_up")
+        fused = concat_rows([gate_w, up_w])
+        if fused is None:
+            return _matmul(g, x, gate_w, f"{prefix}/gate"), _matmul(g, x, up_w, f"{prefix}/up")
+    both = _matmul(g, x, fused, f"{prefix}/gate_up")
+    return g.op("Split", [both], f"{prefix}/split", outputs=2, axis=-1, num_outputs=2)
+
+
+def _mlp(g: _Graph, spec: DecoderSpec, weights: DecoderWeights, prefix: str, x: str) -> str:
+    gate, up = _gate_up(g, spec, weights, prefix, x)
+    if spec.activation == "gelu_tanh":
+        active = g.op("FastGelu", [gate], f"{prefix}/gelu", domain=MS)
+    else:
+        active = g.op("Mul", [gate, g.op("Sigmoid", [gate], f"{prefix}/sigmoid")], f"{prefix}/silu")
+    return _matmul(g, g.op("Mul", [active, up], f"{prefix}/gated"), weights.matmul(f"{prefix}.ffn_down"), f"{prefix}/down")
 
 
 def _matmul(g: _Graph, x: str, weight: BlockWeight | np.ndarray, base: str) -> str:

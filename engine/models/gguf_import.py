@@ -7,6 +7,7 @@ manifest. It is written under a temporary name and renamed into place when compl
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,14 +17,21 @@ from gguf import GGUFReader
 
 from engine.errors import ModelError
 from engine.models.chat_templates import settle_chat_template
-from engine.models.decoder_graph import DecoderSpec, DecoderWeights, build_decoder
+from engine.models.decoder_graph import DecoderSpec, DecoderWeights, LayerRope, build_decoder
 from engine.models.gguf_weights import matmul_weight, recording, summarize, to_float
 from engine.models.manifest import atomic_folder, sha256_file, write_manifest
 from engine.models.versions import GGUF_CONVERTER
 
 Progress = Callable[[float, str], None]
 
-SUPPORTED_ARCHS = {"llama": True, "qwen2": False}  # arch -> rotary on adjacent pairs
+# GGUF architecture -> rotary on adjacent pairs (llama.cpp's "normal" rope) rather than on halves
+# (NeoX). "llama" covers Llama 2/3.x, Mistral and SmolLM2.
+SUPPORTED_ARCHS = {"llama": True, "qwen2": False, "qwen3": False, "smollm3": True, "gemma3": False, "phi3": False}
+# onnxruntime-genai's name for a plain decoder of the family ("gemma3" is its vision pipeline)
+GENAI_TYPES = {"gemma3": "gemma3_text"}
+SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp's n_no_rope_layer_step
+GEMMA3_SWA_PATTERN = 6  # llama.cpp: five sliding-window layers, then one global
+GEMMA3_LOCAL_ROPE_BASE = 10000.0
 MAX_CONTEXT = 32768  # beyond this a small CPU model is of no use and the rotary tables grow
 _GATHERABLE = {QT.Q8_0, QT.Q4_0}
 # The folder a GGUF becomes, over the GGUF's size: 150.2 MB from SmolLM2-135M's 98.4 MB Q4_1
@@ -83,36 +91,99 @@ def decoder_spec(reader: GGUFReader, path: Path) -> DecoderSpec:
     arch = field(reader, "general.architecture")
     if arch not in SUPPORTED_ARCHS:
         raise ModelError(
-            f"'{path.name}' is a '{arch}' model; only {', '.join(SUPPORTED_ARCHS)} GGUF models "
-            "can be imported. Choose a model of one of those architectures."
+            f"'{path.name}' is a '{arch}' model, which cannot be imported; the supported GGUF "
+            f"architectures are {', '.join(SUPPORTED_ARCHS)}. Choose a model of one of those."
         )
     _refuse_unsupported(reader, arch, path)
-    hidden = int(field(reader, f"{arch}.embedding_length"))
-    heads = int(field(reader, f"{arch}.attention.head_count"))
-    head_dim = int(field(reader, f"{arch}.attention.key_length", hidden // heads))
+    meta = lambda key, default=None: field(reader, f"{arch}.{key}", default)  # noqa: E731
+    hidden, heads = int(meta("embedding_length")), int(meta("attention.head_count"))
+    head_dim = int(meta("attention.key_length", hidden // heads))
+    names = {t.name for t in reader.tensors}
     embed = next(t for t in reader.tensors if t.name == "token_embd.weight")
-    return DecoderSpec(
+    common = dict(
         arch=arch,
-        layers=int(field(reader, f"{arch}.block_count")),
+        layers=int(meta("block_count")),
         hidden=hidden,
         heads=heads,
-        kv_heads=int(field(reader, f"{arch}.attention.head_count_kv", heads)),
+        kv_heads=int(meta("attention.head_count_kv", heads)),
         head_dim=head_dim,
-        ffn=int(field(reader, f"{arch}.feed_forward_length")),
+        ffn=int(meta("feed_forward_length")),
         vocab=int(embed.shape[1]),
-        norm_eps=float(field(reader, f"{arch}.attention.layer_norm_rms_epsilon", 1e-6)),
-        rope_base=float(field(reader, f"{arch}.rope.freq_base", 10000.0)),
-        rope_dim=int(field(reader, f"{arch}.rope.dimension_count", head_dim)),
+        norm_eps=float(meta("attention.layer_norm_rms_epsilon", 1e-6)),
+        rope_base=float(meta("rope.freq_base", 10000.0)),
+        rope_dim=int(meta("rope.dimension_count", head_dim)),
         rope_interleaved=SUPPORTED_ARCHS[arch],
-        context_length=min(int(field(reader, f"{arch}.context_length", 4096)), MAX_CONTEXT),
+        context_length=_context_length(meta, names),
     )
+    if common["rope_dim"] // 2 % 8:  # GroupQueryAttention's rotary works on multiples of 16
+        raise ModelError(f"'{path.name}' rotates {common['rope_dim']} dimensions per head, which cannot be "
+                         "imported yet; choose another model.")
+    return DecoderSpec(**common, **_FAMILY.get(arch, _no_extras)(meta, names, common))
+
+
+def _context_length(meta, names: set[str]) -> int:
+    context = int(meta("context_length", 4096))
+    if "rope_factors_short.weight" in names:
+        # LongRoPE (Phi-3.5, Phi-4-mini): llama.cpp takes the short factors while its context is
+        # within the original one, the long ones beyond. We keep to the original context (4096)
+        # with the short factors: the model as trained for the prompts this app sends, rather
+        # than every position rotated for a long context it never uses.
+        context = min(context, int(meta("rope.scaling.original_context_length", context)))
+    return min(context, MAX_CONTEXT)
+
+
+def _rope_scale(meta) -> float:
+    """Linear rope scaling multiplies positions by 1/factor (llama.cpp's freq_scale)."""
+    if meta("rope.scaling.type", "linear") != "linear":
+        return 1.0
+    return 1.0 / float(meta("rope.scaling.factor", 1.0) or 1.0)
+
+
+def _no_extras(meta, names, common) -> dict:
+    scale = _rope_scale(meta)
+    return {} if scale == 1.0 else {"layer_ropes": (LayerRope(common["rope_base"], scale),) * common["layers"]}
+
+
+def _qwen3(meta, names, common) -> dict:
+    return {**_no_extras(meta, names, common), "qk_norm": True}
+
+
+def _smollm3(meta, names, common) -> dict:
+    # llama.cpp: layer il has no rotary when (il + 1) % 4 == 0; the GGUF carries no key for it
+    rope = LayerRope(common["rope_base"], _rope_scale(meta))
+    nope = LayerRope(common["rope_base"], rotary=False)
+    return {"layer_ropes": tuple(nope if (i + 1) % SMOLLM3_NO_ROPE_STEP == 0 else rope for i in range(common["layers"]))}
+
+
+def _gemma3(meta, names, common) -> dict:
+    window = int(meta("attention.sliding_window", 0) or 0)
+    full = LayerRope(common["rope_base"], _rope_scale(meta))
+    local_base = float(meta("rope.freq_base_swa", GEMMA3_LOCAL_ROPE_BASE))
+    local = LayerRope(local_base, window=window)  # local layers: their own base, unscaled
+    ropes = tuple(local if window and i % GEMMA3_SWA_PATTERN < GEMMA3_SWA_PATTERN - 1 else full
+                  for i in range(common["layers"]))
+    # query_pre_attn_scalar is not in the GGUF: llama.cpp takes hidden / heads for the 27B
+    # (62 layers) and head_dim for the others, as the model configs do
+    scalar = common["hidden"] / common["heads"] if common["layers"] == 62 else common["head_dim"]
+    return {"layer_ropes": ropes, "qk_norm": True, "post_norms": True, "embed_scale": math.sqrt(common["hidden"]),
+            "activation": "gelu_tanh", "attn_scale": scalar ** -0.5}
+
+
+def _phi3(meta, names, common) -> dict:
+    # Phi-3's sliding window is ignored by llama.cpp too (its conversion writes it wrongly)
+    return {"fused_qkv": "blk.0.attn_qkv.weight" in names, "fused_gate_up": "blk.0.ffn_gate.weight" not in names,
+            "rope_mscale": float(meta("rope.scaling.attn_factor", 1.0))}
+
+
+_FAMILY = {"qwen3": _qwen3, "smollm3": _smollm3, "gemma3": _gemma3, "phi3": _phi3}
 
 
 def _refuse_unsupported(reader: GGUFReader, arch: str, path: Path) -> None:
     if field(reader, f"{arch}.expert_count"):
         raise ModelError(f"'{path.name}' is a mixture-of-experts model, which cannot be imported yet.")
     scaling = field(reader, f"{arch}.rope.scaling.type", "none")
-    if scaling not in ("none", None):
+    known = ("none", "linear", "longrope") if arch == "phi3" else ("none", "linear")
+    if scaling not in (*known, None):
         raise ModelError(
             f"'{path.name}' uses '{scaling}' rotary scaling, which cannot be imported yet; "
             "choose a build of the model without context extension."
@@ -138,7 +209,8 @@ def _weights(tensors: dict, path: Path) -> DecoderWeights:
         # Many small models tie the output projection to the token embedding.
         return matmul_weight(tensors.get("output.weight") or tensor("token_embd.weight"))
 
-    factors = tensors.get("rope_freqs.weight")
+    # Llama 3.x's rope_freqs, or LongRoPE's short factors (see _context_length)
+    factors = tensors.get("rope_freqs.weight") or tensors.get("rope_factors_short.weight")
     return DecoderWeights(
         embedding=embedding,
         matmul=lambda name: matmul_weight(tensor(f"{name}.weight")),
@@ -156,7 +228,7 @@ def genai_config(spec: DecoderSpec, token_ids: dict) -> dict:
             "pad_token_id": token_ids["pad_token_id"],
             "context_length": spec.context_length,
             "vocab_size": spec.vocab,
-            "type": spec.arch,
+            "type": GENAI_TYPES.get(spec.arch, spec.arch),
             "decoder": {
                 "session_options": {"log_id": "onnxruntime-genai", "provider_options": []},
                 "filename": "model.onnx",

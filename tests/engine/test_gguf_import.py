@@ -153,8 +153,10 @@ def test_unsupported_architecture_is_refused_by_name(tmp_path):
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    with pytest.raises(ModelError, match="'gpt2'"):
+    with pytest.raises(ModelError, match="'gpt2'") as refused:
         import_gguf(path, tmp_path / "out")
+    for arch in ("llama", "qwen2", "qwen3", "smollm3", "gemma3", "phi3"):  # and it says what would do
+        assert arch in str(refused.value)
     assert not (tmp_path / "out").exists()
 
 
