@@ -19,9 +19,11 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+import shiboken6
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from engine.errors import EngineError
 from engine.models.catalog import LLMEntry, llm_entries, measure_speed, record_speed
@@ -165,6 +167,13 @@ class ModelsController(QObject):
         self._measure.connect(self._worker.measure)
         self._record.connect(self._worker.record_speed)
         self._worker.event.connect(self._on_event)
+        self._stops = [self._closing]  # set as the app closes: the import's cancel joins them
+        # safety nets, the window calls shutdown() first; a plain function: it runs while
+        # this object is being deleted
+        self.destroyed.connect(partial(_stop, self._thread, self._stops))
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
         self._thread.start()
 
     def is_importing(self) -> bool:
@@ -178,6 +187,7 @@ class ModelsController(QObject):
         if self._cancel is not None or not files:
             return False
         self._cancel = threading.Event()
+        self._stops[1:] = [self._cancel]
         self._pending = len(files)
         self.busyChanged.emit(True)
         self._import.emit([str(f) for f in files], self._cancel)
@@ -200,12 +210,8 @@ class ModelsController(QObject):
         self._record.emit(Path(folder), float(tokens_per_s), int(new_tokens), provider)
 
     def shutdown(self, timeout_ms: int = 15000) -> None:
-        self.cancel_import()
-        self._closing.set()
-        if self._thread.isRunning():
-            self._thread.quit()
-            if not self._thread.wait(timeout_ms):
-                log.error("the models thread did not end within %d ms", timeout_ms)
+        """Stops an import or a measure at its next step and ends the thread."""
+        _stop(self._thread, self._stops, timeout_ms)
 
     def _on_event(self, event) -> None:
         if isinstance(event, Listed):
@@ -227,3 +233,12 @@ class ModelsController(QObject):
             self._cancel = None
             self.busyChanged.emit(False)
         self.importEnded.emit(event.name, event.message, event.failed)
+
+
+def _stop(thread: QThread, stops: list[threading.Event], timeout_ms: int = 15000) -> None:
+    for event in stops:
+        event.set()
+    if shiboken6.isValid(thread) and thread.isRunning():  # at the interpreter's exit it may be gone
+        thread.quit()
+        if not thread.wait(timeout_ms):
+            log.error("the models thread did not end within %d ms", timeout_ms)

@@ -12,6 +12,7 @@ import pytest
 
 from desktop_app.controllers.assistant import AssistantController
 from desktop_app.controllers.indexing import IndexController
+from desktop_app.controllers.models import ModelsController
 from desktop_app.controllers.prepare import PrepareJob
 from engine.paths import AppPaths
 
@@ -33,7 +34,8 @@ def freed_without_the_cyclic_gc(make, end: str) -> bool:
     (lambda paths: IndexController(paths), "shutdown"),
     (lambda paths: AssistantController(paths, start=False), "shutdown"),
     (lambda paths: PrepareJob(paths), "wait"),
-], ids=["indexing", "assistant", "prepare"])
+    (lambda paths: ModelsController(paths), "shutdown"),
+], ids=["indexing", "assistant", "prepare", "models"])
 def test_a_dropped_controller_is_freed_at_once(qtbot, tmp_path, make, end):
     paths = AppPaths(tmp_path / "data").ensure()
     assert freed_without_the_cyclic_gc(lambda: make(paths), end)

@@ -153,6 +153,16 @@ def test_an_import_cancelled_midway_leaves_nothing_behind(qtbot, paths, controll
     assert "cancelled" in page.message.text() and list(rows(page)) == [BUILTIN_LLM.name]
 
 
+def test_closing_the_app_mid_import_stops_it_and_leaves_nothing(qtbot, paths, tmp_path):
+    models = ModelsController(paths)
+    started = []
+    models.importProgress.connect(lambda *args: started.append(args))
+    assert models.import_files([str(write_tiny_gguf(tmp_path / "tiny-big.gguf", layers=8))])
+    qtbot.waitUntil(lambda: bool(started), timeout=IMPORT_MS)
+    models.shutdown()  # as the window's closeEvent does
+    assert list(paths.models.iterdir()) == []
+
+
 def test_removing_asks_first_and_the_builtin_and_the_model_in_use_have_no_remove(
         qtbot, paths, controller, tiny_llm_dir, monkeypatch):
     installed(paths, tiny_llm_dir, "tiny-a")
