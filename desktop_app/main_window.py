@@ -101,6 +101,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self._apply_look()
 
+        self._llm_folder = llm_folder  # a fixed model folder (tests): never prepared here
         self.index = IndexController(paths, collection, parent=self, ocr=self.settings.ocr)
         self.assistant = AssistantController(paths, collection, provider, self.settings, llm_folder,
                                              assistant_settings, start=False, parent=self)
@@ -397,9 +398,16 @@ class MainWindow(QMainWindow):
         self._apply_look()
         self.index.set_ocr(settings.ocr)
         if replace(old, font_size=settings.font_size, theme=settings.theme,
-                   source_zoom=settings.source_zoom, ocr=settings.ocr) != settings:
-            self.assistant.apply_settings(settings)
-            self.model_label.setText("Model: loading…")
+                   source_zoom=settings.source_zoom, ocr=settings.ocr) == settings:
+            return
+        if self._preparing() or needs_preparation(self.paths, settings, self._llm_folder):
+            # the built-in model, chosen again on the Models page, is prepared first (once);
+            # the assistant opens it with these settings when it is ready
+            if not self._preparing():
+                self._prepare_model()
+            return
+        self.assistant.apply_settings(settings)
+        self.model_label.setText("Model: loading…")
 
     def _remember_source_zoom(self, zoom: float) -> None:
         """The zoom chosen in the source view is kept for the next page and the next start
@@ -458,9 +466,13 @@ class MainWindow(QMainWindow):
             self.prepare_dialog.setValue(int(round(fraction * 100)))
             self.prepare_dialog.setLabelText(f"Preparing the built-in model: {message}")
 
+    def _preparing(self) -> bool:
+        return self._prepare_job is not None and self._prepare_job.is_running()
+
     def _on_prepared(self, _folder: str) -> None:
         self._close_prepare_dialog()
         self.chat.set_ready(True)
+        self.assistant.apply_settings(self.settings)  # those chosen while it was prepared
         self.assistant.start()
 
     def _on_prepare_failed(self, message: str) -> None:

@@ -280,3 +280,25 @@ def test_the_chosen_model_is_saved_and_answers_the_next_question(qtbot, indexed_
         assert window.chat.send()
     assert finished.args[0].stats.provider  # answered by the model's process
     assert window.assistant.worker._model_folder == indexed_copy.models / "tiny-b"
+
+
+@pytest.mark.slow
+def test_choosing_the_builtin_model_again_prepares_it_first(qtbot, tmp_path, tiny_llm_dir, monkeypatch):
+    paths = AppPaths(tmp_path / "fresh").ensure()  # the built-in model never prepared here
+    installed(paths, tiny_llm_dir, "tiny-a")
+    window = open_window(qtbot, paths, Settings(model="tiny-a"))
+
+    def choose_builtin(dialog):
+        page = dialog.models_page
+        qtbot.waitUntil(lambda: BUILTIN_LLM.name in rows(page))
+        assert rows(page)[BUILTIN_LLM.name][0].endswith("(prepared when first used)")
+        page.model.setCurrentIndex(page.model.findData(None))
+        return QDialog.DialogCode.Accepted
+
+    monkeypatch.setattr(SettingsDialog, "exec", choose_builtin)
+    assert window.open_settings(models_page=True)
+    assert window.prepare_dialog is not None and window.model_label.text() == "Model: preparing…"
+    with qtbot.waitSignal(window.assistant.modelReady, timeout=300_000) as ready:
+        pass
+    assert ready.args[0].name == BUILTIN_LLM.name and window.prepare_dialog is None
+    assert load_settings(paths.settings_file).model is None
