@@ -1,5 +1,9 @@
 """The ONNX graph of a llama-style decoder, in the form onnxruntime-genai runs.
 
+The families' differences are options of DecoderSpec: per-layer rotary (base, linear scaling,
+none, sliding window: Gemma 3, SmolLM3), q/k head norms (Qwen3, Gemma 3), Gemma 3's extra norms,
+embedding scale and GELU, Phi-3's fused projections and LongRoPE factors.
+
 It uses ONNX Runtime's fused CPU ops: MatMulNBits (block-quantized matmuls), GroupQueryAttention
 (with rotary embedding and a KV cache that can share its buffer between steps),
 SimplifiedLayerNormalization and SkipSimplifiedLayerNormalization (RMS norm with the residual
@@ -107,20 +111,7 @@ def build_decoder(spec: DecoderSpec, weights: DecoderWeights, progress=None, acc
     normed = _rms_norm(g, spec, hidden, weights.vector("blk.0.attn_norm"), "blk.0/attn_norm")
     residual = hidden
     for layer in range(spec.layers):
-        prefix = f"blk.{layer}"
-        attn = _attention(g, spec, weights, prefix, normed, seqlens, total, caches, layer)
-        if spec.post_norms:
-            attn = _rms_norm(g, spec, attn, weights.vector(f"{prefix}.post_attention_norm"), f"{prefix}/post_attn")
-        normed, _, _, residual = g.op(
-            "SkipSimplifiedLayerNormalization", [attn, residual, g.const("ffn_norm", weights.vector(f"{prefix}.ffn_norm"))],
-            f"{prefix}/ffn_norm", outputs=4, domain=MS, epsilon=spec.norm_eps)
-        mlp = _mlp(g, spec, weights, prefix, normed)
-        if spec.post_norms:
-            mlp = _rms_norm(g, spec, mlp, weights.vector(f"{prefix}.post_ffw_norm"), f"{prefix}/post_ffw")
-        next_norm = f"blk.{layer + 1}.attn_norm" if layer + 1 < spec.layers else "output_norm"
-        normed, _, _, residual = g.op(
-            "SkipSimplifiedLayerNormalization", [mlp, residual, g.const("norm", weights.vector(next_norm))],
-            f"{next_norm}", outputs=4, domain=MS, epsilon=spec.norm_eps)
+        normed, residual = _block(g, spec, weights, layer, normed, residual, (seqlens, total, caches))
         if progress:
             progress((layer + 1) / spec.layers, f"layer {layer + 1} of {spec.layers}")
     last = g.op("Slice", [normed, g.const("minus1", np.array([-1], np.int64)),
@@ -128,6 +119,26 @@ def build_decoder(spec: DecoderSpec, weights: DecoderWeights, progress=None, acc
                           g.const("axis1", np.array([1], np.int64))], "last_position")
     logits = _matmul(g, last, weights.output(), "lm_head")
     return _model(g, spec, logits)
+
+
+def _block(g, spec, weights, layer, normed, residual, positions) -> tuple[str, str]:
+    """One decoder layer; returns the next layer's normed input (the output norm's after the
+    last) and the residual stream."""
+    prefix = f"blk.{layer}"
+    attn = _attention(g, spec, weights, prefix, normed, *positions, layer)
+    if spec.post_norms:
+        attn = _rms_norm(g, spec, attn, weights.vector(f"{prefix}.post_attention_norm"), f"{prefix}/post_attn")
+    normed, _, _, residual = g.op(
+        "SkipSimplifiedLayerNormalization", [attn, residual, g.const("ffn_norm", weights.vector(f"{prefix}.ffn_norm"))],
+        f"{prefix}/ffn_norm", outputs=4, domain=MS, epsilon=spec.norm_eps)
+    mlp = _mlp(g, spec, weights, prefix, normed)
+    if spec.post_norms:
+        mlp = _rms_norm(g, spec, mlp, weights.vector(f"{prefix}.post_ffw_norm"), f"{prefix}/post_ffw")
+    next_norm = f"blk.{layer + 1}.attn_norm" if layer + 1 < spec.layers else "output_norm"
+    normed, _, _, residual = g.op(
+        "SkipSimplifiedLayerNormalization", [mlp, residual, g.const("norm", weights.vector(next_norm))],
+        f"{next_norm}", outputs=4, domain=MS, epsilon=spec.norm_eps)
+    return normed, residual
 
 
 def _embed(g: _Graph, table: BlockWeight | np.ndarray) -> str:
