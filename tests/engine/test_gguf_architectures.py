@@ -7,8 +7,11 @@ python (tests/helpers/llama_reference.py); the test venv never imports llama_cpp
 
 Tolerances (the largest logit difference over the largest logit, at each of the 32 steps of
 llama.cpp's greedy sequence, fed to us token by token), measured here: float weights 7e-5 to
-1.2e-3 (llama.cpp keeps its KV cache in float16), allowed 5e-3; quantized weights 2.5e-3 to 3.1e-2
-(both engines quantize activations to 8 bits, each its own way), allowed 5e-2. In float, a wrong
+1.2e-3 (llama.cpp keeps its KV cache in float16), allowed 5e-3; quantized weights 2.2e-3 to 5.1e-2
+(both engines quantize activations to 8 bits, each its own way, and a random model without q/k
+norms, Llama 3's Q4_K here, amplifies that most; 2.6e-2 with our float activations), allowed 1e-1:
+4-bit codes with their nibbles swapped move them by 0.28 to 0.54 (each type's exact mapping is
+tested value by value in test_gguf_quant_types.py). In float, a wrong
 rotary kind, rope base, rope factors, LongRoPE factor, NoPE layer, q/k norm, post norm, window (by
 one token), attention scale, embedding scale or activation moves them by 1.4e-2 to 1 or more:
 every feature was checked so (changed in the importer and run again).
@@ -29,7 +32,7 @@ from tests.helpers.llama_reference import run_llama_reference
 PROMPTS = [[5, 77, 120, 33, 201, 9, 64, 150], [40, 41, 42], list(range(100, 140))]
 STEPS = 32
 FLOAT_TOLERANCE = 5e-3
-QUANT_TOLERANCE = 5e-2
+QUANT_TOLERANCE = 1e-1
 
 FAMILY_NAMES = ["llama", "llama3", "mistral", "qwen3", "smollm3", "gemma3", "gemma3_scaled", "phi3"]
 CASES = [(name, kind) for name in FAMILY_NAMES for kind in ("F32", "F16", "Q8_0", "Q4_0")]

@@ -17,7 +17,6 @@ import gguf
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 
-from tests.helpers.gguf_factory import _add_tensor
 from tests.helpers.tiny_vocab import add_vocab_to_writer, byte_level_vocab
 
 
@@ -81,11 +80,7 @@ def write_family_gguf(path: Path, fam: Family, weight_type: str = "F32", embed_t
     head_dim = fam.head_dim or fam.hidden // fam.heads
 
     def add(name, rows, cols, kind=weight_type, scale=None):
-        scale = 0.8 / np.sqrt(cols) if scale is None else scale
-        if kind == "Q4_K" and scale:
-            writer.add_tensor(name, _zero_mean_q4_k(rng, rows, cols, scale), raw_dtype=QT.Q4_K)
-        else:
-            _add_tensor(writer, rng, name, rows, cols, QT[kind], scale)
+        _add_tensor(writer, rng, name, rows, cols, kind, 0.8 / np.sqrt(cols) if scale is None else scale)
 
     add("token_embd.weight", len(vocab["tokens"]), fam.hidden, embed_type, 1.0)
     for i in range(fam.layers):
@@ -138,7 +133,7 @@ def _layer(add, fam: Family, i: int, head_dim: int) -> None:
     if "qk_norm" in fam.tensors:
         add(f"blk.{i}.attn_q_norm.weight", 1, head_dim, "F32", 0.0)
         add(f"blk.{i}.attn_k_norm.weight", 1, head_dim, "F32", 0.0)
-    if "post_norms" in fam.tensors:  # stored as llama.cpp's conversion stores them: 1 + w
+    if "post_norms" in fam.tensors:
         add(f"blk.{i}.post_attention_norm.weight", 1, fam.hidden, "F32", 0.0)
         add(f"blk.{i}.post_ffw_norm.weight", 1, fam.hidden, "F32", 0.0)
 
@@ -151,6 +146,22 @@ def _extras(writer, rng, fam: Family, head_dim: int) -> None:
     if "longrope" in fam.tensors:
         writer.add_tensor("rope_factors_short.weight", (1.0 + rng.random(half)).astype(np.float32))
         writer.add_tensor("rope_factors_long.weight", (4.0 + 8 * rng.random(half)).astype(np.float32))
+
+
+def _add_tensor(writer, rng, name: str, rows: int, cols: int, kind: str, scale: float) -> None:
+    """scale 0: a norm's weights, around one (Gemma's as its conversion stores them, 1 + w)."""
+    if scale == 0.0:
+        writer.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(cols)).astype(np.float32))
+        return
+    values = (scale * rng.standard_normal((rows, cols))).astype(np.float32)
+    if kind == "F32":
+        writer.add_tensor(name, values)
+    elif kind == "F16":
+        writer.add_tensor(name, values.astype(np.float16))
+    elif kind == "Q4_K":
+        writer.add_tensor(name, _zero_mean_q4_k(rng, rows, cols, scale), raw_dtype=QT.Q4_K)
+    else:
+        writer.add_tensor(name, gguf.quants.quantize(values, QT[kind]), raw_dtype=QT[kind])
 
 
 def _zero_mean_q4_k(rng, rows: int, cols: int, scale: float) -> np.ndarray:
