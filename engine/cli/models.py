@@ -1,4 +1,4 @@
-"""The `models` commands: list, prepare and import models."""
+"""The `models` commands: list, prepare, import and remove models."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from engine.safe_text import visible
 
 
 def add_commands(commands) -> None:
-    models = commands.add_parser("models", help="list, prepare and import models")
+    models = commands.add_parser("models", help="list, prepare, import and remove models")
     actions = models.add_subparsers(title="actions", metavar="ACTION")
     models.set_defaults(run=lambda args: usage(models))
 
@@ -30,6 +30,11 @@ def add_commands(commands) -> None:
     importing.add_argument("--force", action="store_true",
                            help="import a GGUF model even if it seems too big for the free memory")
     importing.set_defaults(run=_models_import)
+
+    removing = actions.add_parser("remove", parents=[common_options()],
+                                  help="delete an imported model (a built-in one cannot be removed)")
+    removing.add_argument("name", metavar="NAME", help="the model's name, as 'models list' shows it")
+    removing.set_defaults(run=_models_remove)
 
 
 def _models_list(args) -> int:
@@ -102,6 +107,14 @@ def _models_import(args) -> int:
     with progress_line(f"Importing {args.path}") as progress:
         folder = import_model(args.path, paths_of(args), progress, force=args.force)
     print(visible(f"Imported '{folder.name}' into {folder}"))
+    return 0
+
+
+def _models_remove(args) -> int:
+    from engine.models.registry import remove_model
+
+    remove_model(paths_of(args), args.name)
+    print(visible(f"Removed '{args.name}'"))
     return 0
 
 

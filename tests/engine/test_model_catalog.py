@@ -83,3 +83,13 @@ def test_removing_a_model_deletes_it_and_the_builtin_cannot_be_removed(paths, tm
         remove_model(paths, BUILTIN_LLM.name)
     with pytest.raises(ModelError, match="No model named"):
         remove_model(paths, "../data")
+
+
+def test_the_cli_removes_an_imported_model_and_refuses_the_builtin(paths, tiny_llm_dir, capsys):
+    from engine.cli.main import main
+
+    shutil.copytree(tiny_llm_dir, paths.models / "tiny")
+    assert main(["models", "remove", "tiny", "--data-dir", str(paths.root)]) == 0
+    assert "Removed 'tiny'" in capsys.readouterr().out and list(paths.models.iterdir()) == []
+    assert main(["models", "remove", BUILTIN_LLM.name, "--data-dir", str(paths.root)]) != 0
+    assert "cannot be removed" in capsys.readouterr().err
