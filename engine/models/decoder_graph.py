@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.models.gguf_weights import BLOCK, BlockWeight, concat_rows
+from engine.models.gguf_weights import BlockWeight, concat_rows
 
 MS = "com.microsoft"
 OPSET = 21
@@ -78,8 +78,9 @@ class DecoderWeights:
 class _Graph:
     """Collects nodes and initializers, with unique names."""
 
-    def __init__(self, accuracy_level: int):
+    def __init__(self, accuracy_level: int, kv_float16: bool = False):
         self.accuracy_level = accuracy_level
+        self.kv_type = TensorProto.FLOAT16 if kv_float16 else TensorProto.FLOAT
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self._count = 0
@@ -99,10 +100,12 @@ class _Graph:
         return names[0] if outputs == 1 else names
 
 
-def build_decoder(spec: DecoderSpec, weights: DecoderWeights, progress=None, accuracy_level: int = 4) -> onnx.ModelProto:
+def build_decoder(spec: DecoderSpec, weights: DecoderWeights, progress=None, accuracy_level: int = 4,
+                  kv_float16: bool = False) -> onnx.ModelProto:
     """accuracy_level 4 quantizes activations to int8 per block inside MatMulNBits: the fastest
-    CPU kernels. 0 keeps float32 activations (used by tests that compare exact arithmetic)."""
-    g = _Graph(accuracy_level)
+    CPU kernels. 0 keeps float32 activations (used by tests that compare exact arithmetic).
+    kv_float16: attention in float16 with a float16 KV cache (half its memory; not exact)."""
+    g = _Graph(accuracy_level, kv_float16)
     hidden = _embed(g, weights.embedding())
     if spec.embed_scale != 1.0:
         hidden = g.op("Mul", [hidden, g.const("embed_scale", np.array(spec.embed_scale, np.float32))], "embed_scaled")
@@ -149,7 +152,7 @@ def _embed(g: _Graph, table: BlockWeight | np.ndarray) -> str:
         "GatherBlockQuantized",
         [g.const("embed_q", _dense_codes(table)), "input_ids", g.const("embed_scales", table.scales),
          g.const("embed_zp", _dense_zero_points(table))],
-        "embed", domain=MS, gather_axis=0, quantize_axis=1, block_size=BLOCK, bits=table.bits)
+        "embed", domain=MS, gather_axis=0, quantize_axis=1, block_size=table.block, bits=table.bits)
 
 
 def _dense_codes(table: BlockWeight) -> np.ndarray:
@@ -202,6 +205,8 @@ class _RotaryCaches:
         key = (rope.base, rope.scale)
         if key not in self.made:
             cos, sin = rotary_tables(self.spec, self.factors, rope)
+            if self.g.kv_type == TensorProto.FLOAT16:
+                cos, sin = cos.astype(np.float16), sin.astype(np.float16)
             self.made[key] = (self.g.const("cos_cache", cos), self.g.const("sin_cache", sin))
         return self.made[key]
 
@@ -246,6 +251,8 @@ def _attention(g, spec, weights, prefix, x, seqlens, total, caches, layer) -> st
     if spec.qk_norm:
         q, k, v = _normed_heads(g, spec, weights, prefix, q, k, v)
     rope = layer_rope(spec, layer)
+    if g.kv_type != TensorProto.FLOAT:
+        q, k, v = (g.op("Cast", [t], f"{prefix}/to_kv_type", to=g.kv_type) if t else t for t in (q, k, v))
     inputs = [q, k, v, f"past_key_values.{layer}.key", f"past_key_values.{layer}.value", seqlens, total]
     if rope.rotary:
         inputs += caches(rope)
@@ -257,6 +264,8 @@ def _attention(g, spec, weights, prefix, x, seqlens, total, caches, layer) -> st
         local_window_size=rope.window if rope.window else -1)
     g.nodes[-1].output[1] = f"present.{layer}.key"
     g.nodes[-1].output[2] = f"present.{layer}.value"
+    if g.kv_type != TensorProto.FLOAT:
+        out = g.op("Cast", [out], f"{prefix}/to_float", to=TensorProto.FLOAT)
     return _matmul(g, out, weights.matmul(f"{prefix}.attn_output"), f"{prefix}/o")
 
 
@@ -294,17 +303,18 @@ def _matmul(g: _Graph, x: str, weight: BlockWeight | np.ndarray, base: str) -> s
     if weight.zero_points is not None:
         inputs.append(g.const(f"{base}.zp", weight.zero_points.reshape(-1)))
     y = g.op("MatMulNBits", inputs, base, domain=MS, K=weight.k, N=weight.n, bits=weight.bits,
-             block_size=BLOCK, accuracy_level=g.accuracy_level)
+             block_size=weight.block, accuracy_level=g.accuracy_level)
     if weight.offsets is None:
         return y
-    correction = g.op("MatMul", [_block_sums(g, x, weight.k), g.const(f"{base}.offsets", weight.offsets.T)],
+    sums = _block_sums(g, x, weight.k, weight.block)
+    correction = g.op("MatMul", [sums, g.const(f"{base}.offsets", weight.offsets.T)],
                       f"{base}/offsets")
     return g.op("Add", [y, correction], f"{base}/plus_offsets")
 
 
-def _block_sums(g: _Graph, x: str, k: int) -> str:
-    """[..., K] -> [..., K/32]: the sum of each block of inputs."""
-    blocks = g.op("Reshape", [x, g.const("block_shape", np.array([0, 0, k // BLOCK, BLOCK], np.int64))],
+def _block_sums(g: _Graph, x: str, k: int, block: int) -> str:
+    """[..., K] -> [..., K/block]: the sum of each block of inputs."""
+    blocks = g.op("Reshape", [x, g.const("block_shape", np.array([0, 0, k // block, block], np.int64))],
                   "to_blocks")
     return g.op("ReduceSum", [blocks, g.const("last_axis", np.array([-1], np.int64))], "block_sums", keepdims=0)
 
@@ -320,8 +330,8 @@ def _model(g: _Graph, spec: DecoderSpec, logits: str) -> onnx.ModelProto:
     outputs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch_size", 1, spec.vocab])]
     for layer in range(spec.layers):
         for kind in ("key", "value"):
-            inputs.append(helper.make_tensor_value_info(f"past_key_values.{layer}.{kind}", TensorProto.FLOAT, kv_shape))
-            outputs.append(helper.make_tensor_value_info(f"present.{layer}.{kind}", TensorProto.FLOAT, present_shape))
+            inputs.append(helper.make_tensor_value_info(f"past_key_values.{layer}.{kind}", g.kv_type, kv_shape))
+            outputs.append(helper.make_tensor_value_info(f"present.{layer}.{kind}", g.kv_type, present_shape))
     graph = helper.make_graph(g.nodes, "decoder", inputs, outputs, g.initializers)
     model = helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid(MS, 1)],
