@@ -148,11 +148,21 @@ def _embed(g: _Graph, table: BlockWeight | np.ndarray) -> str:
     if isinstance(table, np.ndarray):
         return g.op("Gather", [g.const("embed", table.astype(np.float32)), "input_ids"], "embed")
     # The table stays quantized; only the rows of the tokens asked for are dequantized.
-    return g.op(
+    rows = g.op(
         "GatherBlockQuantized",
         [g.const("embed_q", _dense_codes(table)), "input_ids", g.const("embed_scales", table.scales),
          g.const("embed_zp", _dense_zero_points(table))],
         "embed", domain=MS, gather_axis=0, quantize_axis=1, block_size=table.block, bits=table.bits)
+    return rows if table.offsets is None else g.op("Add", [rows, _gathered_offsets(g, table)], "embed_plus_offsets")
+
+
+def _gathered_offsets(g: _Graph, table: BlockWeight) -> str:
+    """Each block's float offset (Q4_1, Q4_K, Q5_K...: w = (code - Z) * scale + offset), which
+    integer zero points cannot hold exactly: gathered per token and repeated over its block."""
+    per_block = g.op("Gather", [g.const("embed_offsets", table.offsets), "input_ids"], "embed_offsets")
+    column = g.op("Unsqueeze", [per_block, g.const("last", np.array([-1], np.int64))], "embed_offsets_col")
+    spread = g.op("Expand", [column, g.const("block", np.array([1, 1, 1, table.block], np.int64))], "embed_offsets_block")
+    return g.op("Reshape", [spread, g.const("row_shape", np.array([0, 0, -1], np.int64))], "embed_offsets_row")
 
 
 def _dense_codes(table: BlockWeight) -> np.ndarray:

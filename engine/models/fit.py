@@ -90,7 +90,7 @@ def refuse_if_too_big(gguf_path: str | Path, available_bytes: int | None = None)
 
 
 def _converted_bytes(tensor, reader) -> int:
-    from engine.models.gguf_weights import stored_bytes_per_value
+    from engine.models.gguf_weights import embedding_bytes_per_value, stored_bytes_per_value
 
     values = int(tensor.n_elements)
     if len(tensor.shape) < 2 or tensor.shape[1] == 1:
@@ -98,9 +98,9 @@ def _converted_bytes(tensor, reader) -> int:
     stored = stored_bytes_per_value(tensor.tensor_type)
     if tensor.name != "token_embd.weight":
         return int(values * stored)
-    # The table is gathered from blocks (Q8_0, Q4_0) or from float32; a tied output layer
-    # uses it a second time as a matmul weight.
-    gathered = values * stored if tensor.tensor_type.name in ("Q8_0", "Q4_0") else 4 * values
+    # The table is gathered from its blocks (gguf_weights.embedding_weight); a tied output
+    # layer uses it a second time as a matmul weight.
+    gathered = values * embedding_bytes_per_value(tensor.tensor_type)
     tied = not any(t.name == "output.weight" for t in reader.tensors)
     return int(gathered + (values * stored if tied else 0))
 

@@ -12,13 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import onnx
-from gguf import GGMLQuantizationType as QT
 from gguf import GGUFReader
 
 from engine.errors import ModelError
 from engine.models.chat_templates import settle_chat_template
 from engine.models.decoder_graph import DecoderSpec, DecoderWeights, LayerRope, build_decoder
-from engine.models.gguf_weights import matmul_weight, recording, summarize, to_float
+from engine.models.gguf_weights import embedding_weight, matmul_weight, recording, summarize, to_float
 from engine.models.manifest import atomic_folder, sha256_file, write_manifest
 from engine.models.versions import GGUF_CONVERTER
 
@@ -33,7 +32,6 @@ SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp's n_no_rope_layer_step
 GEMMA3_SWA_PATTERN = 6  # llama.cpp: five sliding-window layers, then one global
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
 MAX_CONTEXT = 32768  # beyond this a small CPU model is of no use and the rotary tables grow
-_GATHERABLE = {QT.Q8_0, QT.Q4_0}
 # The folder a GGUF becomes, over the GGUF's size: 150.2 MB from SmolLM2-135M's 98.4 MB Q4_1
 # (x1.53, measured; a Q4_1 embedding table is stored as floats). A full disk asks for this room.
 FOLDER_PER_GGUF_BYTE = 1.55
@@ -198,8 +196,9 @@ def _weights(tensors: dict, path: Path) -> DecoderWeights:
             raise ModelError(f"'{path.name}' has no tensor '{name}'; the file is incomplete.") from None
 
     def embedding():
-        table = tensor("token_embd.weight")
-        return matmul_weight(table) if table.tensor_type in _GATHERABLE else to_float(table)
+        # Quantized tables are gathered from their blocks (float ones stay float32): a float32
+        # copy of Qwen2.5's 151k x 896 table would take 545 MB.
+        return embedding_weight(tensor("token_embd.weight"))
 
     def vector(name: str):
         found = tensors.get(f"{name}.weight") or tensors.get(name)

@@ -140,6 +140,17 @@ def matmul_weight(tensor) -> BlockWeight | np.ndarray:
     return weight
 
 
+def embedding_weight(tensor) -> BlockWeight | np.ndarray:
+    """A token embedding table [vocab, hidden], gathered from its blocks: every block type
+    exactly (Q2_K/Q3_K/Q6_K in their blocks of 16, whose cost is only a matmul's), others
+    re-quantized as for a matmul; float types stay float32."""
+    if tensor.tensor_type not in _PROBES:
+        return matmul_weight(tensor)
+    weight = sub_block_weight(tensor)
+    _note(tensor, f"int{weight.bits}", exact=True)
+    return weight
+
+
 def _by_row_chunks(convert, rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
     """convert(rows, k, kind) over slices of rows: a dequantized float32 copy of a whole output
     layer (152k x 896 for Qwen2.5) would add half a GB to the import's peak."""
@@ -354,13 +365,20 @@ def summarize(record: dict[str, Conversion]) -> dict:
     }
 
 
+def embedding_bytes_per_value(kind: QT) -> float:
+    """As stored_bytes_per_value, for an embedding table (embedding_weight's layout)."""
+    if kind not in _PROBES:
+        return stored_bytes_per_value(kind)
+    return _PROBES[kind][1] / 8 + (8.0 if kind == QT.Q2_K else 4.0) / 16
+
+
 def stored_bytes_per_value(kind: QT) -> float:
     """Bytes per weight once converted (codes, a float32 scale per block of 32, and an offset
     where the mapping has one); float types are stored as float32."""
     if kind in FLOAT_TYPES:
         return 4.0
     if SUB_BLOCKS_OF_16 and kind in _PROBES:
-        return _PROBES[kind][1] / 8 + (8.0 if kind == QT.Q2_K else 4.0) / 16
+        return embedding_bytes_per_value(kind)
     bits = 4 if kind in (QT.Q4_0, QT.Q4_1, QT.Q4_K) or kind in _AT_MOST_4_BITS else 8
     extra = 4.0 if kind in (QT.Q4_1, QT.Q4_K, QT.Q5_1, QT.Q5_K) else 0.0  # offsets
     extra += 0.5 if kind in _AT_MOST_4_BITS else 0.0  # re-quantized: a 4-bit zero point

@@ -117,9 +117,11 @@ def test_requantized_types_stay_close_to_reference(tmp_path, weight_type):
         assert np.corrcoef(row_got, row_expected)[0, 1] > 0.99
 
 
-@pytest.mark.parametrize("embed_type", ["Q8_0", "Q4_0", "Q4_1", "F16"])
+@pytest.mark.parametrize("embed_type", ["Q8_0", "Q4_0", "Q4_1", "F16", "Q4_K", "Q5_K", "Q6_K", "Q5_0"])
 def test_embedding_types_and_untied_output(tmp_path, embed_type):
-    source, folder = _import(tmp_path, embed_type=embed_type, tied_output=False)
+    """Every quantized table is gathered from its blocks, exactly (Q6_K in blocks of 16); the
+    offsets of Q4_1/Q4_K/Q5_K are gathered beside them."""
+    source, folder = _import(tmp_path, embed_type=embed_type, tied_output=False, hidden=256, ffn=256)
     got = _run_decoder(folder, PROMPT, DECODE)
     expected = _reference_steps(source, PROMPT, DECODE)
     np.testing.assert_allclose(got, expected, atol=2e-4 * np.abs(expected).max(), rtol=0)

@@ -201,7 +201,7 @@ def test_q4_k_m_mix_imports_and_records_each_tensor(tmp_path, q4_k_m_mix):
     assert weights["blk.0.ffn_down.weight"] == "Q6_K re-quantized as int8"
     assert weights["blk.1.ffn_down.weight"] == "Q4_K kept exactly as int4"
     assert weights["output.weight"] == "Q6_K re-quantized as int8"
-    assert weights["token_embd.weight"] == "Q4_K kept exactly as float32"
+    assert weights["token_embd.weight"] == "Q4_K kept exactly as int4"
 
     info = {i.name: i for i in list_models(AppPaths(tmp_path / "data"), "cpu")}["mix"]
     assert (info.architecture, info.context_length) == ("llama", 256)
