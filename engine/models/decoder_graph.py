@@ -78,8 +78,10 @@ class DecoderWeights:
 class _Graph:
     """Collects nodes and initializers, with unique names."""
 
-    def __init__(self, accuracy_level: int, kv_float16: bool = False):
+    def __init__(self, accuracy_level: int, kv_float16: bool = False, store=None):
         self.accuracy_level = accuracy_level
+        # (array, name) -> TensorProto: in memory, or written out at once (external_data)
+        self.store = store or numpy_helper.from_array
         self.kv_type = TensorProto.FLOAT16 if kv_float16 else TensorProto.FLOAT
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
@@ -91,7 +93,7 @@ class _Graph:
 
     def const(self, base: str, array: np.ndarray) -> str:
         name = self.name(base)
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.initializers.append(self.store(np.ascontiguousarray(array), name))
         return name
 
     def op(self, op_type: str, inputs: list[str], base: str, outputs: int = 1, domain: str = "", **attrs):
@@ -101,11 +103,12 @@ class _Graph:
 
 
 def build_decoder(spec: DecoderSpec, weights: DecoderWeights, progress=None, accuracy_level: int = 4,
-                  kv_float16: bool = False) -> onnx.ModelProto:
+                  kv_float16: bool = False, store=None) -> onnx.ModelProto:
     """accuracy_level 4 quantizes activations to int8 per block inside MatMulNBits: the fastest
     CPU kernels. 0 keeps float32 activations (used by tests that compare exact arithmetic).
-    kv_float16: attention in float16 with a float16 KV cache (half its memory; not exact)."""
-    g = _Graph(accuracy_level, kv_float16)
+    kv_float16: attention in float16 with a float16 KV cache (half its memory; not exact).
+    store: how each initializer is kept (see _Graph)."""
+    g = _Graph(accuracy_level, kv_float16, store)
     hidden = _embed(g, weights.embedding())
     if spec.embed_scale != 1.0:
         hidden = g.op("Mul", [hidden, g.const("embed_scale", np.array(spec.embed_scale, np.float32))], "embed_scaled")

@@ -5,8 +5,8 @@ swapping or the import dying half-way.
 What a model needs is the larger of:
 - running it: the converted weights, the KV cache at the model's full context (float32, as the
   decoder keeps it) and the runtime's own share (RUNTIME_BYTES);
-- converting it: IMPORT_PER_MODEL_BYTE times the converted weights (the whole graph is built in
-  memory before it is written).
+- converting it: IMPORT_BASE_BYTES plus IMPORT_PER_MODEL_BYTE times the converted weights (each
+  weight is written out as it is made; the GGUF's pages read so far count as resident too).
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from engine.errors import ModelError
 
 log = logging.getLogger(__name__)
 
-# Measured on this converter: SmolLM2-135M Q4_1 (98 MB) became 150 MB and peaked at 744 MB
-# while converting (5.2x its estimated 143 MB of weights); a 35 MB random Q4_K model became
-# 46 MB and peaked at 230 MB (5x).
-IMPORT_PER_MODEL_BYTE = 5.2
+# Peak resident memory of an import (bench/bench_import_memory.py, VmHWM), against the weights
+# estimated here: SmolLM2-135M Q4_1, 383 MB for 146 MB; random Qwen2.5-0.5B Q4_K_M, 1,064 MB for
+# 698 MB; random Qwen3-1.7B Q4_K_M, 2,236 MB for 1,890 MB. (Before weights were written as they
+# were made: 760 and 2,867 MB for the first two, 5.2x and 4.1x.)
+IMPORT_BASE_BYTES = 200_000_000
+IMPORT_PER_MODEL_BYTE = 1.3
 # onnxruntime, onnxruntime-genai and the app itself around a loaded model (the built-in model
 # peaks at 452 MiB with 150 MB of weights and a 1,500-token KV cache of 69 MB).
 RUNTIME_BYTES = 300_000_000
@@ -76,7 +78,12 @@ def check_model_fits(gguf_path: str | Path, available_bytes: int | None = None) 
     weights += _rotary_table_bytes(reader, arch, context)
     kv_cache = _kv_bytes_per_token(reader, arch) * context
     available = available_memory() if available_bytes is None else available_bytes
-    return ModelFit(path, weights, kv_cache, context, int(weights * IMPORT_PER_MODEL_BYTE), available)
+    return ModelFit(path, weights, kv_cache, context, import_bytes(weights), available)
+
+
+def import_bytes(weights_bytes: int) -> int:
+    """The peak memory of converting a model with this many bytes of converted weights."""
+    return int(IMPORT_BASE_BYTES + weights_bytes * IMPORT_PER_MODEL_BYTE)
 
 
 def refuse_if_too_big(gguf_path: str | Path, available_bytes: int | None = None) -> ModelFit:

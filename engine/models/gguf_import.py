@@ -17,6 +17,7 @@ from gguf import GGUFReader
 from engine.errors import ModelError
 from engine.models.chat_templates import settle_chat_template
 from engine.models.decoder_graph import DecoderSpec, DecoderWeights, LayerRope, build_decoder
+from engine.models.external_data import ExternalData
 from engine.models.gguf_weights import embedding_weight, matmul_weight, recording, summarize, to_float
 from engine.models.manifest import atomic_folder, sha256_file, write_manifest
 from engine.models.versions import GGUF_CONVERTER
@@ -48,12 +49,12 @@ def import_gguf(
     spec = decoder_spec(reader, gguf_path)
     tensors = {t.name: t for t in reader.tensors}
     weights = _weights(tensors, gguf_path)
-    with recording() as conversions:  # which tensors were kept exactly, which re-quantized
-        model = build_decoder(spec, weights, lambda f, m: report(0.05 + 0.75 * f, m), accuracy_level)
-    with atomic_folder(out_dir, needed_bytes=folder_bytes(gguf_path)) as tmp:
+    # which tensors were kept exactly, which re-quantized
+    with recording() as conversions, atomic_folder(out_dir, needed_bytes=folder_bytes(gguf_path)) as tmp:
+        with ExternalData(tmp / "model.onnx.data") as store:  # each weight written out as it is made
+            model = build_decoder(spec, weights, lambda f, m: report(0.05 + 0.75 * f, m), accuracy_level, store=store)
         report(0.8, "writing model.onnx")
-        onnx.save_model(model, str(tmp / "model.onnx"), save_as_external_data=True,
-                        all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=1024)
+        onnx.save_model(model, str(tmp / "model.onnx"))  # the graph: its initializers point into the data
         del model
         report(0.9, "writing tokenizer")
         from engine.models.gguf_tokenizer import write_tokenizer_files
