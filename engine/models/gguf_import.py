@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import onnx
 from gguf import GGUFReader
 
@@ -18,7 +19,10 @@ from engine.errors import ModelError
 from engine.models.chat_templates import settle_chat_template
 from engine.models.decoder_graph import DecoderSpec, DecoderWeights, LayerRope, build_decoder
 from engine.models.external_data import ExternalData
-from engine.models.gguf_weights import embedding_weight, matmul_weight, recording, summarize, to_float
+from engine.models.gguf_weights import (
+    CHUNK_VALUES, BlockWeight, concat_rows, embedding_weight, matmul_weight, quantize_blocks, recording, summarize,
+    to_float,
+)
 from engine.models.manifest import atomic_folder, sha256_file, write_manifest
 from engine.models.versions import GGUF_CONVERTER
 
@@ -39,34 +43,50 @@ FOLDER_PER_GGUF_BYTE = 1.55
 
 
 def import_gguf(
-    gguf_path: Path, out_dir: Path, progress: Progress | None = None, *, accuracy_level: int = 4
+    gguf_path: Path, out_dir: Path, progress: Progress | None = None, *, accuracy_level: int = 4,
+    lm_head_bits: int = 8, kv_float16: bool = False,
 ) -> Path:
-    """Convert a GGUF file into an ONNX GenAI folder at `out_dir` (replaced if it exists)."""
+    """Convert a GGUF file into an ONNX GenAI folder at `out_dir` (replaced if it exists).
+
+    lm_head_bits 4 re-quantizes an 8-bit output layer to 4-bit blocks (faster decoding, not
+    exact: see docs/benchmarks.md, issue 19); 8 keeps the file's values. kv_float16: see
+    build_decoder."""
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     report = progress or (lambda fraction, message: None)
     report(0.0, f"reading {gguf_path.name}")
     reader = open_gguf(gguf_path)
     spec = decoder_spec(reader, gguf_path)
     tensors = {t.name: t for t in reader.tensors}
-    weights = _weights(tensors, gguf_path)
+    weights = _weights(tensors, gguf_path, lm_head_bits)
     # which tensors were kept exactly, which re-quantized
     with recording() as conversions, atomic_folder(out_dir, needed_bytes=folder_bytes(gguf_path)) as tmp:
+        report(0.02, "writing tokenizer")
+        token_ids, tokens = _write_tokenizer(reader, tmp)
         with ExternalData(tmp / "model.onnx.data") as store:  # each weight written out as it is made
-            model = build_decoder(spec, weights, lambda f, m: report(0.05 + 0.75 * f, m), accuracy_level, store=store)
+            model = build_decoder(spec, weights, lambda f, m: report(0.05 + 0.75 * f, m), accuracy_level,
+                                  kv_float16, store=store)
         report(0.8, "writing model.onnx")
         onnx.save_model(model, str(tmp / "model.onnx"))  # the graph: its initializers point into the data
         del model
-        report(0.9, "writing tokenizer")
-        from engine.models.gguf_tokenizer import write_tokenizer_files
-
-        token_ids = write_tokenizer_files(reader, tmp)
         _write_json(tmp / "genai_config.json", genai_config(spec, token_ids))
-        template = settle_chat_template(tmp, field(reader, "tokenizer.ggml.tokens") or [],
-                                        str(field(reader, "general.name", gguf_path.stem)))
+        template = settle_chat_template(tmp, tokens, str(field(reader, "general.name", gguf_path.stem)))
         report(0.95, "writing manifest")
         write_manifest(tmp, _source(reader, gguf_path, spec, conversions) | {"chat_template": template})
     report(1.0, "done")
     return out_dir
+
+
+def _write_tokenizer(reader: GGUFReader, folder: Path) -> tuple[dict, list]:
+    """Writes the tokenizer files; returns their special token ids and the vocabulary. The
+    reader's vocabulary and merges are then dropped: it keeps numpy views of every entry (86 MB
+    for SmolLM2's 49k tokens), which would otherwise stay through the weights' conversion."""
+    from engine.models.gguf_tokenizer import write_tokenizer_files
+
+    token_ids = write_tokenizer_files(reader, folder)
+    tokens = field(reader, "tokenizer.ggml.tokens") or []
+    for key in [k for k, f in reader.fields.items() if k.startswith("tokenizer.ggml.") and len(f.data) > 1000]:
+        del reader.fields[key]
+    return token_ids, tokens
 
 
 def folder_bytes(gguf_path: Path) -> int:
@@ -189,7 +209,7 @@ def _refuse_unsupported(reader: GGUFReader, arch: str, path: Path) -> None:
         )
 
 
-def _weights(tensors: dict, path: Path) -> DecoderWeights:
+def _weights(tensors: dict, path: Path, lm_head_bits: int = 8) -> DecoderWeights:
     def tensor(name: str):
         try:
             return tensors[name]
@@ -207,7 +227,8 @@ def _weights(tensors: dict, path: Path) -> DecoderWeights:
 
     def output():
         # Many small models tie the output projection to the token embedding.
-        return matmul_weight(tensors.get("output.weight") or tensor("token_embd.weight"))
+        weight = matmul_weight(tensors.get("output.weight") or tensor("token_embd.weight"))
+        return to_four_bits(weight) if lm_head_bits == 4 else weight
 
     # Llama 3.x's rope_freqs, or LongRoPE's short factors (see _context_length)
     factors = tensors.get("rope_freqs.weight") or tensors.get("rope_factors_short.weight")
@@ -218,6 +239,24 @@ def _weights(tensors: dict, path: Path) -> DecoderWeights:
         output=output,
         rope_factors=None if factors is None else to_float(factors).reshape(-1),
     )
+
+
+def to_four_bits(weight: BlockWeight | np.ndarray) -> BlockWeight | np.ndarray:
+    """An 8-bit block weight re-quantized to 4-bit blocks, a slice of rows at a time."""
+    if not isinstance(weight, BlockWeight) or weight.bits != 8:
+        return weight
+    step = max(1, CHUNK_VALUES // weight.k)
+    return concat_rows([quantize_blocks(dequantized_rows(weight, i, i + step), 4)
+                        for i in range(0, weight.n, step)])
+
+
+def dequantized_rows(weight: BlockWeight, start: int, stop: int) -> np.ndarray:
+    """float32 rows [start:stop] of an 8-bit block weight: (code - 128) * scale (+ offset)."""
+    codes = weight.packed[start:stop].reshape(-1, weight.k // weight.block, weight.block)
+    values = (codes.astype(np.float32) - 128.0) * weight.scales[start:stop, :, None]
+    if weight.offsets is not None:
+        values += weight.offsets[start:stop, :, None]
+    return values.reshape(values.shape[0], weight.k)
 
 
 def genai_config(spec: DecoderSpec, token_ids: dict) -> dict:

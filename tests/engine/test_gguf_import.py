@@ -7,6 +7,7 @@ import json
 
 import gguf
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from gguf import GGMLQuantizationType as QT
@@ -67,7 +68,8 @@ def _run_decoder(folder, prompt, steps):
     session = ort.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
     config = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
     layers, kv, head = config["num_hidden_layers"], config["num_key_value_heads"], config["head_size"]
-    past = {f"past_key_values.{i}.{k}": np.zeros((1, kv, 0, head), np.float32)
+    kv_type = np.float16 if session.get_inputs()[2].type == "tensor(float16)" else np.float32
+    past = {f"past_key_values.{i}.{k}": np.zeros((1, kv, 0, head), kv_type)
             for i in range(layers) for k in ("key", "value")}
     outputs, tokens = [], list(prompt)
     feed_ids = list(prompt)
@@ -134,6 +136,28 @@ def test_fast_int8_kernels_stay_close_to_reference(tmp_path):
     expected = _reference_steps(source, PROMPT, DECODE)
     for row_got, row_expected in zip(got, expected):
         assert np.corrcoef(row_got, row_expected)[0, 1] > 0.995
+
+
+def test_float16_kv_cache_option_stays_close_to_reference(tmp_path):
+    """kv_float16: attention and its cache in float16 (an option: issue 19's measurements)."""
+    source = write_tiny_gguf(tmp_path / "tiny.gguf", weight_type="Q4_1")
+    folder = import_gguf(source, tmp_path / "model", accuracy_level=0, kv_float16=True)
+    got = _run_decoder(folder, PROMPT, DECODE)
+    expected = _reference_steps(source, PROMPT, DECODE)
+    np.testing.assert_allclose(got, expected, atol=2e-3 * np.abs(expected).max(), rtol=0)
+
+
+def test_four_bit_output_layer_option(tmp_path):
+    """lm_head_bits=4 re-quantizes the 8-bit (tied Q8_0) output layer to 4-bit blocks."""
+    source = write_tiny_gguf(tmp_path / "tiny.gguf", weight_type="Q4_0", embed_type="Q8_0")
+    folder = import_gguf(source, tmp_path / "model", accuracy_level=0, lm_head_bits=4)
+    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)
+    head = next(n for n in model.graph.node if n.output[0] == "logits")
+    assert next(a.i for a in head.attribute if a.name == "bits") == 4
+    got = _run_decoder(folder, PROMPT, DECODE)
+    expected = _reference_steps(source, PROMPT, DECODE)
+    for row_got, row_expected in zip(got, expected):
+        assert np.corrcoef(row_got, row_expected)[0, 1] > 0.99
 
 
 def test_import_writes_a_complete_genai_folder(tmp_path):
