@@ -155,8 +155,41 @@ def _by_row_chunks(convert, rows: np.ndarray, k: int, kind: QT) -> BlockWeight:
     """convert(rows, k, kind) over slices of rows: a dequantized float32 copy of a whole output
     layer (152k x 896 for Qwen2.5) would add half a GB to the import's peak."""
     step = max(1, CHUNK_VALUES // k)
-    parts = [convert(rows[i:i + step], k, kind) for i in range(0, rows.shape[0], step)]
-    return parts[0] if len(parts) == 1 else concat_rows(parts)
+    first = convert(rows[:step], k, kind)
+    if rows.shape[0] <= step:
+        return first
+    # each slice goes into arrays of the whole tensor: joining the slices at the end would hold
+    # the largest tensor (an output layer) twice
+    whole = _RowFiller(first, rows.shape[0])
+    for start in range(step, rows.shape[0], step):
+        whole.put(start, convert(rows[start:start + step], k, kind))
+    return whole.weight()
+
+
+class _RowFiller:
+    """A BlockWeight of n rows, filled slice by slice (slices alike but for their offsets)."""
+
+    def __init__(self, first: BlockWeight, n: int):
+        self.first = first
+        self.packed = np.empty((n, *first.packed.shape[1:]), first.packed.dtype)
+        self.scales = np.empty((n, *first.scales.shape[1:]), first.scales.dtype)
+        self.zero_points = None if first.zero_points is None else np.empty(
+            (n, *first.zero_points.shape[1:]), first.zero_points.dtype)
+        self.offsets = None
+        self.put(0, first)
+
+    def put(self, start: int, part: BlockWeight) -> None:
+        stop = start + part.n
+        self.packed[start:stop], self.scales[start:stop] = part.packed, part.scales
+        if self.zero_points is not None:
+            self.zero_points[start:stop] = part.zero_points
+        if part.offsets is not None:
+            if self.offsets is None:  # slices before had none: zero offsets
+                self.offsets = np.zeros(self.scales.shape, np.float32)
+            self.offsets[start:stop] = part.offsets
+
+    def weight(self) -> BlockWeight:
+        return BlockWeight(self.first.bits, self.packed, self.scales, self.zero_points, self.offsets, self.first.block)
 
 
 def _requantize(rows: np.ndarray, k: int, kind: QT) -> BlockWeight:

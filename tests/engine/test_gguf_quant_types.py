@@ -146,6 +146,20 @@ def test_big_tensors_convert_by_row_chunks_alike(tmp_path, monkeypatch, kind):
         assert np.array_equal(as_float(sub_block_weight(tensor)), as_float(in_one))
 
 
+def test_row_slices_without_offsets_get_zero_ones_beside_slices_with_them(monkeypatch):
+    monkeypatch.setattr(gguf_weights, "CHUNK_VALUES", 2 * 64)  # slices of 2 rows
+    rows = np.arange(4 * 64, dtype=np.float32).reshape(4, 64)
+
+    def convert(part, k, kind):  # offsets in the second slice only
+        offsets = np.full((part.shape[0], 2), 7.0, np.float32) if part[0, 0] >= 128 else None
+        return gguf_weights.BlockWeight(8, part.astype(np.uint8).reshape(-1, 2, 32),
+                                        np.ones((part.shape[0], 2), np.float32), None, offsets)
+
+    weight = gguf_weights._by_row_chunks(convert, rows, 64, QT.Q8_0)
+    assert np.array_equal(weight.packed.reshape(4, 64), rows.astype(np.uint8))
+    assert np.array_equal(weight.offsets, [[0, 0], [0, 0], [7, 7], [7, 7]])
+
+
 @pytest.mark.parametrize("kind", ["Q6_K", "Q2_K"])
 def test_blocks_of_16_through_the_decoder_are_exact(tmp_path, monkeypatch, kind):
     """SUB_BLOCKS_OF_16 on: MatMulNBits and the block sums of Q2_K's offsets take blocks of 16.
