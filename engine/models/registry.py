@@ -490,6 +490,8 @@ def import_model(path: str | Path, paths: AppPaths, progress: Progress | None = 
     data dir; returns its folder. A GGUF model too big for this machine's free memory is
     refused (engine.models.fit) unless `force`."""
     path = Path(path).expanduser()
+    if not path.exists():
+        raise ModelError(f"'{path}' does not exist; check the path of the model to import.")
     name = _name_for(path)
     if path.is_file() and path.suffix.lower() == ".gguf" and not force:
         from engine.models.fit import refuse_if_too_big

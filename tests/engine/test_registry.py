@@ -137,8 +137,8 @@ def test_imports_that_are_refused(paths, tmp_path):
     text.write_text("hello", encoding="utf-8")
     with pytest.raises(ModelError, match="neither a .gguf file nor a folder"):
         import_model(text, paths)
-    with pytest.raises(ModelError, match="neither a .gguf file nor a folder"):
-        import_model(tmp_path / "does-not-exist", paths)
+    with pytest.raises(ModelError, match="does-not-exist.gguf' does not exist; check the path"):
+        import_model(tmp_path / "does-not-exist.gguf", paths)
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ModelError, match="neither a .gguf file nor a folder"):
