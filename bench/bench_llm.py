@@ -13,6 +13,13 @@ subprocess so that peak RSS is per engine. Each measurement is repeated; medians
     python bench/bench_llm.py                  # table on stdout, section in docs/benchmarks.md
     python bench/bench_llm.py --json out.json  # also every repetition as JSON ('-' = stdout)
     python bench/bench_llm.py --compare-graphs DIR_A DIR_B   # ONNX graph differences
+    python bench/bench_llm.py --shape qwen3-1.7b --engines ours,llama.cpp   # issue 19's shapes
+
+--shape runs a random-weight GGUF of a real model's shape (bench/gguf_shapes.py) instead of the
+built-in model; its prompts are random token ids. An engine "ours:OPTION=VALUE+..." imports with
+those import_gguf options (e.g. ours:lm_head_bits=4); "ours:so.KEY=VALUE" sets a session option
+in that copy's genai_config.json (e.g. so.enable_cpu_mem_arena=false); "ours:no_offsets" drops the Q4_1
+offset subgraph (wrong results: it measures that subgraph's cost).
 
 Scratch files (imported models, checkpoints, logs) go to bench/.cache/.
 """
@@ -35,6 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchdoc import update_section  # bench/ is on sys.path when run as a script
+from gguf_shapes import SHAPES, shape_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
@@ -153,21 +161,67 @@ def prepare_tokenizer(gguf_file: Path, out_dir: Path) -> Path:
     return out_dir
 
 
-def prepare_ours(gguf_file: Path, out_dir: Path) -> Path:
+def parse_variant(name: str) -> tuple[dict, dict, bool]:
+    """"ours:lm_head_bits=4+so.X=1+no_offsets" -> import options, session options, no_offsets."""
+    options, session, no_offsets = {}, {}, False
+    for part in filter(None, name.partition(":")[2].split("+")):
+        key, _, value = part.partition("=")
+        if key == "no_offsets":
+            no_offsets = True
+        elif key.startswith("so."):  # a genai session option, e.g. so.enable_cpu_mem_arena
+            session[key] = json.loads(value)
+        else:
+            options[key] = json.loads(value) if value[:1].isdigit() or value in ("true", "false") else value
+    return options, session, no_offsets
+
+
+def prepare_ours(gguf_file: Path, out_dir: Path, variant: str = "ours") -> Path:
     importer = ROOT / "engine/models/gguf_import.py"
     if not importer.exists():
         raise RuntimeError("engine/models/gguf_import.py is not there yet")
-    key = {"gguf": file_key(gguf_file),
+    options, session, no_offsets = parse_variant(variant)
+    key = {"gguf": file_key(gguf_file), "variant": variant,
            "engine": sources_key(list((ROOT / "engine/models").glob("*.py")))}
     if not cached(out_dir, key):
         from engine.models.gguf_import import import_gguf
 
-        log("importing the GGUF with engine.models.gguf_import")
+        log(f"importing the GGUF with engine.models.gguf_import {options or ''}")
         started = time.perf_counter()
-        import_gguf(gguf_file, out_dir)
+        import_gguf(gguf_file, out_dir, **options)
+        if session:
+            set_session_options(out_dir, session)
+        if no_offsets:
+            drop_offsets(out_dir)
         stamp(out_dir, key)
         log(f"imported in {time.perf_counter() - started:.1f} s")
     return out_dir
+
+
+def set_session_options(folder: Path, options: dict) -> None:
+    path = folder / "genai_config.json"
+    config = json.loads(path.read_text())
+    session = config["model"]["decoder"]["session_options"]
+    for key, value in options.items():  # genai's keys only: it refuses onnxruntime config entries
+        session[key[3:]] = value
+    path.write_text(json.dumps(config, indent=1))
+
+
+def drop_offsets(folder: Path) -> None:
+    """Rewire every "y + offsets" Add to y alone (the subgraph's cost; the model turns wrong)."""
+    import onnx
+
+    model = onnx.load(str(folder / "model.onnx"), load_external_data=False)  # data file untouched
+    graph = model.graph
+    adds = {n.output[0]: n.input[0] for n in graph.node if n.name.rsplit("_", 1)[0].endswith("/plus_offsets")}
+    for node in graph.node:
+        node.input[:] = [adds.get(i, i) for i in node.input]
+    for out in graph.output:
+        if out.name in adds:
+            raise RuntimeError("an offset Add feeds a graph output")
+    keep = [n for n in graph.node if n.output[0] not in adds]
+    del graph.node[:]
+    graph.node.extend(keep)
+    onnx.save_model(model, str(folder / "model.onnx"))
 
 
 def unpermute_rotary(weight, heads: int):
@@ -313,6 +367,14 @@ def ensure_llama_cpp(allow_install: bool) -> None:
 # prompts
 
 
+def random_prompts(vocab: int, lengths: list[int]) -> dict[int, list[int]]:
+    """Random token ids (a random-weight model has no text worth encoding), past the specials."""
+    import numpy as np
+
+    stream = np.random.default_rng(1).integers(300, vocab, size=max(lengths)).tolist()
+    return {n: stream[:n] for n in lengths}
+
+
 def build_prompts(tokenizer_dir: Path, lengths: list[int]) -> dict[int, list[int]]:
     """Token ids of exactly n tokens each: the prose above, repeated, cut at n tokens."""
     from tokenizers import Tokenizer
@@ -443,7 +505,8 @@ def worker(kind: str, model: str, spec_file: str) -> None:
         runner = LlamaCppRunner(model, threads, n_ctx)
     load_s = time.perf_counter() - start
     rss_after_load = peak_rss_mib()
-    for n in sorted(prompts):  # warm-up: first-run allocations, page faults, weight prepacking
+    warm = sorted(prompts) if spec.get("warmup", "all") == "all" else [min(prompts)]
+    for n in warm:  # warm-up: first-run allocations, page faults, weight prepacking
         runner.generate(prompts[n], 4)
     result = {"load_s": load_s, "rss_after_load_mib": rss_after_load,
               "runs": {str(n): {"ttft_s": [], "decode_s": []} for n in prompts}}
@@ -463,10 +526,18 @@ def worker(kind: str, model: str, spec_file: str) -> None:
     print(RESULT_PREFIX + json.dumps(result), flush=True)
 
 
+def worker_python(kind: str) -> str:
+    """llama.cpp runs in .venv-llama (llama-cpp-python built from source) when this one lacks it."""
+    other = ROOT / ".venv-llama" / "bin" / "python"
+    if kind == "llama.cpp" and not importable("llama_cpp") and other.exists():
+        return str(other)
+    return sys.executable
+
+
 def run_worker(kind: str, model: Path, spec_file: Path, threads: int) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--worker", kind, "--model", str(model),
+        [worker_python(kind), str(Path(__file__).resolve()), "--worker", kind, "--model", str(model),
          "--spec", str(spec_file)], capture_output=True, text=True, env=env, cwd=ROOT)
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_PREFIX):
@@ -479,13 +550,19 @@ def run_worker(kind: str, model: Path, spec_file: Path, threads: int) -> dict:
 # the run
 
 
+def ours_folder(name: str, shape: str | None) -> Path:
+    suffix = "".join(c if c.isalnum() or c in "._=" else "-" for c in name[len("ours"):])
+    return CACHE / (f"ours-{shape}{suffix}" if shape else f"ours{suffix}")
+
+
 def prepare_engines(names: list[str], gguf_file: Path, tokenizer_dir: Path,
-                    allow_install: bool) -> dict[str, dict]:
+                    allow_install: bool, shape: str | None = None) -> dict[str, dict]:
     engines = {}
     for name in names:
         try:
-            if name == "ours":
-                engines[name] = {"kind": "genai", "model": prepare_ours(gguf_file, CACHE / "ours")}
+            if name == "ours" or name.startswith("ours:"):
+                folder = prepare_ours(gguf_file, ours_folder(name, shape), name)
+                engines[name] = {"kind": "genai", "model": folder}
             elif name in OFFICIAL_VARIANTS:
                 path = prepare_official(gguf_file, tokenizer_dir, name, allow_install)
                 engines[name] = {"kind": "genai", "model": path}
@@ -493,7 +570,8 @@ def prepare_engines(names: list[str], gguf_file: Path, tokenizer_dir: Path,
                 prepare_official(gguf_file, tokenizer_dir, "official", allow_install)
                 engines[name] = {"kind": "transformers", "model": CACHE / "hf-checkpoint"}
             elif name == "llama.cpp":
-                ensure_llama_cpp(allow_install)
+                if worker_python("llama.cpp") == sys.executable:
+                    ensure_llama_cpp(allow_install)
                 engines[name] = {"kind": "llama.cpp", "model": gguf_file}
             else:
                 raise SystemExit(f"unknown engine {name!r}; known: {', '.join(ALL_ENGINES)}")
@@ -620,20 +698,23 @@ def table(summary: dict, lengths: list[int], new_tokens: int) -> str:
 
 
 def ratios(summary: dict, lengths: list[int]) -> list[str]:
-    ours = summary.get("ours", {})
-    if "ttft_s" not in ours:
-        return []
     out = []
     short, long = str(min(lengths)), str(max(lengths))
-    for peer in ("official", "llama.cpp"):
-        other = summary.get(peer, {})
-        if "ttft_s" not in other:
+    for name, ours in summary.items():
+        if not name.startswith("ours") or "ttft_s" not in ours:
             continue
-        out.append(f"- ours / {peer}: prompt speed x{other['ttft_s'][long] / ours['ttft_s'][long]:.2f} "
-                   f"(at {long} tokens), decode speed "
-                   f"x{ours['decode_tok_s'][short] / other['decode_tok_s'][short]:.2f} "
-                   f"(after {short}), x{ours['decode_tok_s'][long] / other['decode_tok_s'][long]:.2f} "
-                   f"(after {long}); > 1 means ours is faster.")
+        for peer in ("official", "llama.cpp"):
+            other = summary.get(peer, {})
+            if "ttft_s" not in other:
+                continue
+            out.append(
+                f"- {name} / {peer}: prompt speed x{other['ttft_s'][short] / ours['ttft_s'][short]:.2f} "
+                f"(at {short} tokens), x{other['ttft_s'][long] / ours['ttft_s'][long]:.2f} "
+                f"(at {long}), decode speed "
+                f"x{ours['decode_tok_s'][short] / other['decode_tok_s'][short]:.2f} "
+                f"(after {short}), x{ours['decode_tok_s'][long] / other['decode_tok_s'][long]:.2f} "
+                f"(after {long}), peak memory x{ours['peak_rss_mib'] / other['peak_rss_mib']:.2f}; "
+                "> 1 means ours is faster (memory: larger).")
     return out
 
 
@@ -827,22 +908,30 @@ def run_benchmark(args: argparse.Namespace) -> dict:
     CACHE.mkdir(parents=True, exist_ok=True)
     lengths = sorted(int(n) for n in args.prompt_lengths.split(","))
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
-    gguf_file = gguf_path()
-    tokenizer_dir = prepare_tokenizer(gguf_file, CACHE / "tokenizer")
-    engines = prepare_engines(names, gguf_file, tokenizer_dir, not args.no_install)
+    if args.shape:
+        gguf_file = shape_file(args.shape, CACHE / "shapes")
+        prompts, tokenizer_dir = random_prompts(SHAPES[args.shape].vocab, lengths), None
+    else:
+        gguf_file = gguf_path()
+        tokenizer_dir = prepare_tokenizer(gguf_file, CACHE / "tokenizer")
+        prompts = build_prompts(tokenizer_dir, lengths)
+    engines = prepare_engines(names, gguf_file, tokenizer_dir, not args.no_install, args.shape)
     spec_file = CACHE / "prompts.json"
     spec_file.write_text(json.dumps({
-        "prompts": {str(n): ids for n, ids in build_prompts(tokenizer_dir, lengths).items()},
+        "prompts": {str(n): ids for n, ids in prompts.items()},
         "new_tokens": args.new_tokens, "threads": args.threads, "check_tokens": 16,
+        "warmup": args.warmup,
         "inner": args.inner}))
     runs = measure(engines, spec_file, args.reps, args.threads)
     reference = "llama.cpp" if "llama.cpp" in names else None
     # the command that reproduces the measurement: the options that differ from the defaults
     options = []
-    for flag, value, default in (("--engines", args.engines, ",".join(ENGINES)),
+    for flag, value, default in (("--shape", args.shape, None),
+                                 ("--engines", args.engines, ",".join(ENGINES)),
                                  ("--reps", args.reps, 5), ("--inner", args.inner, 3),
                                  ("--threads", args.threads, 2),
                                  ("--new-tokens", args.new_tokens, 128),
+                                 ("--warmup", args.warmup, "all"),
                                  ("--prompt-lengths", args.prompt_lengths, "64,512,1500")):
         if value != default:
             options += [flag, str(value)]
@@ -870,6 +959,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inner", type=int, default=3,
                         help="measured generations per prompt length inside each repetition")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--warmup", choices=("all", "shortest"), default="all",
+                        help="warm-up generations at every prompt length, or the shortest only "
+                             "(a large model's long prompt costs a minute)")
+    parser.add_argument("--shape", choices=sorted(SHAPES),
+                        help="a random-weight GGUF of this model's shape instead of the built-in "
+                             "model (implies --no-doc: the doc's section is the built-in model's)")
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--prompt-lengths", default="64,512,1500")
     parser.add_argument("--json", nargs="?", const="-", metavar="PATH",
@@ -895,6 +990,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.reps < 1:
         parser.error("--reps must be at least 1")
+    if args.shape:
+        args.no_doc = True
 
     if args.from_json:
         payload = json.loads(args.from_json.read_text())
