@@ -20,7 +20,7 @@ from engine.paths import AppPaths
 QA_DIR = Path(__file__).resolve().parents[1] / "qa"
 SETS = (QA_DIR / "r_manuals_dev.jsonl", QA_DIR / "dev_mixed.jsonl")
 COLLECTION = "dev-sets"
-SAMPLE_ANSWERABLE, SAMPLE_UNANSWERABLE = 8, 2  # per family, for the full answers
+SAMPLE_ANSWERABLE, SAMPLE_UNANSWERABLE = 4, 1  # per family, for the full answers
 
 # Issue 13's targets, for the report; the floors below are what CI holds.
 TARGETS = {"hit@5": 0.92, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_accuracy": 0.90,
@@ -30,10 +30,13 @@ TARGETS = {"hit@5": 0.92, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_a
 # 0.653, lowest family hit@5 0.762, refusal accuracy 0.896, false refusals 0.027; on the sample,
 # keyword hit (whole answer) 0.475, lead hit 0.450, no loops, every repeat identical. With the
 # worked example and 2 passages for the model: keyword hit 0.500, model text alone 0.075 (was 0.025).
+# The sample CI answers is now 4 answerable and 1 unanswerable question per family (it was 8 and
+# 2: half the time); on it: keyword hit 0.600, model text alone 0.100, lead hit 0.500, no loops,
+# every repeat identical. Each answer floor sits one question (0.05) under that.
 RETRIEVAL_FLOORS = {"hit@5": 0.84, "hit@10": 0.89, "mrr@5": 0.63, "refusal_accuracy": 0.88}
 LOWEST_FAMILY_HIT5 = 0.72
 MAX_FALSE_REFUSALS = 0.05  # the target
-ANSWER_FLOORS = {"keyword_hit_rate": 0.45, "keyword_hit_generated": 0.05, "lead_hit_rate": 0.40,
+ANSWER_FLOORS = {"keyword_hit_rate": 0.55, "keyword_hit_generated": 0.05, "lead_hit_rate": 0.45,
                  "deterministic_rate": 1.0}  # the last: the target
 MAX_LOOP_RATE = 0.0  # the target
 
