@@ -5,7 +5,7 @@ PYTHON ?= python3
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup system-libs prepare run test test-fast test-packaging manuals llama-server bench soak dist docker clean
+.PHONY: setup system-libs prepare run test test-deps test-fast test-packaging manuals llama-server bench soak dist docker clean
 
 # the app alone (`pip install -e .`); the tests and the installers add their extras on top
 setup: $(VENV)/.installed
@@ -48,9 +48,12 @@ $(LLAMA_VENV)/.installed:
 		--no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36"
 	touch $@
 
-# the packaging tests in it build the installer: PyInstaller too
-test: $(VENV)/.installed-test $(VENV)/.installed-dist manuals llama-server
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+# what the whole suite needs; the packaging tests in it build the installer: PyInstaller too
+test-deps: $(VENV)/.installed-test $(VENV)/.installed-dist manuals llama-server
+
+# the slowest tests are listed at the end, so a CI log shows where its time went
+test: test-deps
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q --durations=25
 
 test-fast: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not slow"
