@@ -297,6 +297,9 @@ def rss_mb(pid: int | str = "self") -> float:
     return float("nan")
 
 
+ANSWERS_WHILE_INDEXING = 6
+
+
 @pytest.mark.slow
 def test_the_window_never_stalls_while_indexing_and_answering(qtbot, data, builtin_llm_dir, manuals_dir,
                                                               capsys):
@@ -305,12 +308,15 @@ def test_the_window_never_stalls_while_indexing_and_answering(qtbot, data, built
     qtbot.waitUntil(lambda: window.index.stats != (0, 0), timeout=INDEX_MS)
     heartbeat = Heartbeat()
     heartbeat.start()
-    manuals = [manuals_dir / "R-data.pdf", manuals_dir / "R-FAQ.pdf"]
+    manuals = [manuals_dir / "R-data.pdf"]  # 41 pages: several answers while it is indexed
     drop(window, manuals)
     qtbot.waitUntil(lambda: status_of(window, manuals[0]) == "indexing", timeout=INDEX_MS)
     answered = []
-    while window.index.busy:  # keep asking while the manuals are being indexed
+    # questions while the manual is indexed; each answer slows the indexing down (the model takes
+    # the cores), so a few, then the rest of the indexing watched alone
+    while window.index.busy and len(answered) < ANSWERS_WHILE_INDEXING:
         answered.append(ask(qtbot, window))
+    qtbot.waitUntil(lambda: not window.index.busy, timeout=INDEX_MS)
     heartbeat.stop()
     assert all(status_of(window, m) == "ready" for m in manuals)
     assert answered and answered[0].stats.answerable and answered[0].stats.new_tokens > 0
