@@ -60,7 +60,8 @@ class ModelFit:
             f"({_gb(self.weights_bytes)} for its weights, {_gb(self.kv_cache_bytes)} for a context "
             f"of {self.context_length:,} tokens), and this machine has {_gb(self.available_bytes or 0)} "
             "available. Choose a smaller quantization of it (Q4_K_M rather than Q8_0 or F16) or a "
-            "smaller model, or close other programs; to try anyway, import it with --force."
+            "smaller model, or close other programs; to try anyway, import it with "
+            f"'offline-assistant-cli models import --force \"{self.path}\"'."
         )
 
 

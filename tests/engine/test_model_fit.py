@@ -56,7 +56,7 @@ def test_cli_import_refuses_then_forces(tiny, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(fit, "available_memory", lambda: 100_000_000)
     data = str(tmp_path / "data")
     assert main(["models", "import", str(tiny), "--data-dir", data]) == 1
-    assert "import it with --force" in capsys.readouterr().err
+    assert f"import it with 'offline-assistant-cli models import --force \"{tiny}\"'" in capsys.readouterr().err
     assert main(["models", "import", str(tiny), "--force", "--data-dir", data]) == 0
 
 
