@@ -9,7 +9,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +52,6 @@ def main() -> None:
             peak, size, seconds = run.stdout.split()
             print(f"{gguf.name}: peak {peak} MiB, folder {size} MB, {seconds} s "
                   f"(GGUF {gguf.stat().st_size / 1e6:.1f} MB)")
-        time.sleep(0.1)
 
 
 if __name__ == "__main__":
