@@ -24,6 +24,7 @@ active, so an import can tell the user which tensors were re-quantized.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -376,26 +377,27 @@ def concat_rows(weights: list[BlockWeight | np.ndarray]) -> BlockWeight | np.nda
     )
 
 
-
 def summarize(record: dict[str, Conversion]) -> dict:
     """What a manifest keeps about the conversion: the GGUF types (most tensors first), the
     re-quantized ones (type -> what they became, how many tensors) and a one-line summary,
     e.g. "Q4_K kept exactly as int4 x169; Q6_K re-quantized as int8 x29"."""
-    counts: dict[str, int] = {}
-    lines: dict[str, int] = {}
+    conversions = list(record.values())
+    counts = Counter(c.gguf_type for c in conversions)
+    lines = Counter(c.describe() for c in conversions)
     requantized: dict[str, dict] = {}
-    for conversion in record.values():
-        counts[conversion.gguf_type] = counts.get(conversion.gguf_type, 0) + 1
-        lines[conversion.describe()] = lines.get(conversion.describe(), 0) + 1
+    for conversion in conversions:
         if not conversion.exact:
             entry = requantized.setdefault(conversion.gguf_type, {"to": conversion.stored, "tensors": 0})
             entry["tensors"] += 1
-    most_first = lambda counted: sorted(counted, key=lambda key: (-counted[key], key))  # noqa: E731
     return {
-        "gguf_types": most_first(counts),
+        "gguf_types": _most_first(counts),
         "requantized": requantized,
-        "summary": "; ".join(f"{line} x{lines[line]}" for line in most_first(lines)),
+        "summary": "; ".join(f"{line} x{lines[line]}" for line in _most_first(lines)),
     }
+
+
+def _most_first(counted: Counter) -> list[str]:
+    return sorted(counted, key=lambda key: (-counted[key], key))
 
 
 def embedding_bytes_per_value(kind: QT) -> float:
