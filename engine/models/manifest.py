@@ -91,13 +91,19 @@ def atomic_folder(final: Path, needed_bytes: int | None = None) -> Iterator[Path
 
 
 def _swap_in(tmp: Path, final: Path) -> None:
-    old = None
-    if final.exists():
-        old = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
-        os.replace(final, old)
+    old = set_aside(final) if final.exists() else None
     os.replace(tmp, final)
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def set_aside(folder: Path) -> Path:
+    """Renames `folder` in one step to a hidden name that remove_stale_temporaries deletes, and
+    returns that name: a crash before it is deleted leaves a leftover, never half a model.
+    OSError (a folder in use on Windows) is the caller's."""
+    aside = folder.parent / f".{folder.name}.old-{uuid.uuid4().hex[:8]}"
+    os.replace(folder, aside)
+    return aside
 
 
 def _tree_size(folder: Path) -> int:

@@ -11,11 +11,9 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import os
 import re
 import shutil
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +26,7 @@ from engine.models.manifest import (
     first_mismatch,
     read_manifest,
     remove_stale_temporaries,
+    set_aside,
     sha256_file,
     verify_manifest,
     write_manifest,
@@ -458,9 +457,8 @@ def remove_model(paths: AppPaths, name: str) -> None:
     folder = paths.models / name
     if Path(name).name != name or name.startswith(".") or not folder.is_dir():
         raise ModelError(f"No model named '{name}' is installed; nothing was removed.")
-    aside = paths.models / f".{name}.old-{uuid.uuid4().hex[:8]}"
     try:
-        os.replace(folder, aside)
+        aside = set_aside(folder)
     except OSError as exc:
         raise ModelError(f"The model '{name}' could not be removed ({exc}); if it is answering, "
                          "choose another model first.") from exc
