@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.models import ModelsController
-from engine.models.catalog import MEASURE_TOKENS, MIN_TOKENS, LLMEntry
+from engine.models.catalog import MEASURE_TOKENS, MIN_TOKENS, LLMEntry, size_text
 from engine.models.registry import BUILTIN_LLM
 
 BUILTIN = f"{BUILTIN_LLM.name} (built-in)"
@@ -49,13 +49,6 @@ IN_USE_TIP = "Answers use this model now; choose another one and press OK before
 def model_files(paths: list[str]) -> list[str]:
     """The .gguf files among dropped paths: they are models to import, not documents."""
     return [p for p in paths if p.lower().endswith(".gguf") and Path(p).is_file()]
-
-
-def size_text(size_bytes: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if size_bytes >= scale:
-            return f"{size_bytes / scale:.1f} {unit}"
-    return f"{size_bytes} bytes"
 
 
 class ModelsPage(QWidget):

@@ -38,6 +38,7 @@ def add_commands(commands) -> None:
 
 
 def _models_list(args) -> int:
+    from engine.models.catalog import size_text
     from engine.models.registry import list_models
 
     infos = list_models(paths_of(args), args.provider, verify=args.verify)
@@ -46,7 +47,7 @@ def _models_list(args) -> int:
             print(json.dumps(info.to_dict()))
         return 0
     header = ("NAME", "KIND", "SOURCE", "SIZE", "QUANTIZATION", "LICENCE", "STATUS", "PROVIDER")
-    rows = [(i.name, i.kind, i.source, _size(i.size_bytes), i.quantization or "-", i.licence,
+    rows = [(i.name, i.kind, i.source, size_text(i.size_bytes), i.quantization or "-", i.licence,
              i.status, i.provider) for i in infos]
     print(_table([header, *rows]))
     for line in _notes(infos):
@@ -116,15 +117,6 @@ def _models_remove(args) -> int:
     remove_model(paths_of(args), args.name)
     print(visible(f"Removed '{args.name}'"))
     return 0
-
-
-def _size(size_bytes: int) -> str:
-    size = float(size_bytes)
-    for unit in ("B", "kB", "MB", "GB"):
-        if size < 1000 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1000
-    return f"{size:.1f} GB"
 
 
 def _table(rows: list[tuple]) -> str:

@@ -84,6 +84,16 @@ def _entry(info: ModelInfo, speeds: dict) -> LLMEntry:
     )
 
 
+def size_text(size_bytes: int) -> str:
+    """A model's size as people read it, in decimal units: "98.4 MB"."""
+    size = float(size_bytes)
+    for unit in ("B", "kB", "MB"):
+        if size < 1000:
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{size:.1f} GB"
+
+
 def _genai_model_config(folder: Path | None) -> dict:
     if folder is None:
         return {}
