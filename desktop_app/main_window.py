@@ -338,17 +338,25 @@ class MainWindow(QMainWindow):
         self._show_import_dialog(f"Importing {Path(files[0]).name}…")
         return True
 
-    def _show_import_dialog(self, text: str) -> None:
-        dialog = QProgressDialog(text, "&Cancel", 0, 100, self)
-        dialog.setWindowTitle("Importing a model")
-        dialog.setObjectName("importDialog")
-        dialog.setWindowModality(Qt.WindowModality.NonModal)  # questions can be asked meanwhile
+    def _progress_box(self, text: str, title: str, name: str, cancel: str | None = None) -> QProgressDialog:
+        """A progress box that leaves the window usable (documents added, questions asked
+        meanwhile), shown at once and kept open at 100 % until it is closed."""
+        dialog = QProgressDialog(text, cancel or "", 0, 100, self)
+        dialog.setWindowTitle(title)
+        if cancel is None:
+            dialog.setCancelButton(None)
+        dialog.setWindowModality(Qt.WindowModality.NonModal)
         dialog.setMinimumDuration(0)
         dialog.setAutoClose(False)
         dialog.setAutoReset(False)
-        dialog.setAccessibleName("Importing a model")
-        dialog.canceled.connect(self.models.cancel_import)
+        dialog.setAccessibleName(name)
         dialog.setValue(0)
+        return dialog
+
+    def _show_import_dialog(self, text: str) -> None:
+        dialog = self._progress_box(text, "Importing a model", "Importing a model", "&Cancel")
+        dialog.setObjectName("importDialog")
+        dialog.canceled.connect(self.models.cancel_import)
         self._close_import_dialog()
         self.import_dialog = dialog
         dialog.show()
@@ -443,23 +451,15 @@ class MainWindow(QMainWindow):
         self.chat.set_ready(False, "Preparing the built-in model (once, about 10 s); "
                                    "you can add documents meanwhile.")
         self.model_label.setText("Model: preparing…")
-        dialog = QProgressDialog("Preparing the built-in model…", "", 0, 100, self)
-        dialog.setWindowTitle("First start")
-        dialog.setCancelButton(None)
-        dialog.setWindowModality(Qt.WindowModality.NonModal)  # documents can be added meanwhile
-        dialog.setMinimumDuration(0)
-        dialog.setAutoClose(False)
-        dialog.setAutoReset(False)
-        dialog.setAccessibleName("Preparing the built-in model")
-        dialog.setValue(0)
-        self.prepare_dialog = dialog
+        self.prepare_dialog = self._progress_box("Preparing the built-in model…", "First start",
+                                                 "Preparing the built-in model")
         job = PrepareJob(self.paths, self)
         job.progress.connect(self._on_prepare_progress)
         job.finished.connect(self._on_prepared)
         job.failed.connect(self._on_prepare_failed)
         self._prepare_job = job
         job.start()
-        dialog.show()
+        self.prepare_dialog.show()
 
     def _on_prepare_progress(self, fraction: float, message: str) -> None:
         if self.prepare_dialog is not None:
@@ -587,7 +587,7 @@ class MainWindow(QMainWindow):
             self.index.shutdown()
             self.models.shutdown()
             self._close_import_dialog()
-            if self._prepare_job is not None and self._prepare_job.is_running():
+            if self._preparing():
                 self._prepare_job.wait()
             self._close_prepare_dialog()
         super().closeEvent(event)
