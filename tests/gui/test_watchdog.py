@@ -140,7 +140,8 @@ class Supervisor:
             now = time.monotonic()
             if self.process.poll() is not None:
                 self._record(f"exit {self.process.returncode}", self.process.pid)
-                time.sleep(RESTART_S)
+                if self._stop.wait(RESTART_S):  # systemd's RestartSec; a stop meanwhile starts nothing
+                    break
                 self._start()
                 started = last_ping = time.monotonic()
                 ready, stopping_at = False, None
