@@ -42,9 +42,19 @@ manuals:
 LLAMA_VENV ?= .venv-llama
 llama-server: $(LLAMA_VENV)/.installed
 
+# Built for this CPU, but without AMX: ggml uses AMX tiles whenever -march=native offers them, and
+# on VMs whose hypervisor does not hand over the tile state ldtilecfg faults (measured: every
+# eval crashed in ggml_backend_amx_mul_mat on a Xeon guest). No wheel cache: pip would reuse a
+# wheel built with other flags, or for another CPU.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=ON
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS += "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
+	"-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+endif
+
 $(LLAMA_VENV)/.installed:
 	$(PYTHON) -m venv $(LLAMA_VENV)
-	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=ON}" $(LLAMA_VENV)/bin/pip install --quiet \
+	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(LLAMA_VENV)/bin/pip install --quiet --no-cache-dir \
 		--no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36"
 	touch $@
 

@@ -404,6 +404,7 @@ class GenAIRunner:
     def __init__(self, model_dir: str, threads: int):
         import onnxruntime_genai as og
 
+        sys.path.insert(0, str(ROOT))  # the engine's prompt feeding, below
         self.og = og
         config = og.Config(model_dir)
         config.clear_providers()  # CPU
@@ -412,7 +413,7 @@ class GenAIRunner:
         self.model = og.Model(config)
 
     def generate(self, ids: list[int], new_tokens: int) -> tuple[float, float, list[int]]:
-        import numpy as np
+        from engine.llm.local import append_prompt
 
         og = self.og
         total = len(ids) + new_tokens
@@ -421,7 +422,7 @@ class GenAIRunner:
         params.set_search_options(max_length=total, min_length=total, do_sample=False)
         start = time.perf_counter()
         generator = og.Generator(self.model, params)
-        generator.append_tokens(np.asarray(ids, dtype=np.int32))
+        append_prompt(generator, ids)  # the app's way: by chunks
         generator.generate_next_token()
         tokens = [int(generator.get_next_tokens()[0])]
         first = time.perf_counter()

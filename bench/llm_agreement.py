@@ -27,8 +27,9 @@ def prompts(tokenizer_json: Path) -> list[list[int]]:
 
 
 def genai_greedy(folder: Path, asked: list[list[int]], steps: int = STEPS) -> list[list[int]]:
-    import numpy as np
     import onnxruntime_genai as og
+
+    from engine.llm.local import append_prompt
 
     config = og.Config(str(folder))
     config.clear_providers()
@@ -40,7 +41,7 @@ def genai_greedy(folder: Path, asked: list[list[int]], steps: int = STEPS) -> li
         total = len(ids) + steps
         params.set_search_options(max_length=total, min_length=total, do_sample=False)
         generator = og.Generator(model, params)
-        generator.append_tokens(np.asarray(ids, dtype=np.int32))
+        append_prompt(generator, ids)
         tokens = []
         while len(tokens) < steps:
             generator.generate_next_token()

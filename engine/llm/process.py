@@ -7,7 +7,7 @@ once and kept for many requests; the caller's thread waits on a pipe, which rele
 Protocol: one JSON object per message, sent with Connection.send_bytes (never pickle).
 
   caller -> child
-    {"op": "load", "model_dir": str, "provider": str}
+    {"op": "load", "model_dir": str, "provider": str, "threads": int | None}
     {"op": "generate", "id": int, "messages": [...], "params": GenerationParams as dict}
     {"op": "count_tokens", "id": int, "text": str}   only for a folder without tokenizer.json
     {"op": "cancel", "id": int}        stops that generation before its next token
@@ -56,9 +56,10 @@ class LLMClient:
     an earlier stream is unfinished cancels that stream first.
     """
 
-    def __init__(self, model_dir: str | Path, provider: str = "auto"):
+    def __init__(self, model_dir: str | Path, provider: str = "auto", threads: int | None = None):
         self.model_dir = Path(model_dir)
         self.requested_provider = provider
+        self.threads = threads  # the child's onnxruntime threads; None: its physical cores
         self.provider: str | None = None
         self.context_length = 0
         self.template_overhead = (0, 0)  # what the chat template adds: per chat, per message
@@ -218,7 +219,7 @@ class LLMClient:
         child = _Child.start()
         try:
             child.send({"op": "load", "model_dir": str(self.model_dir),
-                        "provider": self.requested_provider})
+                        "provider": self.requested_provider, "threads": self.threads})
             reply = child.receive()
             if reply["type"] == "error":
                 raise _error_from(reply)
@@ -379,7 +380,7 @@ def _serve_load(conn: Connection, request: dict, llm):
     if llm is not None:
         llm.close()
     try:
-        llm = LocalLLM(request["model_dir"], request.get("provider", "auto")).load()
+        llm = LocalLLM(request["model_dir"], request.get("provider", "auto"), request.get("threads")).load()
     except Exception as exc:
         _send(conn, _error_reply(None, exc))
         return None

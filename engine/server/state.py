@@ -54,9 +54,11 @@ class ServerState:
             from engine.llm.remote import remote_llm
 
             return lambda: remote_llm(self.paths, config.engine_url, config.engine_key, config.engine_model)
+        from engine.encoders.onnx_session import physical_cores
         from engine.llm.process import LLMClient
 
-        return lambda: LLMClient(self.llm_folder, config.provider)
+        threads = max(1, physical_cores() // config.llm_workers)  # the workers share the cores
+        return lambda: LLMClient(self.llm_folder, config.provider, threads)
 
     @property
     def model_name(self) -> str:

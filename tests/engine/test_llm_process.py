@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import EngineProcessError, GenerationError, ModelError
-from engine.llm.local import LocalLLM
+from engine.encoders.onnx_session import physical_cores
+from engine.llm.local import PREFILL_CHUNK, LocalLLM, append_prompt
 from engine.llm.process import LLMClient, _Child
 from engine.llm.tokens import TokenCounter
 from tests.helpers.service_manual import SECTIONS
@@ -174,6 +175,86 @@ def test_cancel_stops_the_stream_at_once(tiny):
     assert stream.stats.new_tokens < limit
     # the client is ready for the next request
     assert tiny.generate(FRANCE, max_new_tokens=2).stats.new_tokens > 0
+
+
+class RecordingGenerator:
+    """Stands in for onnxruntime-genai's generator: the chunks it was given."""
+
+    def __init__(self):
+        self.chunks: list[list[int]] = []
+
+    def append_tokens(self, ids):
+        self.chunks.append([int(i) for i in ids])
+
+
+class SetAfter:
+    """A cancel flag that turns set after `calls` checks."""
+
+    def __init__(self, calls: int):
+        self.calls = calls
+
+    def is_set(self) -> bool:
+        self.calls -= 1
+        return self.calls < 0
+
+
+def test_the_prompt_goes_in_by_chunks_in_order():
+    generator = RecordingGenerator()
+    ids = list(range(2 * PREFILL_CHUNK + 7))
+    assert append_prompt(generator, ids)
+    assert [len(c) for c in generator.chunks] == [PREFILL_CHUNK, PREFILL_CHUNK, 7]
+    assert sum(generator.chunks, []) == ids
+
+
+def test_a_cancel_during_the_prompt_stops_before_its_next_chunk():
+    generator = RecordingGenerator()
+    assert not append_prompt(generator, list(range(3 * PREFILL_CHUNK)), SetAfter(1))
+    assert len(generator.chunks) == 1
+
+
+def test_a_prompt_in_chunks_gives_the_tokens_of_the_whole_prompt(tiny_here):
+    """onnxruntime-genai continues from its KV cache: chunks change nothing but memory."""
+    import onnxruntime_genai as og
+
+    ids = tiny_here.prompt_ids([{"role": "user", "content": SENTENCE * 12}], 16)
+    assert len(ids) > 2 * 64
+
+    def greedy(chunk: int) -> list[int]:
+        params = og.GeneratorParams(tiny_here._model)
+        params.set_search_options(max_length=len(ids) + 16, min_length=len(ids) + 16, do_sample=False)
+        generator = og.Generator(tiny_here._model, params)
+        append_prompt(generator, ids, chunk=chunk)
+        tokens = []
+        while not generator.is_done():
+            generator.generate_next_token()
+            tokens.append(int(generator.get_next_tokens()[0]))
+        return tokens
+
+    assert greedy(64) == greedy(len(ids))
+
+
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_the_model_runs_on_the_threads_asked_for(tiny_llm_dir):
+    """onnxruntime's pool adds threads - 1 workers to the caller's thread; left to itself
+    onnxruntime-genai ran one on a 2-core machine."""
+    before = _threads(os.getpid())
+    with LocalLLM(tiny_llm_dir, provider="cpu", threads=3):
+        assert _threads(os.getpid()) - before == 2
+    with LocalLLM(tiny_llm_dir, provider="cpu"):
+        assert _threads(os.getpid()) - before == physical_cores() - 1
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_the_child_runs_on_the_threads_asked_for(tiny_llm_dir):
+    counts = {}
+    for threads in (1, 3):
+        with LLMClient(tiny_llm_dir, provider="cpu", threads=threads) as client:
+            counts[threads] = _threads(client.pid)
+    assert counts[3] - counts[1] == 2
 
 
 def test_a_stream_left_unfinished_is_cancelled_by_the_next_request(tiny):
