@@ -37,9 +37,6 @@ SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp's n_no_rope_layer_step
 GEMMA3_SWA_PATTERN = 6  # llama.cpp: five sliding-window layers, then one global
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
 MAX_CONTEXT = 32768  # beyond this a small CPU model is of no use and the rotary tables grow
-# The folder a GGUF becomes, over the GGUF's size: 150.2 MB from SmolLM2-135M's 98.4 MB Q4_1
-# (x1.53, measured; a Q4_1 embedding table is stored as floats). A full disk asks for this room.
-FOLDER_PER_GGUF_BYTE = 1.55
 
 
 def import_gguf(
@@ -90,8 +87,11 @@ def _write_tokenizer(reader: GGUFReader, folder: Path) -> tuple[dict, list]:
 
 
 def folder_bytes(gguf_path: Path) -> int:
-    """About how many bytes the converted folder of this GGUF takes."""
-    return int(Path(gguf_path).stat().st_size * FOLDER_PER_GGUF_BYTE)
+    """About how many bytes the converted folder of this GGUF takes (a full disk asks for
+    this room), from its header: fit's estimate of the converted tensors."""
+    from engine.models.fit import check_model_fits
+
+    return check_model_fits(gguf_path, available_bytes=0).folder_bytes
 
 
 def open_gguf(path: Path) -> GGUFReader:

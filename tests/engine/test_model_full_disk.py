@@ -19,15 +19,22 @@ from tests.helpers.gguf_factory import write_tiny_gguf
 
 def test_a_gguf_converted_on_a_full_disk_asks_for_the_room_its_folder_needs(tmp_path, monkeypatch):
     tiny = write_tiny_gguf(tmp_path / "tiny.gguf", weight_type="Q4_1")
-    tiny.write_bytes(tiny.read_bytes() + b"\0" * 3_000_000)  # 3 MB more: the room is counted from the size
     monkeypatch.setattr(gguf_import.onnx, "save_model", lambda *args, **kwargs: no_space())
     out = tmp_path / "models" / "tiny"
     with pytest.raises(DiskFullError) as caught:
         gguf_import.import_gguf(tiny, out)
-    megabytes = -(-int(tiny.stat().st_size * gguf_import.FOLDER_PER_GGUF_BYTE) // 1_000_000)
-    assert megabytes >= 5
+    megabytes = -(-gguf_import.folder_bytes(tiny) // 1_000_000)
     assert str(caught.value) == f"The disk holding {out.parent} is full: free {megabytes} MB and try again."
     assert sorted(p.name for p in out.parent.iterdir()) == []  # no temporary folder left
+
+
+@pytest.mark.parametrize("weight_type", ["Q4_1", "Q8_0", "F16"])
+def test_the_folder_estimate_covers_a_tiny_model(tmp_path, weight_type):
+    """Tiny models are mostly alignment and tokenizer: the parts besides the weights count."""
+    gguf = write_tiny_gguf(tmp_path / "tiny.gguf", weight_type=weight_type)
+    out = gguf_import.import_gguf(gguf, tmp_path / "model")
+    folder = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
+    assert folder <= gguf_import.folder_bytes(gguf) <= 2 * folder
 
 
 @pytest.mark.slow
