@@ -67,7 +67,8 @@ def append_prompt(generator, ids, cancel: CancelFlag | None = None, chunk: int =
 class LocalLLM:
     def __init__(self, model_dir: str | Path, provider: str = "auto", threads: int | None = None):
         """threads: onnxruntime's threads for the model (None: this machine's physical cores;
-        left to itself, onnxruntime-genai ran one thread on a 2-core machine, 40% slower)."""
+        left to itself, onnxruntime-genai ran one thread on a 2-core machine, 40% slower). A
+        model folder whose genai_config.json sets intra_op_num_threads keeps its own."""
         self.model_dir = Path(model_dir)
         self.requested_provider = provider
         self.threads = threads
@@ -93,8 +94,9 @@ class LocalLLM:
         config.clear_providers()
         if self.provider != "cpu":
             config.append_provider(self.provider)
-        config.overlay(json.dumps({"model": {"decoder": {"session_options": {
-            "intra_op_num_threads": self.threads or physical_cores(), "inter_op_num_threads": 1}}}}))
+        if "intra_op_num_threads" not in genai_config["model"]["decoder"].get("session_options", {}):
+            config.overlay(json.dumps({"model": {"decoder": {"session_options": {
+                "intra_op_num_threads": self.threads or physical_cores(), "inter_op_num_threads": 1}}}}))
         try:
             self._model = og.Model(config)
             self._tokenizer = og.Tokenizer(self._model)

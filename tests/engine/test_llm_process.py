@@ -249,6 +249,21 @@ def test_the_model_runs_on_the_threads_asked_for(tiny_llm_dir):
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
+def test_a_folder_that_sets_its_threads_keeps_them(tiny_llm_dir, tmp_path):
+    import json
+    import shutil
+
+    folder = shutil.copytree(tiny_llm_dir, tmp_path / "model")
+    config_file = folder / "genai_config.json"
+    config = json.loads(config_file.read_text())
+    config["model"]["decoder"].setdefault("session_options", {})["intra_op_num_threads"] = 2
+    config_file.write_text(json.dumps(config))
+    before = _threads(os.getpid())
+    with LocalLLM(folder, provider="cpu", threads=4):
+        assert _threads(os.getpid()) - before == 1
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
 def test_the_child_runs_on_the_threads_asked_for(tiny_llm_dir):
     counts = {}
     for threads in (1, 3):
