@@ -594,7 +594,7 @@ def section(report: dict) -> str:
         f"Streaming `/v1/chat/completions` on loopback, at most {report['max_tokens']} new tokens, "
         f"temperature 0, 6 fixed chats (~{report['prompt_tokens']} tokens of content). `ours-wW`: "
         f"`serve --llm-workers W`; `-tT`: the model's intra-op threads set to T (without it: "
-        f"onnxruntime-genai's default); `llama.cpp`: `llama_cpp.server --n_threads {THREADS} "
+        f"each process's share of the physical cores); `llama.cpp`: `llama_cpp.server --n_threads {THREADS} "
         f"--n_ctx 2048 --interrupt_requests False`, the same GGUF. Tokens counted by {counted}.\n\n"
         f"{table(levels, names, results)}\n{verdict(report)}\n{soak_text}"
         f"Resident memory of each server with its child processes (sampled every 0.5 s):\n\n"
@@ -607,12 +607,10 @@ How to read it. llama-cpp-python's server runs one completion at a time behind o
 2 threads on one request; the others wait), with a Python step per token; with its default
 `--interrupt_requests True` a waiting request cuts the running stream short (no finish_reason,
 counted as lost: try `--servers llama.cpp-interrupting`), so it is measured with that off. Ours
-runs W model processes; onnxruntime-genai's default intra-op threads on this machine behave as
-1 (the child has the same threads and speed as with `intra_op_num_threads` 1), so W=2 uses both
-cores once 2 or more requests wait, and W=1 equals W=2 at 1 client. Giving one process 2 threads
-(`-t2`) is faster for a lone stream on a quiet machine, but here the spinning intra-op threads
-compete with the HTTP server and the clients on the same 2 cores, and it loses at low
-concurrency. First-token times at 16 and 64 clients are mostly queueing (first come first
+runs W model processes, each on its share of the physical cores (2 cores: W=1 runs 2 threads,
+W=2 one each), so W=2 uses both cores once 2 or more requests wait, and W=1 streams a lone
+request faster. Where the spinning intra-op threads compete with the HTTP server and the clients
+on the same cores, 2 threads can lose to 1: compare `-t1` and `-t2`. First-token times at 16 and 64 clients are mostly queueing (first come first
 served: p95 is about the queue's depth over W times one request's time). No 429s: the queue
 (128 here; `serve` defaults to 64) holds every waiting client. RSS sums each process's resident
 pages (shared ones counted per process): the server process holds the embedder, each model
