@@ -3,6 +3,7 @@
 - registry.py      the built-in models (from PyPI packages) and what is installed in the data dir
 - prepare.py       converting the built-in model once, in a child process
 - gguf_import.py   GGUF -> ONNX GenAI folder, numpy + onnx + gguf only (no torch)
+- gguf_file.py     a GGUF's header: opening it, its fields, the context an import keeps
 - gguf_tokenizer.py tokenizer.json / tokenizer_config.json from a GGUF's vocabulary
 - genai_folder.py  checking, inferring and importing ONNX GenAI folders
 - manifest.py      atomic folder writes and SHA-256 manifests

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import ModelError
+from engine.models.gguf_file import MAX_CONTEXT, field, open_gguf
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,6 @@ def check_model_fits(gguf_path: str | Path, available_bytes: int | None = None) 
     """How much memory the GGUF at `gguf_path` needs to import and run, against
     `available_bytes` (by default what this machine has free now). Read `.fits`, and show
     `.message()` when it is False. Raises ModelError for a file that is not a GGUF model."""
-    from engine.models.gguf_import import MAX_CONTEXT, field, open_gguf
-
     path = Path(gguf_path)
     reader = open_gguf(path)
     arch = field(reader, "general.architecture")
@@ -92,6 +91,12 @@ def _folder_bytes(reader, weights: int) -> int:
     from engine.models.external_data import ALIGN
 
     return int(1.05 * (weights + ALIGN * len(reader.tensors) + 2 * reader.data_offset))
+
+
+def folder_bytes(gguf_path: str | Path) -> int:
+    """About how many bytes the imported folder of this GGUF takes (a full disk asks for this
+    room), from its header."""
+    return check_model_fits(gguf_path, available_bytes=0).folder_bytes
 
 
 def import_bytes(weights_bytes: int) -> int:
@@ -127,16 +132,12 @@ def _converted_bytes(tensor, reader) -> int:
 
 def _rotary_table_bytes(reader, arch: str, context: int) -> int:
     """The cos and sin tables of the rotary embedding, float32, one row per position."""
-    from engine.models.gguf_import import field
-
     rotary = int(field(reader, f"{arch}.rope.dimension_count", _head_dim(reader, arch)))
     return 2 * 4 * context * (rotary // 2)
 
 
 def _kv_bytes_per_token(reader, arch: str) -> int:
     """Keys and values of every layer for one token, in float32."""
-    from engine.models.gguf_import import field
-
     layers = int(field(reader, f"{arch}.block_count", 0))
     kv_heads = field(reader, f"{arch}.attention.head_count_kv", field(reader, f"{arch}.attention.head_count", 1))
     key = int(field(reader, f"{arch}.attention.key_length", _head_dim(reader, arch)))
@@ -146,8 +147,6 @@ def _kv_bytes_per_token(reader, arch: str) -> int:
 
 
 def _head_dim(reader, arch: str) -> int:
-    from engine.models.gguf_import import field
-
     heads = field(reader, f"{arch}.attention.head_count", 1)
     heads = max(heads) if isinstance(heads, list) else int(heads)  # some list it per layer
     return int(field(reader, f"{arch}.embedding_length", 0)) // max(heads, 1)

@@ -19,6 +19,8 @@ from engine.errors import ModelError
 from engine.models.chat_templates import settle_chat_template
 from engine.models.decoder_graph import DecoderSpec, DecoderWeights, LayerRope, build_decoder
 from engine.models.external_data import ExternalData
+from engine.models.fit import folder_bytes
+from engine.models.gguf_file import MAX_CONTEXT, field, open_gguf
 from engine.models.gguf_weights import (
     CHUNK_VALUES, BlockWeight, concat_rows, embedding_weight, matmul_weight, quantize_blocks, recording, summarize,
     to_float,
@@ -36,7 +38,6 @@ GENAI_TYPES = {"gemma3": "gemma3_text"}
 SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp's n_no_rope_layer_step
 GEMMA3_SWA_PATTERN = 6  # llama.cpp: five sliding-window layers, then one global
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
-MAX_CONTEXT = 32768  # beyond this a small CPU model is of no use and the rotary tables grow
 
 
 def import_gguf(
@@ -84,26 +85,6 @@ def _write_tokenizer(reader: GGUFReader, folder: Path) -> tuple[dict, list]:
     for key in [k for k, f in reader.fields.items() if k.startswith("tokenizer.ggml.") and len(f.data) > 1000]:
         del reader.fields[key]
     return token_ids, tokens
-
-
-def folder_bytes(gguf_path: Path) -> int:
-    """About how many bytes the converted folder of this GGUF takes (a full disk asks for
-    this room), from its header: fit's estimate of the converted tensors."""
-    from engine.models.fit import check_model_fits
-
-    return check_model_fits(gguf_path, available_bytes=0).folder_bytes
-
-
-def open_gguf(path: Path) -> GGUFReader:
-    try:
-        return GGUFReader(path)
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise ModelError(f"'{path}' is not a readable GGUF file ({exc}); download it again.") from exc
-
-
-def field(reader: GGUFReader, key: str, default=None):
-    entry = reader.fields.get(key)
-    return default if entry is None else entry.contents()
 
 
 def decoder_spec(reader: GGUFReader, path: Path) -> DecoderSpec:

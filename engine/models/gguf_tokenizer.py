@@ -22,6 +22,7 @@ import gguf
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from engine.errors import ModelError
+from engine.models.gguf_file import field
 
 log = logging.getLogger(__name__)
 
@@ -171,39 +172,34 @@ class GGUFVocab:
 # --- reading ---------------------------------------------------------------------------
 
 
-def _field(reader: gguf.GGUFReader, key: str, default=None):
-    field = reader.fields.get(key)
-    return default if field is None else field.contents()
-
-
 def read_vocab(reader: gguf.GGUFReader) -> GGUFVocab:
     """Collect the tokenizer metadata of an open GGUF."""
-    tokens = _field(reader, "tokenizer.ggml.tokens")
+    tokens = field(reader, "tokenizer.ggml.tokens")
     if not tokens:
         raise ModelError("This GGUF file has no tokenizer vocabulary; it cannot be imported.")
-    arch = _field(reader, "general.architecture", "")
+    arch = field(reader, "general.architecture", "")
     eot_ids = [
         value
         for key in ("tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
-        if (value := _field(reader, key)) is not None
+        if (value := field(reader, key)) is not None
     ]
     return GGUFVocab(
-        model=_field(reader, "tokenizer.ggml.model", ""),
-        pre=_field(reader, "tokenizer.ggml.pre", "default"),
+        model=field(reader, "tokenizer.ggml.model", ""),
+        pre=field(reader, "tokenizer.ggml.pre", "default"),
         tokens=tokens,
-        token_types=_field(reader, "tokenizer.ggml.token_type") or [NORMAL] * len(tokens),
-        scores=_field(reader, "tokenizer.ggml.scores") or [],
-        merges=_field(reader, "tokenizer.ggml.merges") or [],
-        bos_id=_field(reader, "tokenizer.ggml.bos_token_id"),
-        eos_id=_field(reader, "tokenizer.ggml.eos_token_id"),
-        unk_id=_field(reader, "tokenizer.ggml.unknown_token_id"),
-        pad_id=_field(reader, "tokenizer.ggml.padding_token_id"),
+        token_types=field(reader, "tokenizer.ggml.token_type") or [NORMAL] * len(tokens),
+        scores=field(reader, "tokenizer.ggml.scores") or [],
+        merges=field(reader, "tokenizer.ggml.merges") or [],
+        bos_id=field(reader, "tokenizer.ggml.bos_token_id"),
+        eos_id=field(reader, "tokenizer.ggml.eos_token_id"),
+        unk_id=field(reader, "tokenizer.ggml.unknown_token_id"),
+        pad_id=field(reader, "tokenizer.ggml.padding_token_id"),
         eot_ids=eot_ids,
-        add_bos=_field(reader, "tokenizer.ggml.add_bos_token"),
-        add_eos=_field(reader, "tokenizer.ggml.add_eos_token"),
-        add_space_prefix=_field(reader, "tokenizer.ggml.add_space_prefix"),
-        chat_template=_field(reader, "tokenizer.chat_template"),
-        context_length=_field(reader, f"{arch}.context_length"),
+        add_bos=field(reader, "tokenizer.ggml.add_bos_token"),
+        add_eos=field(reader, "tokenizer.ggml.add_eos_token"),
+        add_space_prefix=field(reader, "tokenizer.ggml.add_space_prefix"),
+        chat_template=field(reader, "tokenizer.chat_template"),
+        context_length=field(reader, f"{arch}.context_length"),
     )
 
 
