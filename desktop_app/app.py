@@ -33,6 +33,7 @@ from PySide6.QtCore import QObject, QSocketNotifier, QTimer, QtMsgType, Signal, 
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from desktop_app.gui_gc import GuiThreadGc
 from engine.errors import EngineError, disk_full_as_error
 from engine.kiosk import crash_loop, sd_notify
 from engine.llm.hardware import PROVIDER_CHOICES
@@ -398,6 +399,8 @@ def _main(args: argparse.Namespace, started: float) -> int:
     reporter = install_crash_hook(log_file, starts)
     heartbeat = Heartbeat()
     heartbeat.start()
+    collector = GuiThreadGc()  # garbage holding QObjects is freed on this thread only
+    collector.start()
     sigterm = QuitOnSigterm()
     clean = False
     try:
@@ -413,6 +416,7 @@ def _main(args: argparse.Namespace, started: float) -> int:
     finally:
         sd_notify.stopping()
         sigterm.uninstall()
+        collector.stop()
         heartbeat.stop()
         reporter.uninstall()
         qInstallMessageHandler(previous_handler)
