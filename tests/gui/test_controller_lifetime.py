@@ -19,6 +19,7 @@ from engine.paths import AppPaths
 
 def freed_without_the_cyclic_gc(make, end: str) -> bool:
     gc.collect()
+    was_enabled = gc.isenabled()  # off in the GUI tests: collection runs on the GUI thread
     gc.disable()
     try:
         controller = make()
@@ -27,7 +28,8 @@ def freed_without_the_cyclic_gc(make, end: str) -> bool:
         del controller
         return ref() is None
     finally:
-        gc.enable()
+        if was_enabled:
+            gc.enable()
 
 
 @pytest.mark.parametrize("make, end", [
