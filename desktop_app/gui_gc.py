@@ -23,13 +23,13 @@ class GuiThreadGc(QObject):
     def __init__(self, interval_ms: int = INTERVAL_MS):
         super().__init__()
         self._timer = QTimer(self)
+        self._timer.setInterval(interval_ms)
         self._timer.timeout.connect(self.collect_due)
-        self._interval_ms = interval_ms
         self._was_enabled = gc.isenabled()
 
     def start(self) -> None:
         gc.disable()
-        self._timer.start(self._interval_ms)
+        self._timer.start()
 
     def stop(self) -> None:
         """Collection goes back to how it was (the caller is on the GUI thread)."""

@@ -45,7 +45,6 @@ class ModelFit:
     context_length: int
     import_bytes: int  # the peak while converting
     available_bytes: int | None  # None where the system does not say
-    folder_bytes: int = 0  # what the imported folder takes on disk
 
     @property
     def needed_bytes(self) -> int:
@@ -74,29 +73,34 @@ def check_model_fits(gguf_path: str | Path, available_bytes: int | None = None) 
     path = Path(gguf_path)
     reader = open_gguf(path)
     arch = field(reader, "general.architecture")
-    context = min(int(field(reader, f"{arch}.context_length", 4096)), MAX_CONTEXT)
-    weights = sum(_converted_bytes(tensor, reader) for tensor in reader.tensors)
-    weights += _rotary_table_bytes(reader, arch, context)
+    context = _context(reader, arch)
+    weights = _weights_bytes(reader, arch, context)
     kv_cache = _kv_bytes_per_token(reader, arch) * context
     available = available_memory() if available_bytes is None else available_bytes
-    return ModelFit(path, weights, kv_cache, context, import_bytes(weights), available,
-                    _folder_bytes(reader, weights))
+    return ModelFit(path, weights, kv_cache, context, import_bytes(weights), available)
 
 
-def _folder_bytes(reader, weights: int) -> int:
-    """The converted weights, each tensor aligned to 4 KiB in the data file, and the tokenizer
-    files, made from the GGUF's metadata (counted twice: JSON is wordier), with 5% to spare.
-    Measured: SmolLM2-135M Q4_1 150.7 MB, random Qwen2.5-0.5B Q4_K_M 706 MB (8-bit for its
-    Q5_0 and Q8_0 tensors: 1.79x the file)."""
+def folder_bytes(reader) -> int:
+    """About how many bytes the imported folder of an open GGUF takes (a full disk asks for
+    this room): the converted weights, each tensor aligned to 4 KiB in the data file, and the
+    tokenizer files, made from the GGUF's metadata (counted twice: JSON is wordier), with 5% to
+    spare. Measured: SmolLM2-135M Q4_1 150.7 MB, random Qwen2.5-0.5B Q4_K_M 706 MB (8-bit for
+    its Q5_0 and Q8_0 tensors: 1.79x the file)."""
     from engine.models.external_data import ALIGN
 
+    arch = field(reader, "general.architecture")
+    weights = _weights_bytes(reader, arch, _context(reader, arch))
     return int(1.05 * (weights + ALIGN * len(reader.tensors) + 2 * reader.data_offset))
 
 
-def folder_bytes(gguf_path: str | Path) -> int:
-    """About how many bytes the imported folder of this GGUF takes (a full disk asks for this
-    room), from its header."""
-    return check_model_fits(gguf_path, available_bytes=0).folder_bytes
+def _context(reader, arch: str) -> int:
+    return min(int(field(reader, f"{arch}.context_length", 4096)), MAX_CONTEXT)
+
+
+def _weights_bytes(reader, arch: str, context: int) -> int:
+    """The converted tensors and the rotary tables, as the running model holds them."""
+    weights = sum(_converted_bytes(tensor, reader) for tensor in reader.tensors)
+    return weights + _rotary_table_bytes(reader, arch, context)
 
 
 def import_bytes(weights_bytes: int) -> int:

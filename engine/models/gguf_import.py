@@ -57,7 +57,7 @@ def import_gguf(
     tensors = {t.name: t for t in reader.tensors}
     weights = _weights(tensors, gguf_path, lm_head_bits)
     # which tensors were kept exactly, which re-quantized
-    with recording() as conversions, atomic_folder(out_dir, needed_bytes=folder_bytes(gguf_path)) as tmp:
+    with recording() as conversions, atomic_folder(out_dir, needed_bytes=folder_bytes(reader)) as tmp:
         report(0.02, "writing tokenizer")
         token_ids, tokens = _write_tokenizer(reader, tmp)
         with ExternalData(tmp / "model.onnx.data") as store:  # each weight written out as it is made

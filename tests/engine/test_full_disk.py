@@ -101,7 +101,7 @@ def test_preparing_the_model_on_a_full_disk_says_so_once_without_a_traceback(tmp
     assert main(["models", "prepare", "--data-dir", str(data)]) == 1
     err = capsys.readouterr().err
     models = AppPaths(data).models
-    room = -(-gguf_import.folder_bytes(tiny) // 1_000_000)  # what the converted folder needs
+    room = -(-gguf_import.folder_bytes(gguf_import.open_gguf(tiny)) // 1_000_000)  # what the converted folder needs
     assert f"error: The disk holding {models} is full: free {room} MB and try again." in err
     assert "Traceback" not in err and err.count("error:") == 1
     assert leftovers(data) == []

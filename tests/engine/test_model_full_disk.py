@@ -23,7 +23,7 @@ def test_a_gguf_converted_on_a_full_disk_asks_for_the_room_its_folder_needs(tmp_
     out = tmp_path / "models" / "tiny"
     with pytest.raises(DiskFullError) as caught:
         gguf_import.import_gguf(tiny, out)
-    megabytes = -(-gguf_import.folder_bytes(tiny) // 1_000_000)
+    megabytes = -(-gguf_import.folder_bytes(gguf_import.open_gguf(tiny)) // 1_000_000)
     assert str(caught.value) == f"The disk holding {out.parent} is full: free {megabytes} MB and try again."
     assert sorted(p.name for p in out.parent.iterdir()) == []  # no temporary folder left
 
@@ -34,14 +34,14 @@ def test_the_folder_estimate_covers_a_tiny_model(tmp_path, weight_type):
     gguf = write_tiny_gguf(tmp_path / "tiny.gguf", weight_type=weight_type)
     out = gguf_import.import_gguf(gguf, tmp_path / "model")
     folder = sum(p.stat().st_size for p in out.iterdir() if p.is_file())
-    assert folder <= gguf_import.folder_bytes(gguf) <= 2 * folder
+    assert folder <= gguf_import.folder_bytes(gguf_import.open_gguf(gguf)) <= 2 * folder
 
 
 @pytest.mark.slow
 def test_the_folder_estimate_covers_the_built_in_model(builtin_llm_dir):
     gguf = registry.find_package_file(registry.BUILTIN_LLM.files[0])
     folder = sum(p.stat().st_size for p in builtin_llm_dir.iterdir() if p.is_file())
-    assert folder <= gguf_import.folder_bytes(gguf) <= 1.1 * folder
+    assert folder <= gguf_import.folder_bytes(gguf_import.open_gguf(gguf)) <= 1.1 * folder
 
 
 def test_a_source_stamp_on_a_full_disk_leaves_no_part_file_and_the_model_stays_ready(tmp_path, monkeypatch,
