@@ -155,6 +155,7 @@ class StoredDocument:
     pages_done: int | None = None  # while indexing: the pages embedded so far (not stored)
     ocr_pages: int = 0  # its pages whose text was recognised by OCR (and is searched)
     ocr_confidence: float | None = None  # the mean confidence (0..1) of those pages; None: none
+    text_version: int | None = None  # which reading of its format its text is (engine.ingest.text_version)
 
     @property
     def name(self) -> str:
@@ -281,12 +282,15 @@ class Passage:
 
 @dataclass(frozen=True)
 class Quote:
-    """A sentence of a retrieved passage, verbatim (runs of whitespace shown as one space)."""
+    """A unit of a retrieved passage (a sentence, a table row with its header, a setting...), as
+    shown: verbatim, runs of whitespace as one space, a row's cells set apart by " | "."""
 
     number: int  # the passage's [n], as the prompt numbers it
     text: str
     passage: Passage
-    span: Span  # the sentence's characters in its page's text
+    span: Span  # the unit itself, in its page's text
+    focus: tuple[int, int] | None = None  # the unit itself within `text` (None: all of it)
+    kind: str = "sentence"  # engine.answer.sentences: sentence, item, row, definition, setting, code, warning
 
     @property
     def page(self) -> int:
@@ -300,7 +304,9 @@ class Quote:
         found = {"number": self.number, "text": self.text, "document": self.document,
                  "path": self.passage.path, "page": self.page,
                  "page_label": self.passage.page_label(self.page),
-                 "span": [self.span.page, self.span.start, self.span.end]}
+                 "span": [self.span.page, self.span.start, self.span.end], "kind": self.kind}
+        if self.focus is not None:
+            found["focus"] = list(self.focus)
         if self.page in self.passage.ocr_pages:  # only then: a quote from a text layer is as before
             found["ocr_pages"] = [self.page]
         return found
@@ -315,7 +321,9 @@ class Quote:
                           spans=(Span(page, start, end),), text=text, heading_path=(), score=0.0,
                           similarity=0.0, page_labels=_labels_of([page], [data.get("page_label")]),
                           ocr_pages=tuple(int(p) for p in data.get("ocr_pages") or ()))
-        return cls(int(data.get("number") or 0), text, passage, Span(page, start, end))
+        focus = data.get("focus")
+        return cls(int(data.get("number") or 0), text, passage, Span(page, start, end),
+                   (int(focus[0]), int(focus[1])) if focus else None, str(data.get("kind") or "sentence"))
 
     def as_passage(self) -> Passage:
         """The quote's passage narrowed to the quote: opening it highlights this sentence only."""

@@ -9,8 +9,14 @@
 #   lilypond-doc-pdf     lilypond-learning.pdf and lilypond-usage.pdf, 221 + 73 pages
 #                        (a music typesetter)
 #   docbook-xsl-doc-pdf  docbook-xsl-reference.pdf, 95 pages (the stylesheets' parameters)
-# The last four are the wider development set's (tests/qa/dev_mixed.jsonl); together about
-# 52 MB of packages on top of r-doc-pdf's (830 pages). Each family is fetched only when its files are missing.
+#   nut-doc              nut-user-manual.pdf, nut-FAQ.pdf, nut-cables.pdf, 135 + 21 + 12 pages
+#                        (Network UPS Tools: UPS hardware, drivers, wiring)
+#   debian-faq           debian-faq.pdf, 73 pages, made by xdvipdfmx (XeTeX): pypdf glues its
+#                        words together ("DebianGNU/Linuxincludescomplete..."), PDFium does not
+# gnuplot, kicad, lilypond and docbook-xsl are the wider development set's (tests/qa/dev_mixed.jsonl;
+# about 52 MB of packages on top of r-doc-pdf's, 830 pages); nut-doc and debian-faq have sets of
+# their own (tests/qa/dev_nut.jsonl, dev_debian_faq.jsonl; 3.4 MB more, 241 pages). Each family
+# is fetched only when its files are missing.
 # Needs apt (Debian/Ubuntu). Elsewhere the tests that need them skip, except under CI.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -18,7 +24,8 @@ target=.manuals
 have_all() { local f; for f in "$@"; do [ -f "$target/$f" ] || return 1; done; }
 
 if have_all R-intro.pdf gnuplot.pdf kicad-eeschema.html kicad-pcbnew.html \
-    lilypond-learning.pdf lilypond-usage.pdf docbook-xsl-reference.pdf; then
+    lilypond-learning.pdf lilypond-usage.pdf docbook-xsl-reference.pdf \
+    nut-user-manual.pdf nut-FAQ.pdf nut-cables.pdf debian-faq.pdf; then
   exit 0
 fi
 if ! command -v apt-get >/dev/null; then
@@ -69,5 +76,17 @@ if ! have_all docbook-xsl-reference.pdf; then
   unpack docbook-xsl-doc-pdf
   gzip -dc "$work"/docbook-xsl-doc-pdf/usr/share/doc/docbook-xsl-doc-pdf/doc/reference.pdf.gz \
     > "$target/docbook-xsl-reference.pdf"
+fi
+
+if ! have_all nut-user-manual.pdf nut-FAQ.pdf nut-cables.pdf; then
+  unpack nut-doc
+  for name in user-manual FAQ cables; do
+    cp "$work/nut-doc/usr/share/doc/nut-doc/pdf/$name.pdf" "$target/nut-$name.pdf"
+  done
+fi
+
+if ! have_all debian-faq.pdf; then
+  unpack debian-faq
+  gzip -dc "$work"/debian-faq/usr/share/doc/debian/FAQ/debian-faq.en.pdf.gz > "$target/debian-faq.pdf"
 fi
 ls "$target"

@@ -39,7 +39,7 @@ from engine.errors import EngineError
 from engine.ingest.discover import Found, find_documents, normal_path
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import READY_STATUSES, IndexStore
-from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection
+from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection, outdated_files
 from engine.types import IndexProgress, StoredDocument
 
 log = logging.getLogger(__name__)
@@ -120,6 +120,7 @@ class _Snapshot:
     documents: list  # store.list_documents(): StoredDocument
     ready: int
     chunks: int
+    outdated: tuple = ()  # the first snapshot's: files read with an older reading of their format
 
 
 @dataclass(frozen=True)
@@ -346,7 +347,9 @@ class _IndexWorker(QObject):
             return
         stats = self._store.stats()
         ready = sum(stats["documents_by_status"].get(status, 0) for status in READY_STATUSES)
-        self.event.emit(_Snapshot(self._store.list_documents(), ready, stats["chunks"]))
+        documents = self._store.list_documents()
+        outdated = () if self._last_snapshot else tuple(outdated_files(documents))
+        self.event.emit(_Snapshot(documents, ready, stats["chunks"], outdated))
         self._last_snapshot = time.monotonic()
 
     def _snapshot_due(self) -> bool:
@@ -430,6 +433,9 @@ class IndexController(QObject):
     statsChanged = Signal(int, int)
     failed = Signal(str)
     pageOcrRead = Signal(int, object)
+    # once, at start: how many stored documents are read again (read with an older reading of
+    # their format: PDFs indexed before PDFium read their text), now queued
+    rereading = Signal(int)
 
     _scanRequested = Signal(int, list)
     _wake = Signal()
@@ -691,6 +697,10 @@ class IndexController(QObject):
         self._stats = (snapshot.ready, snapshot.chunks)
         self._schedule_emit()
         self.statsChanged.emit(snapshot.ready, snapshot.chunks)
+        if snapshot.outdated:
+            log.info("reading %d documents again with the current reader", len(snapshot.outdated))
+            self.add_paths(list(snapshot.outdated))
+            self.rereading.emit(len(snapshot.outdated))
 
     def _on_stored(self, stored: _Stored) -> None:
         if stored.document is not None and not self._closed:

@@ -6,12 +6,13 @@
     view.current_page()        # 1-based, as the citation and a PDF viewer count
     view.highlight_found()     # True when the passage was found on the page and is highlighted
 
-PDFs are rendered by QtPdf (QPdfDocument + QPdfView, one page at a time). The passage is found
-in PDFium's text of that page, which differs from what our parser (pypdf) extracted in spaces,
-line breaks, hyphens and ligatures: both are compared as their letters and digits only
-(`locate_passage`), and the matched characters' boxes (QPdfDocument.getSelectionAtIndex) are
-painted over the page as a marker would (the passage's spans count characters of pypdf's
-text, not PDFium's). A PDF is opened off the GUI thread by a PdfOpener (QtPdf reads a damaged
+PDFs are rendered by QtPdf (QPdfDocument + QPdfView, one page at a time). The index holds the
+page's text as PDFium reads it, cleaned (engine.ingest.pdf_text); QtPdf holds PDFium's raw text
+of the same page. `span_on_page` cleans it the same way and maps the passage's stored span back
+to PDFium's characters, checked letter for letter, and those characters' boxes
+(QPdfDocument.getSelectionAtIndex) are painted over the page as a marker would: exactly the
+quoted words. Where the span does not fit (a collection indexed before, with pypdf's text; a
+saved conversation), the passage is found by its letters and digits (`locate_passage`). A PDF is opened off the GUI thread by a PdfOpener (QtPdf reads a damaged
 file whole to repair it), "Opening…" meanwhile. Other formats (and PDFs that QtPdf cannot open)
 are shown as text in a read-only QTextBrowser that never follows links, with the passage
 selected: their pages are read by a SourceReader (a parse pool child, within its time and
@@ -64,7 +65,7 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.sources import PdfOpener, SourceReader
-from engine.ingest.locate import locate_passage, same_letters
+from engine.ingest.locate import locate_passage, same_letters, span_on_page
 from engine.types import Page, PageOcr, Span, pages_text
 
 log = logging.getLogger(__name__)
@@ -672,7 +673,7 @@ class SourceView(QWidget):
             return [], ""
         selection = self.document.getAllText(page0)
         page_text = selection.text() if selection.isValid() else ""
-        where = locate_passage(page_text, passage)
+        where = self._stored_span(page_text, page0 + 1, passage) or locate_passage(page_text, passage)
         if where is None:
             return [], ""
         start, end = where
@@ -681,6 +682,13 @@ class SourceView(QWidget):
             return [], ""
         boxes = merge_line_boxes([polygon.boundingRect() for polygon in match.bounds()])
         return boxes, match.text()
+
+    def _stored_span(self, page_text: str, page: int, passage: str) -> tuple[int, int] | None:
+        """PDFium's characters of the passage's span on `page`, when they hold its letters."""
+        spans = [span for span in self._spans if span.page == page and span.end > span.start]
+        if not spans:
+            return None
+        return span_on_page(page_text, min(s.start for s in spans), max(s.end for s in spans), passage)
 
     def _on_pdf_page_changed(self, page0: int) -> None:
         if self._mode == "pdf" and page0 + 1 != self._page:

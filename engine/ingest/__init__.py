@@ -7,9 +7,11 @@
     ParsePool(ocr=OcrOptions(cache=paths.ocr_cache))   # scanned pages recognised (ocr_pages)
 
 `parse_file` reads one file in the calling process: only worker processes should call it on
-files nobody has vetted (see parse_pool). `inbox` says which files in a watched folder are
-whole and ready to index. `locate` finds a cited passage in a page's text as another reader
-(PDFium, for the source view) extracted it.
+files nobody has vetted (see parse_pool). A PDF's text is PDFium's (`pdfium_reader`), cleaned by
+`pdf_text` and checked by `text_quality` (pypdf reads the pages PDFium reads poorly, and the
+files it cannot: see `pdf`). `inbox` says which files in a watched folder are whole and ready to
+index. `locate` maps a cited passage's span back to the page as the source view holds it.
+`text_version` says which reading of a format a stored document's text comes from.
 """
 
 from __future__ import annotations
@@ -22,15 +24,28 @@ from engine.ingest.ocr_pages import OcrOptions
 from engine.ingest.parse_pool import ParsePool
 from engine.types import DocumentOutcome, OutlineEntry, Page, ParsedDocument
 
-__all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "outcome_for", "parse_file"]
+__all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "outcome_for", "parse_file",
+           "text_version"]
+
+# Which reading of a format a document's text comes from, stored with it: a document indexed
+# with an older one is read again by the next index run. PDF 2: PDFium's text, cleaned (1: pypdf's).
+_TEXT_VERSIONS = {".pdf": 2}
 
 
-def parse_file(path: str | Path) -> ParsedDocument:
-    """The pages of one document, chosen by extension; raises DocumentError."""
+def text_version(path: str | Path) -> int:
+    """The reading of this file's format that indexing uses now."""
+    return _TEXT_VERSIONS.get(Path(path).suffix.lower(), 1)
+
+
+def parse_file(path: str | Path, pdf_reader: str = "pdfium") -> ParsedDocument:
+    """The pages of one document, chosen by extension; raises DocumentError. A PDF's text is
+    PDFium's unless `pdf_reader` is "pypdf" (see pdf.PDF_READERS)."""
     path = Path(path)
     parser = _parser_for(path)
     if parser is None:
         raise DocumentError.of("unsupported", path, f"'{path.suffix or 'no extension'}'")
+    if parser.__name__ == "parse_pdf":
+        return cleaned(parser(path, pdf_reader))
     return cleaned(parser(path))
 
 

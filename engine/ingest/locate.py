@@ -1,9 +1,13 @@
-"""Finding a passage in a page's text that was extracted differently (text -> character range).
+"""Finding a passage in a page's text as a viewer holds it (text -> character range).
 
-The index holds pages as our parsers read them; a viewer may read the same page otherwise
-(PDFium for a PDF: other spaces, line breaks, hyphens and ligatures), and a quote may be
-re-flowed. Both are compared as their letters and digits only.
+The index holds a PDF page's text as PDFium reads it, cleaned (engine.ingest.pdf_text); the
+source view holds PDFium's raw text of the same page (QtPdf). `span_on_page` cleans the raw
+text the same way and takes the passage's stored span: PDFium's very characters of the quote,
+checked letter for letter. Where that check fails (a collection indexed with pypdf's text, a
+saved conversation, another PDFium version) `locate_passage` finds the passage by its letters,
+comparing letters and digits only (other spaces, line breaks, hyphens and ligatures).
 
+    first, last = span_on_page(raw_page_text, span.start, span.end, passage.text)   # or None
     start, end = locate_passage(page_text, passage.text)   # or None when it is not there
 """
 
@@ -11,7 +15,10 @@ from __future__ import annotations
 
 import unicodedata
 
+from engine.ingest.pdf_text import HyphenWords, PageText
+
 MIN_KEY_CHARS = 6  # shorter passages must match exactly
+MAX_SHIFT = 8  # characters a span may have moved: hyphens at line ends decided otherwise before it
 
 
 def _key(text: str, start: int = 0, end: int | None = None) -> tuple[str, list[int]]:
@@ -95,3 +102,34 @@ def same_letters(text: str, passage: str) -> bool:
     """Whether `text` holds exactly the passage's letters and digits: a stored span still fits
     the file (it was not changed since it was indexed)."""
     return bool(passage.strip()) and _key(text)[0] == _key(passage)[0]
+
+
+def span_on_page(raw: str, start: int, end: int, passage: str) -> tuple[int, int] | None:
+    """PDFium's characters [first, last + 1) of raw page text `raw` that hold the stored span
+    [start, end) of the page's cleaned text, when its letters are the passage's (all of them,
+    or the part on this page of a passage over two pages); None when they are not there.
+
+    The index decided each hyphen at a line end from the whole document's words; this page
+    alone may decide one otherwise before the span, which moves it by a character or two:
+    the span is looked for that far either side."""
+    pkey, _ = _key(passage)
+    if not pkey or end <= start:
+        return None
+    page = PageText.clean(raw, HyphenWords([passage]))  # the passage's own words decide its hyphens
+    windows = [(start + shift, end + shift) for shift in sorted(range(-MAX_SHIFT, MAX_SHIFT + 1), key=abs)
+               if start + shift >= 0 and end + shift <= len(page.text)]
+    keys = [_key(page.text, first, last)[0] for first, last in windows]
+    for (first, last), key in zip(windows, keys):
+        if key == pkey:
+            return page.raw_range(first, last)
+    for (first, last), key in zip(windows, keys):  # the part on this page of a longer passage
+        if len(key) >= MIN_KEY_CHARS and (pkey.startswith(key) or pkey.endswith(key)) \
+                and _whole_words(page.text, first, last):
+            return page.raw_range(first, last)
+    return None
+
+
+def _whole_words(text: str, first: int, last: int) -> bool:
+    """Whether text[first:last] cuts no word in two."""
+    return (first == 0 or not text[first - 1].isalnum() or not text[first].isalnum()) and \
+        (last == len(text) or not text[last].isalnum() or not text[last - 1].isalnum())

@@ -22,9 +22,14 @@ A page that stops the worker (stuck in one native call past its limit, or a cras
 too: the document starts again in a new worker, told to skip it ("skip": its position among the
 pages to recognise), and the pages recognised before it come back from the cache.
 
+PDFium reads a PDF's text (engine.ingest.pdf). It has no limits of its own: a hostile file can
+make it abort (a 2 GB flate bomb fails an allocation) or be killed for memory. A worker that
+dies while reading a PDF's text with PDFium costs no more than a second try: the document
+starts again in a new worker that reads it with pypdf, whose limits end it with a reason.
+
 Protocol: one JSON object per message over a Pipe (send_bytes / recv_bytes; never pickle).
   caller -> worker   {"op": "settings", "memory_limit_mb": int}   once, first
-                     {"op": "parse", "path": str, "cpu_limit_s": float,
+                     {"op": "parse", "path": str, "cpu_limit_s": float, "pdf_reader": "pdfium" | "pypdf",
                       "ocr": null | {"enabled": bool, "cache": str | null, "page_time_limit_s": float,
                                      "memory_limit_mb": int | null, "skip": [[position, why]]}}
                      {"op": "close"}
@@ -59,6 +64,8 @@ from engine.ingest.ocr_pages import OcrOptions
 from engine.models.manifest import sha256_file
 from engine.types import OutlineEntry, Page, PageOcr, PageProgress, ParsedDocument
 
+log = logging.getLogger(__name__)
+
 MB = 1024 * 1024
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".html", ".htm"}
 _POLL_S = 0.1  # how often a waiting caller looks at its cancel flag
@@ -92,9 +99,10 @@ class ParsePool:
 
     def __init__(self, workers: int = 1, time_limit_s: float = 120.0,
                  memory_limit_mb: int | None = 2048, max_file_mb: int = 512,
-                 max_text_mb: int = 64, ocr: OcrOptions | None = None):
+                 max_text_mb: int = 64, ocr: OcrOptions | None = None, pdf_reader: str = "pdfium"):
         if workers < 1:
             raise ValueError("workers must be at least 1")
+        self.pdf_reader = pdf_reader  # "pypdf": PDF text by pypdf alone (benchmarks, a fallback)
         self.ocr = ocr if ocr is not None and ocr.enabled else None
         self.workers = workers
         self.time_limit_s = time_limit_s
@@ -170,11 +178,12 @@ class ParsePool:
         if refusal is not None:
             return _Job(path, result=refusal)
         job = _Job(path)
+        job.pdf_reader = self.pdf_reader
         self._send_job(job)
         return job
 
     def _send_job(self, job: "_Job") -> None:
-        job.worker = self._send({"op": "parse", "path": str(job.path),
+        job.worker = self._send({"op": "parse", "path": str(job.path), "pdf_reader": job.pdf_reader,
                                  "cpu_limit_s": self.time_limit_s + _CPU_MARGIN_S, "ocr": self._ocr_request(job)})
         job.deadline = time.monotonic() + self.time_limit_s
         job.progress = None
@@ -224,7 +233,8 @@ class ParsePool:
                 return
             except ChildDied as died:
                 self._discard(worker)
-                if self._skip_page(job, f"it stopped the reader process ({describe_exit(died.exitcode)})"):
+                if self._read_with_pypdf(job, died.exitcode) or self._skip_page(
+                        job, f"it stopped the reader process ({describe_exit(died.exitcode)})"):
                     worker = job.worker
                     continue
                 yield self._death_error(job, died.exitcode)
@@ -242,6 +252,20 @@ class ParsePool:
 
     def _ocr_limit_text(self) -> str:
         return f"{self.ocr.page_time_limit_s:g} s limit per page" if self.ocr else ""
+
+    def _read_with_pypdf(self, job: "_Job", exitcode: int | None) -> bool:
+        """After a worker died reading a PDF's text with PDFium: whether the document starts
+        again in a new worker that reads it with pypdf."""
+        if job.pdf_reader != "pdfium" or job.progress is not None or job.path.suffix.lower() != ".pdf":
+            return False
+        log.info("%s: PDFium stopped its reader process (%s); reading it with pypdf",
+                 job.path.name, describe_exit(exitcode))
+        job.pdf_reader = "pypdf"
+        try:
+            self._send_job(job)
+        except EngineProcessError:
+            return False
+        return True
 
     def _skip_page(self, job: "_Job", reason: str) -> bool:
         """After a worker stopped on a page it was recognising (stuck past the page's limit, or
@@ -340,6 +364,7 @@ class _Job:
         self.result = result
         self.progress: PageProgress | None = None  # the last OCR progress its worker reported
         self.skipped: list[list] = []  # [position among the pages to recognise, why] of pages given up
+        self.pdf_reader = "pdfium"  # "pypdf" after PDFium stopped a worker on it
 
 
 class _TimedOut(Exception):
@@ -443,11 +468,11 @@ def _serve(request: dict, settings: dict, conn: Connection) -> tuple[bytes, bool
         ocr = OcrOptions.from_json(request.get("ocr"))
         if ocr.enabled and path.suffix.lower() == ".pdf":
             memory_limit_mb = (request.get("ocr") or {}).get("memory_limit_mb") or memory_limit_mb
-            document = _parse_with_ocr(path, ocr, conn, memory_limit_mb)
+            document = _parse_with_ocr(path, ocr, conn, memory_limit_mb, request.get("pdf_reader", "pdfium"))
         else:
             from engine.ingest import parse_file
 
-            document = parse_file(path)
+            document = parse_file(path, request.get("pdf_reader", "pdfium"))
         return _encode({"ok": True, "document": _document_json(document)}), False
     except DocumentError as exc:
         return _encode(_error_json(exc, retire=False)), False
@@ -459,7 +484,8 @@ def _serve(request: dict, settings: dict, conn: Connection) -> tuple[bytes, bool
     return _encode(_error_json(failure, retire=True)), True
 
 
-def _parse_with_ocr(path: Path, ocr: OcrOptions, conn: Connection, memory_limit_mb: int | None) -> ParsedDocument:
+def _parse_with_ocr(path: Path, ocr: OcrOptions, conn: Connection, memory_limit_mb: int | None,
+                    pdf_reader: str) -> ParsedDocument:
     """The text pass, then OCR of the pages that need it, each page reported as it is done.
     The worker's memory cap grows to the OCR one first, and stays so: the models stay loaded
     for its next documents, which then have as much room as a worker without them."""
@@ -467,7 +493,7 @@ def _parse_with_ocr(path: Path, ocr: OcrOptions, conn: Connection, memory_limit_
     from engine.ingest.ocr_pages import recognise_pages
     from engine.ingest.pdf import finish_pdf, read_pdf
 
-    text = read_pdf(path)
+    text = read_pdf(path, pdf_reader)
     if text.needs_ocr and memory_limit_mb:
         _limit_memory(memory_limit_mb)
     page_cpu_s = (ocr.page_time_limit_s + _PAGE_GRACE_S) * (os.cpu_count() or 1)  # all cores recognise

@@ -1,9 +1,19 @@
-"""PDF: text per physical page with pypdf. Run it in a worker process (see parse_pool):
-pypdf can take minutes or much memory on hostile files, and raises many exception types.
+"""PDF: text per physical page. Run it in a worker process (see parse_pool): a hostile file can
+take minutes or much memory, and crash a C library.
+
+Who does what:
+  - PDFium (pypdfium2) reads each page's text: the text a viewer (QtPdf, Chromium) shows and
+    selects, with its words spaced as they are drawn, about 10x faster than pypdf. pdf_text
+    cleans it the same way for the index and for the source view's highlights.
+  - pypdf opens the file first (encryption, damage and size limits, each with a message a
+    person can act on), and reads the outline, the page labels and the title. It reads a
+    page's text only where PDFium's is empty or poor (text_quality) and its own is better,
+    and reads the whole file when PDFium cannot (the parse pool asks for that after PDFium
+    crashed its worker: PDF_READERS).
 
 parse_pdf reads the text layer alone. With OCR, the parse pool's worker calls read_pdf (the text
-layer, and which pages need OCR: an empty or garbage text layer on a page that draws an image,
-or no text at all on a page that draws much), recognises those pages, then finish_pdf.
+layer, and which pages need OCR: an empty, garbage or poor text layer on a page that draws an
+image, or no text at all on a page that draws much), recognises those pages, then finish_pdf.
 """
 
 from __future__ import annotations
@@ -12,12 +22,15 @@ import contextlib
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 from engine.errors import DocumentError
 from engine.ingest.ocr import text_needs_ocr
+from engine.ingest.pdf_text import HyphenWords, clean_text
+from engine.ingest.pdfium_reader import PdfiumFile
+from engine.ingest.text_quality import TextQuality, count_unreadable
 from engine.types import OutlineEntry, Page, PageOcr, ParsedDocument
 
 # pypdf's own limits, set in the worker (pypdf keeps them per thread, in a context variable).
@@ -42,8 +55,9 @@ MAX_WARNINGS = 10  # distinct reasons listed; the rest are counted
 MAX_OUTLINE_ENTRIES = 20_000  # a hostile outline costs its headings, not the document
 MAX_OUTLINE_DEPTH = 6  # as deep as chunking keeps heading paths
 DRAWN_TEXT_BYTES = 4096  # a page's drawing commands beyond which it may be text drawn as shapes
-MAX_LABEL_CHARS = 40
-WITHOUT_OCR = "without OCR they cannot be searched"  # ends the warning of scanned pages left unread  # a printed page label ("iv", "A-3"); a longer one is not a page number
+MAX_LABEL_CHARS = 40  # a printed page label ("iv", "A-3"); a longer one is not a page number
+PDF_READERS = ("pdfium", "pypdf")  # the text's reader; "pypdf" alone where PDFium cannot read the file
+WITHOUT_OCR = "without OCR they cannot be searched"  # ends the warning of scanned pages left unread
 # LimitReachedError covers sizes and structure (cycles, depth); only sizes are "too large"
 _SIZE_WORDS = ("decompress", "decoding", "size", "length", "buffer", "memory")
 _FILTER_NAME = re.compile(r"\b(\w+Decode)\b")  # "BrotliDecode", "Unsupported filter /FooDecode"
@@ -58,11 +72,11 @@ def apply_pypdf_limits() -> None:
     pypdf.overwrite_configuration(**PYPDF_LIMITS)
 
 
-def parse_pdf(path: str | Path) -> ParsedDocument:
+def parse_pdf(path: str | Path, reader: str = PDF_READERS[0]) -> ParsedDocument:
     """The text of each physical page (1-based), labelled with the page's printed label where
     the PDF declares one that differs from its number; pages that fail are skipped with a
     warning. Scanned pages stay without text (a warning says so): see read_pdf for OCR."""
-    return finish_pdf(read_pdf(path))
+    return finish_pdf(read_pdf(path, reader))
 
 
 @dataclass
@@ -78,20 +92,36 @@ class PdfText:
     needs_ocr: list[int]  # pages whose text an OCR pass should recognise (see _needs_ocr)
     damage: list[str]  # what pypdf logged: its only sign of damage it recovered from
     outline: tuple[OutlineEntry, ...]
+    poor: dict[str, list[int]] = field(default_factory=dict)  # {problem: pages} whose text stays poor
 
 
-def read_pdf(path: str | Path) -> PdfText:
-    """The text layer of each page, and which pages need OCR; raises DocumentError when the
-    file cannot be opened or none of its pages can be read."""
+def read_pdf(path: str | Path, reader: str = PDF_READERS[0]) -> PdfText:
+    """The text layer of each page (PDFium's, unless `reader` is "pypdf" or PDFium cannot open
+    the file), and which pages need OCR; raises DocumentError when the file cannot be opened or
+    none of its pages can be read."""
     path = Path(path)
+    pdf = PdfiumFile.open(path) if reader == "pdfium" else None
+    if pdf is None:
+        return _read_with_pypdf(path)
+    with pdf, _pypdf_log() as damage:
+        raws = [pdf.raw_text(index) for index in range(pdf.page_count)]
+        found = _read_pages_pdfium(_LazyReader(path), raws, pdf.labels(MAX_LABEL_CHARS))
+        if not found.pages:
+            _raise_unreadable(path, found.failures, pdf.page_count)
+        outline = pdf.outline(MAX_OUTLINE_ENTRIES, MAX_OUTLINE_DEPTH)
+        return PdfText(path, pdf.title() or path.stem, pdf.page_count, found.pages, found.failures,
+                       found.image_only, found.needs_ocr, damage, outline, found.poor)
+
+
+def _read_with_pypdf(path: Path) -> PdfText:
     with _pypdf_log() as damage:
-        reader, page_count = _open(path)
-        labels = _page_labels(reader, page_count)
-        pages, failures, image_only, needs_ocr = _read_pages(reader, page_count, labels)
-    if not pages:
-        _raise_unreadable(path, failures, page_count)
-    return PdfText(path, _title(reader, path), page_count, pages, failures, image_only, needs_ocr,
-                   damage, _outline(reader, page_count))
+        document, page_count = _open(path)
+        labels = _page_labels(document, page_count)
+        found = _read_pages(document, page_count, labels)
+    if not found.pages:
+        _raise_unreadable(path, found.failures, page_count)
+    return PdfText(path, _title(document, path), page_count, found.pages, found.failures,
+                   found.image_only, found.needs_ocr, damage, _outline(document, page_count), found.poor)
 
 
 def finish_pdf(text: PdfText, recognised: dict[int, tuple[str, PageOcr]] | None = None,
@@ -102,11 +132,13 @@ def finish_pdf(text: PdfText, recognised: dict[int, tuple[str, PageOcr]] | None 
     even when nothing was found (confidence 0, for the indexer to say so); `ocr_warnings` say
     which pages OCR could not read."""
     if recognised is None:
-        return _document(text, text.pages, _image_only_warning(text.image_only))
+        return _document(text, text.pages, _image_only_warning(text.image_only) + _poor_warnings(text.poor))
     pages = [_recognised_page(page, recognised.get(page.number)) for page in text.pages]
     if not any(page.text.strip() for page in pages):
         _raise_nothing_recognised(text, ocr_warnings)
-    return _document(text, pages, list(ocr_warnings))
+    read_again = {number for number, found in recognised.items() if found[0].strip()}
+    poor = {problem: [n for n in numbers if n not in read_again] for problem, numbers in text.poor.items()}
+    return _document(text, pages, list(ocr_warnings) + _poor_warnings(poor))
 
 
 def _document(text: PdfText, pages: Sequence[Page], warnings: list[str]) -> ParsedDocument:
@@ -289,24 +321,125 @@ def _page_labels(reader, page_count: int) -> dict[int, str]:
 
 
 # -- pages --------------------------------------------------------------------------------
-def _read_pages(reader, page_count: int, labels: dict[int, str]):
-    """(pages read, {reason: [page numbers]} for pages that failed, image-only page numbers,
-    page numbers that need OCR)."""
-    pages, failures, image_only, needs_ocr = [], {}, [], []
+@dataclass
+class _Pages:
+    """What reading the pages found, page by page."""
+
+    pages: list[Page] = field(default_factory=list)
+    failures: dict[str, list[int]] = field(default_factory=dict)
+    image_only: list[int] = field(default_factory=list)
+    needs_ocr: list[int] = field(default_factory=list)
+    poor: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, page, number: int, text: str, label: str, quality: TextQuality | None = None) -> None:
+        """A page read (`page`: pypdf's, to look at what it draws when its text is poor)."""
+        self.pages.append(Page(number, text, label))
+        problems = quality.problems if quality is not None else ()
+        for problem in problems:
+            self.poor.setdefault(problem, []).append(number)
+        if not text_needs_ocr(text) and not problems:
+            return
+        images = _has_images(page)
+        if images and not text.strip():
+            self.image_only.append(number)
+        if images or problems or (not text.strip() and _draws_much(page)):
+            self.needs_ocr.append(number)
+
+    def fail(self, number: int, exc: Exception) -> None:
+        self.failures.setdefault(_page_reason(exc), []).append(number)
+
+
+def _read_pages(reader, page_count: int, labels: dict[int, str]) -> _Pages:
+    """Each page's text, as pypdf reads it."""
+    found = _Pages()
     for number in range(1, page_count + 1):
         try:
             page = reader.pages[number - 1]
             text = page.extract_text() or ""
         except Exception as exc:  # one bad page must not cost the others
-            failures.setdefault(_page_reason(exc), []).append(number)
+            found.fail(number, exc)
             continue
-        pages.append(Page(number, text, labels.get(number, "")))
-        images = _has_images(page) if text_needs_ocr(text) else False
-        if images and not text.strip():
-            image_only.append(number)
-        if images or (not text.strip() and _draws_much(page)):
-            needs_ocr.append(number)
-    return pages, failures, image_only, needs_ocr
+        found.add(page, number, text, labels.get(number, ""), TextQuality.of(text))
+    return found
+
+
+def _read_pages_pdfium(reader, raws: list[str | None], labels: dict[int, str]) -> _Pages:
+    """PDFium's text of each page, cleaned; where it is missing, empty or poor, pypdf's when
+    that reads better. The document's own words decide the hyphens at line ends."""
+    words = HyphenWords(raw for raw in raws if raw)
+    found = _Pages()
+    for number, raw in enumerate(raws, start=1):
+        text = clean_text(raw, words) if raw is not None else None
+        quality = TextQuality.of(text, count_unreadable(raw)) if raw is not None else None
+        page = _LazyPage(reader, number)
+        if quality is None or quality.problems or not text.strip():
+            try:
+                text, quality = _better_reading(page.get(), text, quality)
+            except Exception as exc:  # pypdf failed this page too: PDFium's text, if it has any
+                if not (text or "").strip():
+                    found.fail(number, exc)
+                    continue
+        found.add(page, number, text, labels.get(number, ""), quality)
+    return found
+
+
+def _better_reading(page, text: str | None, quality: TextQuality | None) -> tuple[str, TextQuality]:
+    """pypdf's text of a page where it reads better than PDFium's (`text`: None when PDFium
+    could not read the page)."""
+    other = page.extract_text() or ""
+    other_quality = TextQuality.of(other)
+    if text is None or quality is None:
+        return other, other_quality
+    letters, other_letters = _letters(text), _letters(other)
+    if other_letters > 1.2 * letters + 20 and not other_quality.problems:
+        return other, other_quality  # PDFium missed text that pypdf finds
+    if other_quality.badness < quality.badness and other_letters >= 0.8 * letters:
+        return other, other_quality
+    return text, quality
+
+
+def _letters(text: str) -> int:
+    return sum(1 for c in text if c.isalnum())
+
+
+class _LazyReader:
+    """pypdf's reader of a file PDFium has read, opened only when a page needs it (opening
+    flattens the page tree: seconds on a large manual)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._reader = None
+        self._failure: DocumentError | None = None
+
+    @property
+    def pages(self):
+        if self._failure is not None:
+            raise self._failure
+        if self._reader is None:
+            try:
+                self._reader, _ = _open(self.path)
+            except DocumentError as exc:
+                self._failure = exc
+                raise
+        return self._reader.pages
+
+
+class _LazyPage:
+    """pypdf's page object, resolved only when something needs it (PDFium read the text)."""
+
+    def __init__(self, reader, number: int):
+        self._reader, self._number, self._page = reader, number, None
+
+    def get(self):
+        if self._page is None:
+            self._page = self._reader.pages[self._number - 1]
+        return self._page
+
+    def __getitem__(self, key):
+        return self.get()[key]
+
+    def get_contents(self):
+        return self.get().get_contents()
 
 
 def _is_size_limit(exc: Exception) -> bool:
@@ -414,6 +547,16 @@ def _image_only_warning(numbers: list[int]) -> list[str]:
         return []
     verb = "has" if len(numbers) == 1 else "have"
     return [f"{page_numbers_text(numbers)} {verb} only images and no text (scanned?); {WITHOUT_OCR}"]
+
+
+def _poor_warnings(poor: dict[str, list[int]]) -> list[str]:
+    """"pages 3, 7-9: their text has words run together (searched as it is)"."""
+    warnings = []
+    for problem, numbers in poor.items():
+        if numbers:
+            whose = "its" if len(numbers) == 1 else "their"
+            warnings.append(f"{page_numbers_text(numbers)}: {whose} text has {problem} (searched as it is)")
+    return warnings
 
 
 def page_numbers_text(numbers: list[int]) -> str:

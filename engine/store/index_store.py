@@ -153,11 +153,21 @@ CREATE TABLE IF NOT EXISTS ocr_pages (
 ) WITHOUT ROWID;
 """
 
+# Which reading of its format a document's text comes from (engine.ingest.text_version): a PDF
+# indexed before PDFium read PDFs has no row (version 1), and is read again by the next run.
+_TEXT_VERSIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS text_versions (
+    document_id INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,
+    version     INTEGER NOT NULL
+);
+"""
+
 _DOCUMENT_COLUMNS = """d.id, d.path, d.sha256, d.size, d.mtime, d.status, d.error, d.page_count,
     d.title, d.added_at, (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunk_count"""
 # StoredDocument.ocr_pages and .ocr_confidence (the mean of its pages' confidences)
 _OCR_COLUMNS = """, (SELECT count(*) FROM ocr_pages o WHERE o.document_id = d.id) AS ocr_pages,
     (SELECT avg(o.confidence) FROM ocr_pages o WHERE o.document_id = d.id) AS ocr_confidence"""
+_TEXT_VERSION_COLUMN = ", (SELECT version FROM text_versions t WHERE t.document_id = d.id) AS text_version"
 
 _CHUNK_COLUMNS = """c.id, c.document_id, d.path, d.title, c.page, c.start, c."end", c.text,
     c.heading_path"""
@@ -257,6 +267,7 @@ class IndexStore:
         if not read_only:
             db.execute(_LABELS_SCHEMA)
             db.execute(_OCR_SCHEMA)
+            db.execute(_TEXT_VERSIONS_SCHEMA)
         store = cls(folder, db, lock, meta, mismatch)
         if not mismatch:
             store._load_vectors()
@@ -325,8 +336,10 @@ class IndexStore:
         return [StoredDocument(**row) for row in rows]
 
     def _document_columns(self) -> str:
-        """A read-only collection from before OCR has no ocr_pages table: no page was recognised."""
-        return _DOCUMENT_COLUMNS + (_OCR_COLUMNS if self._has_table("ocr_pages") else "")
+        """A read-only collection from before OCR has no ocr_pages table: no page was recognised;
+        one from before text versions has no text_versions table: every text is version 1."""
+        return (_DOCUMENT_COLUMNS + (_OCR_COLUMNS if self._has_table("ocr_pages") else "")
+                + (_TEXT_VERSION_COLUMN if self._has_table("text_versions") else ""))
 
     def _has_table(self, name: str) -> bool:
         return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
@@ -337,10 +350,11 @@ class IndexStore:
                      page_count: int, chunks: list[Chunk], embeddings: np.ndarray,
                      status: str = "ready", error: str = "",
                      page_labels: dict[int, str] | None = None,
-                     ocr_pages: dict[int, PageOcr] | None = None) -> int:
+                     ocr_pages: dict[int, PageOcr] | None = None, text_version: int = 1) -> int:
         """Store a document with its chunks (and the printed labels of its pages, {physical
-        page: label}, and how its scanned pages were recognised, {physical page: PageOcr}) in
-        one transaction, replacing any document with the same path. Returns the new document id."""
+        page: label}, how its scanned pages were recognised, {physical page: PageOcr}, and
+        which reading of its format its text is) in one transaction, replacing any document
+        with the same path. Returns the new document id."""
         self._require_writable()
         if status not in READY_STATUSES:
             raise ValueError(f"status must be one of {READY_STATUSES}, not {status!r}")
@@ -359,6 +373,8 @@ class IndexStore:
                 "INSERT INTO ocr_pages (document_id, page, confidence, engine, width, height, words)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 [_ocr_row(document_id, page, ocr) for page, ocr in sorted((ocr_pages or {}).items())])
+            self._db.execute("INSERT INTO text_versions (document_id, version) VALUES (?, ?)",
+                             (document_id, int(text_version)))
             new_ids = self._chunk_ids_of(document_id)
         self._after_commit(removed, new_ids, vectors)
         return document_id

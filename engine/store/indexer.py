@@ -23,6 +23,7 @@ from pathlib import Path
 from engine.encoders.embedder import Embedder
 from engine.errors import DocumentError
 from engine.ingest.chunking import chunk_document
+from engine.ingest import text_version
 from engine.ingest.discover import discover, normal_path
 from engine.ingest.ocr_pages import PAGE_TIME_LIMIT_S, OcrOptions
 from engine.ingest.parse_pool import ParsePool, readable_sha256
@@ -30,7 +31,16 @@ from engine.ingest.pdf import WITHOUT_OCR, page_numbers_text
 from engine.llm.local import CancelFlag
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import IndexStore
-from engine.types import Chunk, DocumentOutcome, IndexProgress, Page, PageOcr, PageProgress, ParsedDocument
+from engine.types import (
+    Chunk,
+    DocumentOutcome,
+    IndexProgress,
+    Page,
+    PageOcr,
+    PageProgress,
+    ParsedDocument,
+    StoredDocument,
+)
 
 # A recognised page under this confidence (PageOcr.confidence, 0..1) is not searched. Measured
 # on R-intro page 12 scanned with tests/helpers/scanned.py, as (confidence, character error
@@ -54,6 +64,7 @@ class IndexSettings:
     ocr: bool = True  # recognise the text of scanned pages (False: they are skipped, with a warning)
     ocr_cache: Path | None = None  # recognised pages kept here across runs (AppPaths.ocr_cache); None: not kept
     ocr_page_time_limit_s: float = PAGE_TIME_LIMIT_S  # a page taking longer is given up, with a warning
+    pdf_reader: str = "pdfium"  # whose text a PDF's is: "pypdf" reads it as before PDFium did (benchmarks)
 
 
 class _Cancelled(Exception):
@@ -118,11 +129,16 @@ class Indexer:
             self.store.flush()
 
     def _fingerprint_if_changed(self, path: Path) -> dict | None:
-        """None when the stored copy is this file: same size and mtime, or else same SHA-256."""
+        """None when the stored copy is this file, read as it is read now: same size and mtime,
+        or else same SHA-256. A copy read with an older reading of its format is read again
+        ("outdated" in the fingerprint: if that fails, the stored copy stays)."""
         stat = path.stat()
         known = self.store.find_document(str(path))
         if known and self.settings.ocr and WITHOUT_OCR in known.error:
             known = None  # indexed with OCR off: its scanned pages are recognised now
+        if known and known.status != "failed" and (known.text_version or 1) < self._text_version(path):
+            return {"sha256": readable_sha256(path), "size": stat.st_size, "mtime": stat.st_mtime,
+                    "outdated": True}
         if known and known.size == stat.st_size and known.mtime == stat.st_mtime \
                 and known.status != "failed":
             return None
@@ -136,7 +152,7 @@ class Indexer:
         fingerprints = {path: fp for path, fp in todo}
         ocr = OcrOptions(enabled=s.ocr, cache=s.ocr_cache, page_time_limit_s=s.ocr_page_time_limit_s)
         with ParsePool(workers=s.parse_workers, time_limit_s=s.parse_time_limit_s,
-                       memory_limit_mb=s.parse_memory_limit_mb, ocr=ocr) as pool:
+                       memory_limit_mb=s.parse_memory_limit_mb, ocr=ocr, pdf_reader=s.pdf_reader) as pool:
             for path, parsed in pool.imap([p for p, _ in todo], cancel=cancel, progress=True):
                 if _cancelled(cancel):
                     return
@@ -153,7 +169,11 @@ class Indexer:
 
     def _store(self, path: Path, fingerprint: dict, parsed, cancel, clock: "_Clock"):
         """Yields progress events while embedding; returns the document's outcome."""
+        fingerprint = dict(fingerprint)
+        outdated = fingerprint.pop("outdated", False)
         if isinstance(parsed, DocumentError):
+            if outdated:
+                return _kept(self.store.find_document(str(path)), parsed)
             self.store.record_failure(str(path), status="failed", error=str(parsed), **fingerprint)
             return DocumentOutcome(str(path), "failed", str(parsed))
         if not self.settings.outline_headings:
@@ -166,8 +186,12 @@ class Indexer:
         status, reason = _status(parsed, chunks)
         self.store.add_document(str(path), title=parsed.title, page_count=len(parsed.pages), chunks=chunks,
                                 embeddings=embeddings, status=status, error=reason,
-                                page_labels=printed_labels(parsed), ocr_pages=recognised, **fingerprint)
+                                page_labels=printed_labels(parsed), ocr_pages=recognised,
+                                text_version=self._text_version(path), **fingerprint)
         return DocumentOutcome(str(path), status, reason, len(parsed.pages), len(chunks))
+
+    def _text_version(self, path: Path) -> int:
+        return text_version(path) if self.settings.pdf_reader == "pdfium" else 1
 
     def _embed(self, path: Path, chunks, pages: int, cancel, clock: "_Clock"):
         """Yields an event after each step (the pages embedded so far); returns the vectors."""
@@ -187,6 +211,20 @@ class Indexer:
     def _wait_while_paused(self, cancel: CancelFlag | None) -> None:
         while self.pause is not None and self.pause.is_set() and not _cancelled(cancel):
             time.sleep(PAUSE_POLL_S)
+
+
+def outdated_files(documents: Iterable[StoredDocument]) -> list[str]:
+    """The stored documents whose text comes from an older reading of their format (a PDF read
+    before PDFium read PDFs) and whose file is still there: the next run reads them again."""
+    return [d.path for d in documents if d.status != "failed"
+            and (d.text_version or 1) < text_version(d.path) and Path(d.path).is_file()]
+
+
+def _kept(known, error: DocumentError) -> DocumentOutcome:
+    """A document read again for a newer reading of its format that failed this time: its
+    stored copy stays as it was, and the outcome says so."""
+    reason = f"kept as indexed before: reading it again failed ({error})"
+    return DocumentOutcome(known.path, known.status, reason, known.page_count, known.chunk_count)
 
 
 def embedded_text(chunk: Chunk, headings: int = 2) -> str:

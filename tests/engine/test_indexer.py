@@ -261,3 +261,48 @@ def test_ctrl_c_stops_cleanly_and_the_next_run_carries_on(tmp_path, manuals_dir)
     finished = subprocess.run(_index_command(data, *inputs), cwd=REPO, capture_output=True, text=True)
     assert finished.returncode == 0, finished.stderr
     assert len(_check_consistent(data)) == 2
+
+
+# -- a collection whose PDFs were read with an older text reader (issue 26) --------------------
+def _forget_text_versions(store) -> None:
+    """As a collection indexed before text versions were kept: every text is version 1."""
+    store._db.execute("DELETE FROM text_versions")
+    store._db.commit()
+
+
+def test_pdfs_read_with_the_old_reader_are_read_again_by_the_next_run(tmp_path, tiny_embedder):
+    from tests.helpers.hostile_files import positioned_words_pdf
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    manual = positioned_words_pdf(docs / "spindle.pdf", ["Moving this slider changes the feed rate"])
+    (docs / "notes.txt").write_text("Check the oil level every week.\n", encoding="utf-8")
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        _run(store, tiny_embedder, [docs])
+        [stored] = [d for d in store.list_documents() if d.path == str(manual)]
+        assert stored.text_version == 2
+        _forget_text_versions(store)
+        outcomes = _outcomes(_run(store, tiny_embedder, [docs]))
+        assert outcomes["spindle.pdf"].reason == "" and outcomes["spindle.pdf"].chunks == 1
+        assert outcomes["notes.txt"].reason == "unchanged"  # its format's reading did not change
+        assert {d.text_version for d in store.list_documents()} == {None, 2}  # notes.txt: as it was
+        assert _outcomes(_run(store, tiny_embedder, [docs]))["spindle.pdf"].reason == "unchanged"
+
+
+def test_an_old_copy_that_cannot_be_read_again_is_kept(tmp_path, tiny_embedder):
+    from tests.helpers.hostile_files import positioned_words_pdf
+
+    manual = positioned_words_pdf(tmp_path / "spindle.pdf", ["Moving this slider changes the feed rate"])
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        _run(store, tiny_embedder, [manual])
+        _forget_text_versions(store)
+        [before] = store.list_documents()
+        failing = IndexSettings(parse_time_limit_s=0.001)  # reading it again fails: out of time
+        [event] = [e for e in Indexer(store, tiny_embedder, failing).run([manual]) if e.outcome]
+        assert event.outcome.status == "ready" and event.outcome.chunks == before.chunk_count
+        assert event.outcome.reason.startswith("kept as indexed before: reading it again failed")
+        [after] = store.list_documents()
+        assert (after.id, after.status, after.chunk_count, after.text_version) == (before.id, "ready", 1, None)
+        assert store.search_keyword("slider", 5)

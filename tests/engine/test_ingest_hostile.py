@@ -112,11 +112,42 @@ def test_a_worker_that_dies_costs_only_its_document(long_pdf, good, kill_with, k
         assert next(results)[0] == good
         [worker] = pool.pids  # already parsing long.pdf while we look at good.pdf
         os.kill(worker, kill_with)
+        # the second try (with pypdf, after PDFium's worker died) dies too
+        killer = _kill_the_next_worker(pool, worker, kill_with)
         path, result = next(results)
+        killer.join()
         assert path == long_pdf and result.kind == kind and words in str(result)
         path, result = next(results)
         assert path == good and result.pages[3].number == 4
         assert worker not in pool.pids
+
+
+def _kill_the_next_worker(pool: ParsePool, dead: int, signal_number: int) -> threading.Thread:
+    """A thread that kills the first worker of `pool` other than `dead` once it is there."""
+    def kill() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            others = [pid for pid in list(pool.pids) if pid != dead]
+            if others:
+                os.kill(others[0], signal_number)
+                return
+            threading.Event().wait(0.01)
+
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_worker_that_pdfium_stops_reads_the_document_again_with_pypdf(long_pdf, good, caplog):
+    with ParsePool(time_limit_s=60) as pool, caplog.at_level("INFO", logger="engine.ingest.parse_pool"):
+        results = pool.imap([good, long_pdf])
+        assert next(results)[0] == good
+        [worker] = pool.pids  # reading long.pdf with PDFium now
+        os.kill(worker, signal.SIGABRT)  # as PDFium does when an allocation fails
+        path, result = next(results)
+    assert path == long_pdf and not isinstance(result, DocumentError)
+    assert len(result.pages) == 8000
+    assert "long.pdf: PDFium stopped its reader process" in caplog.text
 
 
 def test_imap_yields_in_input_order_with_two_workers(folder, good, tmp_path):

@@ -485,3 +485,27 @@ def test_the_run_fraction_counts_the_pages_of_the_current_document():
     finished = IndexProgress(1, 1, 113, "/x/big.pdf", 20.0, object(), 500, 500, 0, 0)
     assert done_fraction(finished, 500) == 1.0
     assert "ETA 30 s" in progress_text(IndexProgress(0, 2, 0, "/x/a.pdf", 10.0, None, 0, 100, 4, 1), 0.25)
+
+
+def test_pdfs_indexed_by_an_earlier_version_are_read_again_at_start_and_said_once(qtbot, data_paths, docs):
+    """A collection whose PDF text came from pypdf (no text version): the window reads those
+    PDFs again in the background, once, and says so; the other documents stay as they are."""
+    with open_collection(data_paths, "default", default_embedder(data_paths)) as store:
+        from engine.store.indexer import Indexer
+
+        list(Indexer(store, default_embedder(data_paths), SETTINGS).run([docs]))
+        store._db.execute("DELETE FROM text_versions")  # as an earlier version left it
+        store._db.commit()
+    controller = IndexController(data_paths, index_settings=SETTINGS)
+    try:
+        with qtbot.waitSignal(controller.rereading, timeout=RUN_S) as told:
+            pass
+        assert told.args == [1]
+        qtbot.waitUntil(lambda: not controller.busy and all_final(controller.documents()), timeout=RUN_S)
+        with qtbot.assertNotEmitted(controller.rereading, wait=200):
+            controller.refresh()
+    finally:
+        controller.shutdown()
+    with open_collection(data_paths, "default", default_embedder(data_paths)) as store:
+        versions = {Path(d.path).name: d.text_version for d in store.list_documents()}
+    assert versions == {"manual.pdf": 2, "oil.txt": None, "pump.md": None}

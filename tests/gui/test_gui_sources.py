@@ -304,12 +304,35 @@ def test_spans_that_no_longer_fit_the_file_fall_back_to_the_text(qtbot, view, tm
 
 
 def test_a_pdf_citation_with_spans_opens_at_its_page(qtbot, view, manual):
-    text = parse_file(manual).pages[1].text  # as the index holds it (pypdf's, not PDFium's)
+    text = parse_file(manual).pages[1].text  # as the index holds it (PDFium's, cleaned)
     line = text.splitlines()[1]
     start, end = text.index(line), text.index(line) + len(line)
     citation = cite(manual, 2, text[start:end], [[2, start, end]])
     assert open_cited(qtbot, view, citation) == [str(manual), 2, True]
-    assert letters(view.highlighted_text()) == letters(PAGE_LINES[2][1])
+    assert view.highlighted_text() == PAGE_LINES[2][1]  # PDFium's very characters of the quote
+
+
+def test_a_quote_s_span_highlights_exactly_its_words_on_the_page(qtbot, view, manual):
+    """The span round trip: a quote's span in the index -> PDFium's characters -> their boxes."""
+    import pypdfium2
+
+    text = parse_file(manual).pages[2].text
+    quote = "replace the sensor and calibrate it"
+    start = text.index(quote)
+    assert open_cited(qtbot, view, cite(manual, 3, quote, [[3, start, start + len(quote)]]))[2]
+    assert view.highlighted_text() == quote  # not the whole line, not a word more
+    textpage = pypdfium2.PdfDocument(str(manual))[2].get_textpage()
+    first = textpage.get_text_range().index(quote)
+    left = textpage.get_charbox(first)[0]  # (left, bottom, right, top): x as the view counts it
+    right = textpage.get_charbox(first + len(quote) - 1)[2]
+    [box] = view.highlight_boxes()  # one line, padded by 1.5 points
+    assert abs(box.left() + 1.5 - left) < 1.0 and abs(box.right() - 1.5 - right) < 1.0
+
+
+def test_a_span_that_does_not_hold_the_quote_falls_back_to_its_letters(qtbot, view, manual):
+    quote = "replace the sensor and calibrate it"
+    assert open_cited(qtbot, view, cite(manual, 3, quote, [[3, 0, len(quote)]]))[2]  # a stale span
+    assert letters(view.highlighted_text()) == letters(quote)
 
 
 def slow_html(folder, tags: int = 150_000):
@@ -433,6 +456,20 @@ def test_real_manual_pages_open_with_their_passage_highlighted(qtbot, view, r_fa
     assert letters(passage)[5:-5] in letters(view.highlighted_text())
     label = pages[page - 1].label  # ingest's printed label (pypdf) against the view's (QtPdf)
     assert label and view.title_text() == f"R-FAQ.pdf — page {label} (PDF page {page})"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, page", [("R-FAQ.pdf", 12), ("debian-faq.pdf", 21), ("nut-user-manual.pdf", 40)])
+def test_real_manual_spans_highlight_pdfiums_own_characters(qtbot, view, manuals_dir, name, page):
+    from engine.ingest.pdf_text import clean_text
+
+    pdf = manuals_dir / name
+    text = parse_file(pdf).pages[page - 1].text
+    lines = [line for line in text.splitlines() if len(line) > 40]
+    start = text.index(lines[len(lines) // 2])
+    passage = text[start:start + 300]
+    assert open_cited(qtbot, view, cite(pdf, page, passage, [[page, start, start + 300]]))[2]
+    assert clean_text(view.highlighted_text()).replace("-", "") == passage.replace("-", "")
 
 
 @pytest.mark.slow
