@@ -351,6 +351,13 @@ def _quit_when_ready(window, started: float, close) -> None:
 def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     args = parse_args(argv)
+    if QApplication.instance() is None:
+        from desktop_app.system_libs import why_the_window_cannot_open
+
+        why = why_the_window_cannot_open()  # else Qt aborts, naming a plugin, not the fix
+        if why:
+            print(why, file=sys.stderr)
+            return 1
     with engine_for_this_run(args.engine_url, args.engine_key):
         return _main(args, started)
 

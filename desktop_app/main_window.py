@@ -16,7 +16,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, QTimer, QUrl
+from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -53,6 +53,9 @@ from engine.paths import DEFAULT_COLLECTION, AppPaths
 log = logging.getLogger(__name__)
 
 TITLE = "Offline Assistant"
+FIRST_SIZE = QSize(1440, 900)  # where the screen has room for it
+# a window manager's frame and title bar, which Qt learns only once the window is shown
+FRAME_ROOM = QSize(16, 48)
 DAMAGED_COLLECTION = "is damaged"  # in every CollectionDamagedError message
 KIOSK_MODELS = ("On a kiosk the administrator installs and chooses the model "
                 "('offline-assistant-cli models import', then the settings file).")
@@ -97,7 +100,6 @@ class MainWindow(QMainWindow):
         self._model_folder: Path | None = None  # the local model answering, for its speed
         self.setWindowTitle(TITLE)
         self.setObjectName("mainWindow")
-        self.resize(1440, 900)
         self.setAcceptDrops(True)
         self._apply_look()
 
@@ -116,6 +118,7 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_status_bar()
         self._connect()
+        self.fit_to(self.screen().availableGeometry())
 
         self.conversations.restore()
         self._notices += self.conversations.store.take_notices()
@@ -127,6 +130,13 @@ class MainWindow(QMainWindow):
         self.chat.focus_input()
 
     # -- building -------------------------------------------------------------------------
+    def fit_to(self, available: QRect) -> None:
+        """Sizes and places the window, frame included, inside `available` (a screen's area
+        without its panels): at 1366x768 a 1440x900 window hid the question box below the edge."""
+        frame = fitted_frame(available, self.minimumSizeHint())
+        self.resize(frame.size() - FRAME_ROOM)
+        self.move(frame.topLeft())  # a window's position is its frame's
+
     def _apply_look(self) -> None:
         app = QApplication.instance()
         apply_theme(app, self.settings.theme, self.settings.font_size)
@@ -268,6 +278,7 @@ class MainWindow(QMainWindow):
         self.conversations.failed.connect(self._show_store_failure)
         self.index.statsChanged.connect(self._show_index_stats)
         self.index.failed.connect(self._show_index_failure)
+        self.index.rereading.connect(self._show_rereading)
         self.assistant.modelReady.connect(self._show_model)
         self.assistant.modelFailed.connect(self._show_model_failure)
         self.assistant.engineRestarting.connect(self._show_model_restarting)
@@ -459,7 +470,8 @@ class MainWindow(QMainWindow):
         job.failed.connect(self._on_prepare_failed)
         self._prepare_job = job
         job.start()
-        self.prepare_dialog.show()
+        if self.isVisible():  # else once it is: shown first, a window manager put it behind the window
+            self.prepare_dialog.show()
 
     def _on_prepare_progress(self, fraction: float, message: str) -> None:
         if self.prepare_dialog is not None:
@@ -536,6 +548,14 @@ class MainWindow(QMainWindow):
         for notice in notices:
             self.show_notice(notice)
 
+    def _show_rereading(self, count: int) -> None:
+        """Said once, when a collection's PDFs indexed by an earlier version are read again."""
+        manuals = "1 manual" if count == 1 else f"{count} manuals"
+        message = (f"Reading {manuals} again with the new PDF reader: words no longer run together, and "
+                   "citations mark the exact words. Answers use the earlier copy of each until it is done.")
+        self.statusBar().showMessage(message, 15000)
+        self.show_notice(message)
+
     def show_notice(self, message: str) -> None:
         """Tell the person once what was set aside or could not be written, and where, in one
         box that does not block the window (a second notice is added to the box while it is
@@ -592,10 +612,24 @@ class MainWindow(QMainWindow):
             self._close_prepare_dialog()
         super().closeEvent(event)
 
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self.prepare_dialog is not None and not self.prepare_dialog.isVisible():
+            QTimer.singleShot(0, self.prepare_dialog, self.prepare_dialog.show)  # once the window is mapped
+
     def changeEvent(self, event) -> None:  # noqa: N802
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:
             QTimer.singleShot(0, self.chat, self.chat.update)  # dropped if the chat is gone by then
+
+
+def fitted_frame(available: QRect, least: QSize = QSize()) -> QRect:
+    """The window's first frame: FIRST_SIZE and its frame, or less where `available` is smaller
+    (never under `least`, the window's own minimum), centred in it."""
+    size = (FIRST_SIZE + FRAME_ROOM).boundedTo(available.size()).expandedTo(least + FRAME_ROOM)
+    frame = QRect(QPoint(0, 0), size)
+    frame.moveCenter(available.center())
+    return frame.translated(max(0, available.left() - frame.left()), max(0, available.top() - frame.top()))
 
 
 def _status_label(text: str, name: str) -> QLabel:

@@ -9,6 +9,9 @@ also checks, while there is no venv yet, that this python3 is new enough and tha
 
 It runs with the system python3 alone: standard library only, no Qt, nothing from the venv.
   python3 desktop_app/system_libs.py [--venv .venv] [--lib-dir DIR ...] [--no-install]
+
+The app runs the same check before it starts Qt (`why_the_window_cannot_open`), and says the
+same sentence and apt line instead of Qt's abort when it is started directly.
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def platform_to_check(env) -> tuple[str | None, str]:
     if env.get("WAYLAND_DISPLAY"):
         return "wayland", ""
     return None, ("no display here (DISPLAY and WAYLAND_DISPLAY are unset): the window cannot "
-                  "open. Run `make run` in a desktop session, use offline-assistant-cli, or set "
+                  "open. Start it in a desktop session, use offline-assistant-cli, or set "
                   "QT_QPA_PLATFORM=offscreen to start it with no screen.")
 
 
@@ -106,6 +109,15 @@ def sonames_from_ldconfig(output: str, machine: str | None = None) -> set[str]:
 
 def sonames_in_dirs(dirs) -> set[str]:
     return {p.name for d in dirs if Path(d).is_dir() for p in Path(d).iterdir()}
+
+
+def app_sonames(env) -> set[str]:
+    """The libraries the app finds: the system's, LD_LIBRARY_PATH's and, in an installed
+    (frozen) app, those it carries itself."""
+    dirs = [d for d in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if d]
+    if getattr(sys, "frozen", False):
+        dirs.append(getattr(sys, "_MEIPASS", str(Path(sys.executable).parent)))
+    return system_sonames() | sonames_in_dirs(dirs)
 
 
 def system_sonames() -> set[str]:
@@ -195,7 +207,7 @@ def main(argv=None, env=None, lookup=None, is_root=None, has_apt=None, has_venv=
     is_root = os.geteuid() == 0 if is_root is None else is_root
     has_apt = bool(shutil.which("apt-get")) if has_apt is None else has_apt
     if not (is_root and has_apt and not args.no_install):
-        _explain(packages, apt_names(packages.values(), known), is_root, has_apt)
+        print(explanation(packages, apt_names(packages.values(), known), is_root, has_apt), file=sys.stderr)
         return 1
     if not install(packages.values(), known, run):
         print("the system packages could not be installed (see apt-get's messages above)",
@@ -208,6 +220,26 @@ def main(argv=None, env=None, lookup=None, is_root=None, has_apt=None, has_venv=
     return 0
 
 
+def why_the_window_cannot_open(env=None, lookup=None, is_root=None, has_apt=None, known=None) -> str:
+    """What the app says, before it starts Qt, when the window cannot open here (Qt would abort
+    with "Could not load the Qt platform plugin"): the missing libraries and the apt line, as
+    `make run` says them, or that there is no display. "" when nothing is missing, off Linux,
+    or with another platform plugin chosen (offscreen). The keyword arguments are main()'s."""
+    env = os.environ if env is None else env
+    if not sys.platform.startswith("linux"):
+        return ""
+    plugin, why = platform_to_check(env)
+    if plugin is None:
+        return "" if env.get("QT_QPA_PLATFORM") else why
+    packages = missing(needed_libraries(plugin), (lookup or (lambda: app_sonames(env)))())
+    if not packages:
+        return ""
+    is_root = os.geteuid() == 0 if is_root is None else is_root
+    has_apt = bool(shutil.which("apt-get")) if has_apt is None else has_apt
+    return explanation(packages, apt_names(packages.values(), known), is_root, has_apt,
+                       "start offline-assistant again")
+
+
 def _too_old(version) -> str:
     have, need = ".".join(map(str, version)), ".".join(map(str, MIN_PYTHON))
     return (f"the app needs Python {need} or newer and this python3 is {have}: install a newer "
@@ -215,16 +247,17 @@ def _too_old(version) -> str:
             f"`make run PYTHON=python{need}`")
 
 
-def _explain(packages: dict[str, str], names: list[str], is_root: bool, has_apt: bool) -> None:
-    print("The window needs system libraries that are missing here: "
-          f"{', '.join(sorted(packages))}.", file=sys.stderr)
+def explanation(packages: dict[str, str], names: list[str], is_root: bool, has_apt: bool,
+                then: str = "run `make run` again") -> str:
+    """The missing libraries, and the apt line that installs them."""
+    lines = [f"The window needs system libraries that are missing here: {', '.join(sorted(packages))}."]
     command = ("" if is_root else "sudo ") + "apt install " + " ".join(names)
     if has_apt:
-        print("Install them, then run `make run` again:", file=sys.stderr)
-        print(f"    {command}", file=sys.stderr)
+        lines += [f"Install them, then {then}:", f"    {command}"]
     else:
-        print("Install the packages that provide them (on Debian or Ubuntu: "
-              f"`{command}`), then run `make run` again.", file=sys.stderr)
+        lines.append(f"Install the packages that provide them (on Debian or Ubuntu: `{command}`), "
+                     f"then {then}.")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

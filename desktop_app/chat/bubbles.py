@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 NOT_FOUND_TITLE = "Not found in your manuals"
 LEAD_TITLE = "From the manuals"
+PLACEHOLDER = "Ask a question about your manuals…"
+KIOSK_PLACEHOLDER = "Ask a question about the manuals…"  # an operator's station: not their manuals
 CAUTION = ("Parts of this answer are not in the cited passages; check the sources before "
            "relying on it.")
 
@@ -403,16 +405,30 @@ class AnswerBubble(QFrame):
 
 
 def lead_html(quotes, palette=None) -> str:
-    """The lead sentences, each quoted, with a cite:N link (N: its place in the lead) naming
-    its document and page, and an "OCR" tag when that page was a scan; every string from a
-    manual is escaped."""
+    """The lead's quotes, each with a cite:N link (N: its place in the lead) naming its document
+    and page, and an "OCR" tag when that page was a scan; every string from a manual is escaped.
+    Shown with what it needs (a table row under its header, beside its neighbours), a quote's
+    own unit is in bold, and a row keeps its line."""
     lines = [f'<p style="margin:0 0 2px 0"><b>{LEAD_TITLE}</b></p>']
     for index, quote in enumerate(quotes, 1):
         where = html.escape(f"{quote.document}, {quote.passage.pages_text((quote.page,))}")
         tag = ocr_tag_html(palette or QPalette()) if quote.page in quote.passage.ocr_pages else ""
-        lines.append(f'<p style="margin:2px 0 2px 0">\u201c{html.escape(quote.text)}\u201d '
+        lines.append(f'<p style="margin:2px 0 2px 0">\u201c{quote_html(quote)}\u201d '
                      f'<a href="cite:{index}">[{quote.number}] {where}</a>{tag}</p>')
     return "".join(lines)
+
+
+def quote_html(quote) -> str:
+    """A quote's text, escaped, its lines kept, its own unit in bold when it is shown with more."""
+    text = quote.text
+    start, end = quote.focus if quote.focus and quote.focus != (0, len(text)) else (0, 0)
+
+    def escaped(part: str) -> str:
+        return html.escape(part).replace("\n", "<br>")
+
+    if end <= start:
+        return escaped(text)
+    return f"{escaped(text[:start])}<b>{escaped(text[start:end])}</b>{escaped(text[end:])}"
 
 
 def not_found_html(unknown_names: tuple[str, ...], passages_below: bool) -> str:
@@ -454,7 +470,7 @@ class MessageInput(QPlainTextEdit):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setObjectName("messageInput")
-        self.setPlaceholderText("Ask a question about your manuals…")
+        self.setPlaceholderText(PLACEHOLDER)
         self.setToolTip("Enter sends the question; Shift+Enter starts a new line")
         self.setAccessibleName("Question")
         self.setAccessibleDescription("Type a question; Enter sends it, Shift+Enter starts a new line")
@@ -477,7 +493,9 @@ class MessageInput(QPlainTextEdit):
 
     def changeEvent(self, event) -> None:  # noqa: N802
         super().changeEvent(event)
-        if event.type() == event.Type.FontChange:
+        # a style sheet's padding changes the margins too: fitted without it, the empty box
+        # showed a scroll bar
+        if event.type() in (event.Type.FontChange, event.Type.StyleChange):
             self._fit()
 
     def _fit(self, *_args) -> None:

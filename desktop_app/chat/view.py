@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_app.chat.bubbles import AnswerBubble, MessageInput, UserBubble
+from desktop_app.chat.bubbles import KIOSK_PLACEHOLDER, PLACEHOLDER, AnswerBubble, MessageInput, UserBubble
 from engine.answer.assistant import (
     CitationsEvent,
     DoneEvent,
@@ -85,7 +85,8 @@ class ChatView(QWidget):
         self._buffer: list[str] = []
         self._current: AnswerBubble | None = None
         self._rows: list[tuple[dict | None, QWidget]] = []  # (message, bubble); None while streaming
-        self._follow = True
+        self._follow = True  # the view rests where _resting_place() says, until the person scrolls
+        self._placing = False  # True while the view scrolls itself
         self._documents = 0  # ready documents, for the welcome text
         self._kiosk = False
         self._can_regenerate = False
@@ -114,8 +115,9 @@ class ChatView(QWidget):
         self.scroll.setWidget(self.transcript)
         self.scroll.setAccessibleName("Conversation")
         self.scroll.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.scroll.viewport().installEventFilter(self)  # its width, not the view's, sets the lines
         bar = self.scroll.verticalScrollBar()
-        bar.rangeChanged.connect(self._keep_at_bottom)
+        bar.rangeChanged.connect(self._keep_in_place)
         bar.valueChanged.connect(self._on_scrolled)
 
         self.input = MessageInput()
@@ -166,11 +168,17 @@ class ChatView(QWidget):
         """How many documents are ready: the welcome text says how to add or how to ask."""
         self._documents = ready
         self.empty.setText(welcome_text(self._documents, self._kiosk))
+        self._fit_welcome()
 
     def set_kiosk(self, kiosk: bool) -> None:
-        """On a kiosk the welcome text never mentions adding files (it is locked there)."""
+        """On a kiosk the welcome text never mentions adding files (it is locked there), and
+        answers offer no Copy (there is nobody's clipboard to paste into)."""
         self._kiosk = kiosk
         self.empty.setText(welcome_text(self._documents, self._kiosk))
+        self._fit_welcome()
+        self.input.setPlaceholderText(KIOSK_PLACEHOLDER if kiosk else PLACEHOLDER)
+        for bubble in self.answers():
+            bubble.copy_button.setVisible(not kiosk)
 
     def can_regenerate(self) -> bool:
         """A question was asked in this conversation and none is being answered."""
@@ -213,7 +221,7 @@ class ChatView(QWidget):
                 self._add_row(dict(message), bubble)
         self._mark_last()
         self._follow = True
-        self._scroll_to_bottom()
+        self._keep_in_place()
 
     def clear(self) -> None:
         for _message, widget in self._rows:
@@ -412,6 +420,7 @@ class ChatView(QWidget):
     def _connect_bubble(self, bubble: AnswerBubble) -> None:
         bubble.citationClicked.connect(self._on_citation)
         bubble.regenerateRequested.connect(self.regenerate)
+        bubble.copy_button.setVisible(not self._kiosk)
 
     def _mark_last(self) -> None:
         answers = self.answers()
@@ -441,23 +450,57 @@ class ChatView(QWidget):
             self._can_regenerate = can
             self.regenerateAvailable.emit(can)
 
-    def resizeEvent(self, event) -> None:  # noqa: N802
-        super().resizeEvent(event)
+    def eventFilter(self, _viewport, event) -> bool:  # noqa: N802
+        if event.type() == event.Type.Resize:
+            self._fit_to_viewport()
+        return False
+
+    def _fit_to_viewport(self) -> None:
         width = max(320, int(self.scroll.viewport().width() * 0.75))
-        # the welcome text in lines a person can read on a wide screen, not one 200 characters long
-        self.empty.setMaximumWidth(max(320, self.empty.fontMetrics().averageCharWidth() * WELCOME_CHARS))
+        self._fit_welcome()
         for _m, widget in self._rows:
             if isinstance(widget, UserBubble):
                 widget.setMaximumWidth(width)
 
+    def changeEvent(self, event) -> None:  # noqa: N802
+        super().changeEvent(event)
+        if event.type() == event.Type.FontChange:  # the kiosk's larger text
+            self._fit_welcome()
+
+    def _fit_welcome(self) -> None:
+        """The welcome text in lines a person can read: WELCOME_CHARS wide where there is room
+        (centred, a label takes the width its size hint guesses: a narrow column of a few words
+        on a wide kiosk), and as tall as its lines, so a short view scrolls it instead of
+        cutting it mid-line."""
+        margins = self._column.contentsMargins()
+        room = self.scroll.viewport().width() - margins.left() - margins.right()
+        width = max(160, min(room, self.empty.fontMetrics().averageCharWidth() * WELCOME_CHARS))
+        self.empty.setFixedWidth(width)
+        self.empty.setMinimumHeight(self.empty.heightForWidth(width))
+
     def _on_scrolled(self, value: int) -> None:
-        bar = self.scroll.verticalScrollBar()
-        self._follow = value >= bar.maximum() - 8
+        if not self._placing:  # the person scrolled: back where the view rests, it follows again
+            self._follow = abs(value - self._resting_place()) <= 8
 
-    def _keep_at_bottom(self, _minimum: int, maximum: int) -> None:
+    def _keep_in_place(self, *_range) -> None:
         if self._follow:
-            self.scroll.verticalScrollBar().setValue(maximum)
+            self._placing = True
+            try:
+                self.scroll.verticalScrollBar().setValue(self._resting_place())
+            finally:
+                self._placing = False
 
-    def _scroll_to_bottom(self) -> None:
+    def _resting_place(self) -> int:
+        """The end of the transcript, following the stream, while the newest answer fits above
+        it; else the answer's start (its question too, when short), where the manual's own
+        words are: scrolled to the end, the lead went off the top and the model's least
+        trusted sentences were what a person read first."""
         bar = self.scroll.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        answer = self.last_answer()
+        if answer is None:
+            return bar.maximum()
+        top = answer.row.y()
+        index = next(i for i, (_m, w) in enumerate(self._rows) if w is answer)
+        if index and self._rows[index - 1][1].row.height() < self.scroll.viewport().height() // 3:
+            top = self._rows[index - 1][1].row.y()  # its question, for context
+        return min(bar.maximum(), max(0, top - self._column.spacing()))

@@ -1,13 +1,15 @@
 """The kiosk's on-screen keyboard, for kiosks with a touch screen and no keyboard.
 
     keyboard = OnScreenKeyboard(chat.input)      # types into the question box; Enter asks
-    hook = KeyboardHook(chat.input, keyboard)    # shows it when the box takes the focus
+    hook = KeyboardHook(chat.input, keyboard)    # shows it when the box is touched
     hook.start(); ... hook.stop()
 
 The keyboard sits under the question box, inside the window (nothing to move or close). It is
-shown when the box takes the focus, until a physical key is pressed: from then on the person
-has a keyboard, and the on-screen one stays hidden while this window lives. Its keys are touch
-targets (lockdown.TOUCH_PX, scaled with the screen) with text of the kiosk's size or larger.
+shown when the box is touched, not when the app gives the box the focus (at the start, after
+"New question"): there it covered half of a 1366x768 screen before anyone came. It hides once
+the question is asked, so the answer has the room, and for good once a physical key is pressed:
+from then on the person has a keyboard. Its keys are touch targets (lockdown.TOUCH_PX, scaled
+with the screen) with text of the kiosk's size or larger.
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class OnScreenKeyboard(QWidget):
         """What a touch on `key` does to the question box."""
         if key == ENTER:
             self.box.submitted.emit()
+            if not self.box.toPlainText():  # asked: the answer gets the room
+                self.hide()
         elif key == BACKSPACE:
             self.box.textCursor().deletePreviousChar()
         elif key == SHIFT:
@@ -108,20 +112,19 @@ class OnScreenKeyboard(QWidget):
 
 
 class KeyboardHook(QObject):
-    """Shows `keyboard` when `box` takes the focus, hides it when the box loses it, and for good
-    once a physical key is pressed anywhere in the app (a key event from the window system:
-    spontaneous; the on-screen keys type without key events)."""
+    """Shows `keyboard` when `box` is touched (or clicked), hides it when the box loses the
+    focus, and for good once a physical key is pressed anywhere in the app (a key event from the
+    window system: spontaneous; the on-screen keys type without key events)."""
 
     def __init__(self, box, keyboard: OnScreenKeyboard):
         super().__init__(keyboard)
         self.box = box
+        self.touched = box.viewport()  # what a finger on the box presses
         self.keyboard = keyboard
         self.physical_keyboard = False
 
     def start(self) -> None:
         QApplication.instance().installEventFilter(self)
-        if self.box.hasFocus():
-            self._show()
 
     def stop(self) -> None:
         QApplication.instance().removeEventFilter(self)
@@ -136,7 +139,7 @@ class KeyboardHook(QObject):
         if kind == T.KeyPress and event.spontaneous():
             self.physical_keyboard = True
             self.keyboard.hide()
-        elif watched is self.box and kind == T.FocusIn:
+        elif watched is self.touched and kind in (T.MouseButtonPress, T.TouchBegin):
             self._show()
         elif (watched is self.box and kind == T.FocusOut
               and event.reason() != Qt.FocusReason.ActiveWindowFocusReason):

@@ -78,7 +78,7 @@ DROP_EVENTS = frozenset({T.DragEnter, T.DragMove, T.Drop})
 LOCKED_ACTIONS = ("new_action", "add_action", "add_folder_action", "settings_action", "quit_action",
                   "log_action", "cancel_index_action", "rename_action", "delete_action",
                   "focus_conversations_action", "focus_documents_action", "focus_source_action",
-                  "about_action")
+                  "about_action", "copy_action")
 # every button of the window is a touch target; the question box grows by its padding (its
 # height follows its text: chat/bubbles.py MessageInput)
 KIOSK_STYLE = """

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import shlex
 import signal
 import sys
 import threading
+import time
 
 from engine.llm.hardware import PROVIDER_CHOICES
 from engine.paths import DEFAULT_COLLECTION
@@ -20,6 +22,7 @@ NOT_COVERED_EXIT = 3  # `ask`: the manuals do not cover the question (the answer
 EXIT_CODES = (f"Exit codes: 0 done; 1 an error (its message says what to do); {USAGE_EXIT} a usage "
               f"error; {NOT_COVERED_EXIT} `ask`: the manuals do not cover the question; "
               f"{CANCELLED_EXIT} stopped with Ctrl-C.")
+PLAIN_EVERY_S = 10.0  # off a terminal, a progress line at most this often within one stage
 DATA_DIR_HELP = "keep models, indexes, settings and logs here instead of the user data folder"
 PROVIDER_HELP = "where the model runs (default: auto, the best one available)"
 
@@ -129,14 +132,37 @@ def ctrl_c_sets(cancel: threading.Event, notice: str = ""):
         signal.signal(signal.SIGINT, previous)
 
 
+class Throttle:
+    """Which progress lines a log gets (stderr is not a terminal): the first of each stage at
+    once, then one at most every `every_s` seconds, so a service log shows the work is alive
+    without a line per step ("layer 1 of 30", "layer 2 of 30"...). `now` is the caller's clock."""
+
+    def __init__(self, every_s: float = PLAIN_EVERY_S):
+        self.every_s = every_s
+        self._stage: object = None
+        self._at: float | None = None
+
+    def due(self, now: float, stage: object = None) -> bool:
+        if stage == self._stage and self._at is not None and now - self._at < self.every_s:
+            return False
+        self.wrote(now, stage)
+        return True
+
+    def wrote(self, now: float, stage: object = None) -> None:
+        """A line was written at `now` (one that is always written: a document finished)."""
+        self._stage, self._at = stage, now
+
+
 @contextlib.contextmanager
-def progress_line(label: str, stream=None):
+def progress_line(label: str, stream=None, clock=time.monotonic):
     """A progress callback: on a terminal it redraws one line on stderr (ended with a newline
-    if used); elsewhere (a log, a pipe) it writes a plain line for each new step, so no
-    carriage returns pile up in the file."""
+    if used); elsewhere (a log, a pipe) it writes a plain line for each stage (the message,
+    its numbers aside) and at most one every PLAIN_EVERY_S seconds within it, so no carriage
+    returns pile up in the file, nor a line per step."""
     stream = stream or sys.stderr
     live = stream.isatty()
-    shown = {"text": "", "width": 0, "step": None}
+    throttle = Throttle()
+    shown = {"text": "", "width": 0}
 
     def report(fraction: float, message: str) -> None:
         text = f"{label}: {fraction * 100:3.0f}% {visible(message)}"
@@ -144,12 +170,10 @@ def progress_line(label: str, stream=None):
             return
         if live:
             stream.write("\r" + text.ljust(shown["width"]))
-        else:
-            step = (visible(message), int(fraction * 10))  # a new message, or 10% more
-            if step == shown["step"]:
-                return
-            shown["step"] = step
+        elif throttle.due(clock(), re.sub(r"\d+", "#", message)):
             stream.write(text + "\n")
+        else:
+            return
         stream.flush()
         shown.update(text=text, width=max(shown["width"], len(text)))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.cli.common import (
     CANCELLED_EXIT,
+    Throttle,
     collection_exists,
     collection_option,
     collection_told,
@@ -75,6 +76,7 @@ def _index(args, paths) -> int:
         for folder, why in found.unreadable:
             bar.note(visible(f"could not read {folder}: {why}"))
         files = [Path(f) for f in found.files]
+        bar.begin(files)
         for event in Indexer(store, embedder, settings).run(files=files, cancel=cancel):
             _report(event, bar, args.json, timer.see(event))
             tally.count(event.outcome)
@@ -190,7 +192,9 @@ def _count(number, noun: str) -> str:
 
 
 class _ProgressBar:
-    """One line on a terminal, redrawn in place; plain lines when not a terminal."""
+    """One line on a terminal, redrawn in place. Not on a terminal (a service's log): a line
+    as the run starts, one per finished document, and within a long document one at most every
+    PLAIN_EVERY_S seconds with its pages done: a 1,300-page manual said nothing for minutes."""
 
     WIDTH = 24
 
@@ -198,16 +202,28 @@ class _ProgressBar:
         self.stream = stream
         self.live = stream.isatty()
         self.last: IndexProgress | None = None
+        self.throttle = Throttle()
+        self.throttle.wrote(0.0)  # the run's clock (IndexProgress.elapsed_s) starts at 0
+
+    def begin(self, files: list[Path]) -> None:
+        """The run's first line in a log, before its first document is read."""
+        if self.live or not files:
+            return
+        size = sum(f.stat().st_size for f in files)
+        self.stream.write(f"Indexing {plural(len(files), 'file')} ({size / 1e6:.1f} MB)\n")
+        self.stream.flush()
 
     def show(self, event: IndexProgress) -> None:
         self.last = event
-        if not self.live and event.outcome is None:
-            return
-        line = self._line(event)
         if self.live:
-            self.stream.write("\r\x1b[K" + line)
+            self.stream.write("\r\x1b[K" + self._line(event))
+        elif event.outcome is not None:
+            self.stream.write(self._line(event) + "\n")
+            self.throttle.wrote(event.elapsed_s)
+        elif self.throttle.due(event.elapsed_s):
+            self.stream.write(_step_line(event) + "\n")
         else:
-            self.stream.write(line + "\n")
+            return
         self.stream.flush()
 
     def note(self, text: str) -> None:
@@ -229,6 +245,18 @@ class _ProgressBar:
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
                 f"{plural(e.pages_done, 'page')}, {e.pages_per_s:.1f} pages/s{eta}  "
                 f"{visible(Path(e.current_file).name)}{unchanged}{stage_text(e)}")
+
+
+def _step_line(e: IndexProgress) -> str:
+    """"R-exts.pdf: page 120 of 236 embedded (1m40s)", or its OCR stage, for a log."""
+    name = visible(Path(e.current_file).name)
+    if e.stage == "recognising":
+        return f"{name}{stage_text(e)} ({_duration(e.elapsed_s)})"
+    if not e.document_pages:
+        return f"{name}: reading ({_duration(e.elapsed_s)})"
+    if not e.document_pages_done:
+        return f"{name}: {plural(e.document_pages, 'page')} read; embedding ({_duration(e.elapsed_s)})"
+    return f"{name}: page {e.document_pages_done} of {e.document_pages} embedded ({_duration(e.elapsed_s)})"
 
 
 def stage_text(event: IndexProgress) -> str:

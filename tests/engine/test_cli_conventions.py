@@ -20,6 +20,7 @@ from engine.cli.common import NOT_COVERED_EXIT, plural, progress_line
 from engine.cli.index import _outcome_text, _ProgressBar, _Tally
 from engine.cli.main import main
 from engine.types import DocumentOutcome, IndexProgress
+from tests.helpers.fake_clock import Clock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -256,18 +257,57 @@ class Terminal(io.StringIO):
         return True
 
 
-def test_progress_line_redraws_on_a_terminal_and_writes_a_line_per_step_elsewhere():
-    for stream in (Terminal(), io.StringIO()):
-        with progress_line("Preparing", stream) as report:
-            for layer in range(1, 4):
-                report(layer / 3 - 0.01, f"layer {layer} of 3")
-                report(layer / 3, f"layer {layer} of 3")  # the same step, a little further
-        if stream.isatty():
-            assert stream.getvalue().count("\r") == 6 and stream.getvalue().endswith("\n")
-        else:
-            assert "\r" not in stream.getvalue()
-            assert stream.getvalue().splitlines() == ["Preparing:  32% layer 1 of 3", "Preparing:  66% layer 2 of 3",
-                                                      "Preparing:  99% layer 3 of 3", "Preparing: 100% layer 3 of 3"]
+def prepare_steps(report, clock: Clock) -> None:
+    """The built-in model's preparation as engine/models reports it: a layer a second."""
+    report(0.0, "reading model.gguf")
+    report(0.02, "writing tokenizer")
+    for layer in range(1, 31):
+        clock.now += 1.0
+        report(0.08 + 0.024 * layer, f"layer {layer} of 30")
+    report(0.8, "writing model.onnx")
+    report(1.0, "done")
+
+
+def test_progress_line_redraws_on_a_terminal_and_elsewhere_writes_each_stage_then_a_line_per_ten_seconds():
+    """Issue 29: in a log, the first `ask` wrote 30 lines of "layer K of 30"."""
+    clock = Clock(0.0)
+    terminal = Terminal()
+    with progress_line("Preparing", terminal, clock) as report:
+        prepare_steps(report, clock)
+    assert terminal.getvalue().count("\r") == 34 and terminal.getvalue().endswith("\n")
+    log = io.StringIO()
+    with progress_line("Preparing", log, clock) as report:
+        prepare_steps(report, clock)
+    assert "\r" not in log.getvalue()
+    assert log.getvalue().splitlines() == [
+        "Preparing:   0% reading model.gguf", "Preparing:   2% writing tokenizer",
+        "Preparing:  10% layer 1 of 30", "Preparing:  34% layer 11 of 30", "Preparing:  58% layer 21 of 30",
+        "Preparing:  80% writing model.onnx", "Preparing: 100% done"]
+
+
+def test_a_long_document_in_a_log_shows_its_pages_every_ten_seconds(tmp_path):
+    """Issue 29: a 1,300-page manual printed nothing for minutes, then one line. In a log: a
+    line as the run starts, the document's pages at most every 10 s, then its line."""
+    manual = tmp_path / "big.pdf"
+    manual.write_bytes(b"%PDF-1.7\n" + b"0" * 2_000_000)
+    log = io.StringIO()
+    bar = _ProgressBar(log)
+    bar.begin([manual])
+    path = str(manual)
+    events = [IndexProgress(0, 1, 0, path, 64.0, document_pages=1300)]  # read in 64 s
+    events += [IndexProgress(0, 1, 0, path, 64.0 + 2 * step, document_pages=1300, document_pages_done=10 * step)
+               for step in range(1, 60)]  # 10 pages embedded every 2 s
+    events.append(IndexProgress(1, 1, 1300, path, 182.5, DocumentOutcome(path, "ready", "", 1300, 4100),
+                                manual.stat().st_size, manual.stat().st_size))
+    for event in events:
+        bar.show(event)
+    lines = log.getvalue().splitlines()
+    assert lines[:4] == ["Indexing 1 file (2.0 MB)", "big.pdf: 1300 pages read; embedding (1m04s)",
+                         "big.pdf: page 50 of 1300 embedded (1m14s)", "big.pdf: page 100 of 1300 embedded (1m24s)"]
+    assert len(lines) == 2 + 11 + 1 and lines[-1].startswith("[########################] 1/1 docs, 1300 pages")
+    times = [re.search(r"\((\d+)m(\d+)s\)$", line).groups() for line in lines[1:-1]]
+    seconds = [int(minutes) * 60 + int(secs) for minutes, secs in times]
+    assert all(later - earlier >= 10 for earlier, later in zip(seconds, seconds[1:]))
 
 
 def test_the_eval_count_off_a_terminal_is_a_line_per_tenth_of_the_questions():

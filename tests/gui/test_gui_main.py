@@ -276,8 +276,9 @@ def test_first_start_prepares_the_model_while_documents_are_added(qtbot, tmp_pat
     qtbot.addWidget(window, before_close_func=lambda w: w.close())
     progress = []
     window._prepare_job.progress.connect(lambda fraction, _message: progress.append(fraction))
+    assert window.prepare_dialog is not None and not window.prepare_dialog.isVisible()
     window.show()
-    assert window.prepare_dialog is not None and window.prepare_dialog.isVisible()
+    qtbot.waitUntil(window.prepare_dialog.isVisible)  # after the window: before it, it went behind it
     assert not window.chat.send_button.isEnabled() and window.chat.hint.isVisible()
     drop(window, [pump_pdf])  # documents can be added meanwhile
     with qtbot.waitSignal(window.assistant.modelReady, timeout=300_000):

@@ -1,8 +1,9 @@
 """The kiosk's on-screen keyboard (desktop_app/kiosk/keyboard.py) on a real kiosk window, the real
-store and embedder and the tiny random LLM: shown when the question box takes the focus, typing
-into it by touch ("E-12", Enter asks it), hidden for good by a physical key, keys and text of the
-kiosk's touch sizes. With OFFLINE_ASSISTANT_SCREENSHOTS set to a folder, the kiosk with the
-keyboard shown is saved there as kiosk-keyboard.png."""
+store and embedder and the tiny random LLM: hidden at the start although the question box has the
+focus, shown when the box is touched, typing into it by touch ("E-12", Enter asks it and hides it
+for the answer), hidden for good by a physical key, keys and text of the kiosk's touch sizes.
+With OFFLINE_ASSISTANT_SCREENSHOTS set to a folder, the kiosk with the keyboard shown is saved
+there as kiosk-keyboard.png."""
 
 from __future__ import annotations
 
@@ -27,10 +28,10 @@ def touch(qtbot, kiosk, *keys: str) -> None:
         qtbot.mouseClick(kiosk.keyboard.keys[key], Qt.MouseButton.LeftButton)
 
 
-def focus_box(qtbot, window) -> None:
-    """The question box takes the focus, in an active window. Offscreen, the kiosk's frameless
-    window (recreated by the flag) stays the focus window yet inactive until the focus window
-    changes: another one is activated for a moment (a window system does that itself)."""
+def activate(qtbot, window) -> None:
+    """Offscreen, the kiosk's frameless window (recreated by the flag) stays the focus window
+    yet inactive until the focus window changes: another one is activated for a moment (a
+    window system does that itself)."""
     if not window.isActiveWindow():
         other = QWidget()
         other.show()
@@ -39,20 +40,37 @@ def focus_box(qtbot, window) -> None:
         other.close()
         window.activateWindow()
         qtbot.waitUntil(window.isActiveWindow)
+
+
+def focus_box(qtbot, window) -> None:
+    """The question box takes the focus, in an active window, as at the start or after "New
+    question": nobody has touched it."""
+    activate(qtbot, window)
     window.chat.focus_input()
     qtbot.waitUntil(window.chat.input.hasFocus)
 
 
-def test_shown_when_the_question_box_takes_the_focus_and_hidden_when_it_loses_it(qtbot, open_kiosk):
+def touch_box(qtbot, window) -> None:
+    """A finger on the question box (Qt turns an unhandled touch into this press)."""
+    activate(qtbot, window)
+    qtbot.mouseClick(window.chat.input.viewport(), Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(window.chat.input.hasFocus)
+
+
+def test_hidden_at_the_start_shown_when_the_box_is_touched_and_hidden_when_it_loses_the_focus(qtbot, open_kiosk):
     kiosk = open_kiosk()
     window, keyboard = kiosk.window, kiosk.keyboard
-    focus_box(qtbot, window)
+    focus_box(qtbot, window)  # the kiosk gave the box the focus: nobody is there yet
+    assert window.chat.input.hasFocus() and not keyboard.isVisible()
+    touch_box(qtbot, window)
     qtbot.waitUntil(keyboard.isVisible)
     box = window.chat.input
     assert keyboard.mapTo(window, keyboard.rect().topLeft()).y() > box.mapTo(window, box.rect().bottomLeft()).y()
     kiosk.new_button.setFocus()  # a touch elsewhere that takes the focus
     qtbot.waitUntil(lambda: not keyboard.isVisible())
-    focus_box(qtbot, window)
+    kiosk.new_question()  # "New question" and the idle reset give the box the focus, not the keys
+    assert window.chat.input.hasFocus() and not keyboard.isVisible()
+    touch_box(qtbot, window)
     qtbot.waitUntil(keyboard.isVisible)
     kiosk.ask_pin()  # the PIN keypad takes the keys: no letters under it
     qtbot.waitUntil(lambda: not keyboard.isVisible())
@@ -61,7 +79,7 @@ def test_shown_when_the_question_box_takes_the_focus_and_hidden_when_it_loses_it
 def test_typing_e_12_by_touch_then_enter_asks_it(qtbot, open_kiosk):
     kiosk = open_kiosk()
     window = kiosk.window
-    focus_box(qtbot, window)
+    touch_box(qtbot, window)
     qtbot.waitUntil(kiosk.keyboard.isVisible)
     touch(qtbot, kiosk, SHIFT, "e", "-", "1", "2", "3", BACKSPACE)
     assert window.chat.input.toPlainText() == "E-12"
@@ -71,6 +89,9 @@ def test_typing_e_12_by_touch_then_enter_asks_it(qtbot, open_kiosk):
     asked = [m["content"] for m in window.chat.messages() if m["role"] == "user"]
     assert asked == ["E-12"]
     assert window.chat.input.toPlainText() == ""
+    assert not kiosk.keyboard.isVisible()  # asked: the answer gets its room
+    touch_box(qtbot, window)
+    qtbot.waitUntil(kiosk.keyboard.isVisible)
     touch(qtbot, kiosk, "a", SPACE, SHIFT, "b")
     assert window.chat.input.toPlainText() == "a B"  # Shift is for one letter
 
@@ -78,21 +99,20 @@ def test_typing_e_12_by_touch_then_enter_asks_it(qtbot, open_kiosk):
 def test_a_physical_key_hides_it_for_good(qtbot, open_kiosk):
     kiosk = open_kiosk()
     window, keyboard = kiosk.window, kiosk.keyboard
-    focus_box(qtbot, window)
+    touch_box(qtbot, window)
     qtbot.waitUntil(keyboard.isVisible)
     qtbot.keyClick(window.chat.input, "x")  # QTest's key events are the window system's (spontaneous)
     assert not keyboard.isVisible()
     assert window.chat.input.toPlainText() == "x"
     kiosk.new_button.setFocus()
-    focus_box(qtbot, window)
-    kiosk.new_question()  # the idle reset and "New question" focus the box again
+    touch_box(qtbot, window)
     assert window.chat.input.hasFocus() and not keyboard.isVisible()
 
 
 def test_keys_are_touch_targets_with_the_kiosk_text_size_and_fit_1024_px(qtbot, open_kiosk):
     kiosk = open_kiosk()
     window, keyboard = kiosk.window, kiosk.keyboard
-    focus_box(qtbot, window)
+    touch_box(qtbot, window)
     window.resize(1024, 768)
     qtbot.waitUntil(keyboard.isVisible)
     qtbot.waitUntil(lambda: keyboard.width() <= 1024)
@@ -114,7 +134,7 @@ def test_keys_are_touch_targets_with_the_kiosk_text_size_and_fit_1024_px(qtbot, 
 def test_screenshot_of_the_kiosk_with_the_keyboard(qtbot, open_kiosk, tmp_path):
     kiosk = open_kiosk()
     window = kiosk.window
-    focus_box(qtbot, window)
+    touch_box(qtbot, window)
     window.resize(1366, 768)
     qtbot.waitUntil(kiosk.keyboard.isVisible)
     touch(qtbot, kiosk, SHIFT, "e", "-", "1", "2", SPACE, "m", "e", "a", "n", "s")

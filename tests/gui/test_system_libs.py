@@ -6,6 +6,7 @@ Debian (a chroot) is in tests/packaging/test_first_start.py.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,37 @@ def test_installing_resolves_renamed_packages_after_apt_get_update():
                             has_apt=True, known=known, run=run)
     assert code == 0
     assert commands[-1][-1] == "libpng16-16t64"
+
+
+# -- the app started directly (issue 29) -------------------------------------------------------
+def test_the_app_says_what_make_run_says_where_qt_would_abort():
+    """`offline-assistant` on a machine without the three libraries: the same sentence and apt
+    line as `make system-libs`, telling to start the app again, before Qt is started."""
+    why = system_libs.why_the_window_cannot_open(env={"DISPLAY": ":0"}, lookup=lambda: set(THREE_MISSING),
+                                                 is_root=False, has_apt=True, known=lambda package: False)
+    lines = why.splitlines()
+    assert lines[0] == ("The window needs system libraries that are missing here: "
+                        "libxcb-cursor.so.0, libxcb-icccm.so.4, libxcb-keysyms.so.1.")
+    assert lines[1:] == ["Install them, then start offline-assistant again:", THREE_LINE]
+    everything = dict(env={"DISPLAY": ":0"}, lookup=lambda: XCB_NEEDED)
+    assert system_libs.why_the_window_cannot_open(**everything) == ""
+    assert system_libs.why_the_window_cannot_open(env={"QT_QPA_PLATFORM": "offscreen"}, lookup=set) == ""
+
+
+def test_libraries_in_ld_library_path_count(tmp_path):
+    """A library the app would load from LD_LIBRARY_PATH is not reported missing."""
+    (tmp_path / "libxcb-cursor.so.0").touch()
+    found = system_libs.app_sonames({"LD_LIBRARY_PATH": f"/nowhere{os.pathsep}{tmp_path}"})
+    assert "libxcb-cursor.so.0" in found
+
+
+def test_the_app_started_with_no_display_says_so_instead_of_aborting(tmp_path):
+    """The real entry point, with no DISPLAY: Qt's xcb plugin would abort (SIGABRT, exit 134)
+    with "could not connect to display"; the app says what to do and exits 1."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "desktop_app.app", "--data-dir", str(tmp_path / "data")],
+                          env=env, cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "DISPLAY and WAYLAND_DISPLAY are unset" in done.stderr and "offline-assistant-cli" in done.stderr
+    assert "Qt platform plugin" not in done.stderr

@@ -1,10 +1,13 @@
 """`make run`'s first step on a minimal Debian: the display-library check, in a real chroot (issue 15).
 
 mmdebstrap builds a minbase Debian of the host's release with python3 alone (about 25 s). In it,
-desktop_app/system_libs.py run with the chroot's python3 prints the `apt install` line, then as
-root installs the packages; after that PySide6's X11 plugin and modules (this venv's, bind-mounted
-read-only) find every system library, `python3 -m venv` works, and a QApplication opens a
-window on the xcb platform under Xvfb.
+desktop_app/system_libs.py run with the chroot's python3 prints the `apt install` line. With the
+libraries every desktop has (Qt's own: GL, fontconfig, glib...) but not the X11 plugin's
+(libxcb-cursor0 and friends), the app started directly (this venv's `offline-assistant`,
+bind-mounted read-only with the repository) says the same sentence and apt line instead of
+Qt's abort (issue 29). Then system_libs.py as root installs the packages; after that PySide6's
+X11 plugin and modules find every system library, `python3 -m venv` works, and a QApplication
+opens a window on the xcb platform under Xvfb.
 
 Needs Linux, root, mmdebstrap and Debian's package archive: elsewhere it skips, except under CI,
 where it fails. About 1 minute.
@@ -77,21 +80,30 @@ def test_a_minimal_debian_gets_the_libraries_and_the_window_opens(chroot):
         assert package in line[0].split()
     print(told.stderr)  # the report: what a user without root reads
 
+    # a desktop without the X11 plugin's libraries: Qt's own, as the Wayland check installs them
+    desktop = _in(root, "python3", "/tmp/system_libs.py", env={"QT_QPA_PLATFORM": "wayland"}, timeout=900)
+    assert desktop.returncode == 0, desktop.stderr[-3000:]
+    _bind_python(root, mounts)
+    started = _in(root, *_app(), "--data-dir", "/tmp/oa-data")
+    assert started.returncode == 1, started.stderr[-3000:]
+    assert "Qt platform plugin" not in started.stderr and "Traceback" not in started.stderr, started.stderr
+    said = started.stderr.splitlines()
+    assert said[0].startswith("The window needs system libraries that are missing here: ")
+    assert "libxcb-cursor.so.0" in said[0] and said[1] == "Install them, then start offline-assistant again:"
+    make_says = _in(root, "python3", "/tmp/system_libs.py", "--no-install").stderr.splitlines()
+    assert said[0] == make_says[0] and said[2] == make_says[2]  # `make system-libs`' sentence and apt line
+    print(started.stderr)  # the report: what the direct start says
+
     installed = _in(root, *check, timeout=900)
     assert installed.returncode == 0, installed.stderr[-3000:]
     again = _in(root, *check)
     assert (again.returncode, again.stderr) == (0, "")
     assert _in(root, "python3", "-m", "venv", "/tmp/venv").returncode == 0
 
-    _bind(root, PYSIDE, mounts)
     assert _unresolved(root, PYSIDE) == []
 
     assert _in(root, "apt-get", "install", "-y", "-qq", "--no-install-recommends", "xvfb", "xauth",
                timeout=900).returncode == 0
-    if Path(sys.base_prefix) == Path("/usr"):
-        pytest.skip("this python is the system's: it cannot be mounted into the chroot")
-    for folder in {Path(sys.base_prefix), Path(sys.prefix)}:
-        _bind(root, folder, mounts)
     shown = _in(root, "xvfb-run", "-a", "-s", "-screen 0 1366x768x24", sys.executable, "-c",
                 START_QT, env={"QT_QPA_PLATFORM": "xcb"})
     assert shown.returncode == 0, shown.stderr[-3000:]
@@ -105,6 +117,23 @@ def _in(root: Path, *command: str, env=None, timeout=120) -> subprocess.Complete
     return subprocess.run(["chroot", str(root), "env", "-i",
                            *(f"{k}={v}" for k, v in env.items()), *command],
                           capture_output=True, text=True, timeout=timeout)
+
+
+def _bind_python(root: Path, mounts: list[Path]) -> None:
+    """This venv and the repository (its editable install) in the chroot at the same paths, and
+    the interpreter, unless it is the system's (/usr: the chroot's python3 is the same
+    release's)."""
+    folders = {REPO, Path(sys.prefix)} | ({Path(sys.base_prefix)} - {Path("/usr")})
+    for folder in sorted(folders):
+        if not any(folder != other and folder.is_relative_to(other) for other in folders):
+            _bind(root, folder, mounts)
+
+
+def _app() -> list[str]:
+    """The app as a user starts it directly: the venv's `offline-assistant` (its shebang names
+    the venv's python), or the module where the venv has no such script."""
+    script = Path(sys.prefix) / "bin" / "offline-assistant"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "desktop_app.app"]
 
 
 def _bind(root: Path, folder: Path, mounts: list[Path]) -> None:
