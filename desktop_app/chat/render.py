@@ -37,6 +37,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
 
+from engine.answer.sentence_check import NOT_IN_MANUALS, mark_of
 from engine.ingest.chunking import trimmed
 from engine.types import CheckedSentence, Citation, Passage
 
@@ -47,7 +48,7 @@ MARKDOWN = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
 WRAP = QTextOption()
 WRAP.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
 CITE_MARK = re.compile(r"\[(\d{1,2})\]")
-UNSUPPORTED_TAG = "not in the manuals"
+UNSUPPORTED_TAG = NOT_IN_MANUALS
 UNSUPPORTED_TIP = "The passages the answer was written from do not say this; check it before relying on it."
 UNSUPPORTED = int(QTextFormat.Property.UserProperty) + 1  # marks an unsupported sentence's characters
 NEAREST_TITLE = "Nearest passages"
@@ -383,14 +384,14 @@ def mark_sentences(doc: QTextDocument, answer: str, sentences: tuple[CheckedSent
         shown_start, shown_end = align.start(start), align.end(end)
         if shown_start is None or shown_end is None or shown_start >= shown_end:
             continue
-        if not sentence.supported:
+        mark = mark_of(answer, sentence)
+        if mark == NOT_IN_MANUALS:
             _mark_unsupported(doc, shown_start, shown_end, palette)
             inserts.append((shown_end, UNSUPPORTED_TAG, _tag_format(doc, palette)))
-        elif sentence.source in citations and sentence.source not in _markers(answer[start:end]):
-            inserts.append((_before_stop(doc, shown_start, shown_end), f"[{sentence.source}]",
-                            _link_format(sentence.source, palette)))
-        elif sentence.source is not None and sentence.source not in citations:
-            log.info("sentence's source [%s] is not among the answer's citations", sentence.source)
+        elif mark in citations:
+            inserts.append((_before_stop(doc, shown_start, shown_end), f"[{mark}]", _link_format(mark, palette)))
+        elif mark is not None:
+            log.info("sentence's source [%s] is not among the answer's citations", mark)
     cursor = QTextCursor(doc)
     for position, text, fmt in sorted(inserts, key=lambda i: i[0], reverse=True):
         cursor.setPosition(position)
@@ -416,10 +417,6 @@ def unsupported_ranges(doc: QTextDocument) -> list[str]:
             it += 1
         block = block.next()
     return found + (["".join(run)] if run else [])
-
-
-def _markers(text: str) -> set[int]:
-    return {int(m.group(1)) for m in CITE_MARK.finditer(text)}
 
 
 def _before_stop(doc: QTextDocument, start: int, end: int) -> int:

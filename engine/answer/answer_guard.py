@@ -31,6 +31,7 @@ import re
 from collections.abc import Sequence
 
 from engine.answer.actions import addresses, missing_actions
+from engine.answer.sentences import REPEAT_END, STREAM_END
 from engine.llm.local import CancelFlag
 
 ADDRESS_REMOVED = "[address removed: not in the manuals]"
@@ -40,8 +41,6 @@ LOOP_WINDOW = 40
 # 10 and 12 find the same looping answers but for one, and leave more room for quoted commands.
 REPEAT_WORDS = 12
 MIN_SENTENCE_WORDS = 3  # "Press Enter." may well come twice in a procedure
-_SENTENCE_END = re.compile(r"[.!?:](?=\s)|\n")
-_REPEAT_SENTENCE_END = re.compile(r"[.!?]+(?=\s)|\n")
 # Not words of the sentence: citations and list numbers at a line's or a sentence's start.
 _NOT_WORDS = re.compile(r"\[\d+\]|(?:^|(?<=[.!?:]\s))[ \t]*\d{1,3}[.)](?=\s)", re.MULTILINE)
 _WORD = re.compile(r"\w+")
@@ -182,7 +181,7 @@ def repeat_cut(text: str, complete: bool = True) -> int | None:
 
 def _sentence_starts(masked: str, complete: bool) -> list[int]:
     """Where each finished sentence begins, and the end of the last one."""
-    ends = [m.end() for m in _REPEAT_SENTENCE_END.finditer(masked)]
+    ends = [m.end() for m in REPEAT_END.finditer(masked)]
     if complete and masked[ends[-1] if ends else 0:].strip():
         ends.append(len(masked))
     return [0, *ends]
@@ -217,7 +216,7 @@ def _repeated_run(words: list[re.Match], starts: list[int]) -> int | None:
 def _nearest_sentence_end(text: str, cut: int) -> int:
     """The sentence end nearest to `cut`: after a loop's first copy the text repeats it, so a
     sentence end of the loop lies on one side or the other."""
-    ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+    ends = [m.end() for m in STREAM_END.finditer(text)]
     if not ends:
         return cut
     return min(ends, key=lambda end: (abs(end - cut), end))

@@ -18,6 +18,7 @@ It is the one API that the CLI, the GUI and a server use. The model runs whereve
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
@@ -32,12 +33,12 @@ from engine.answer.grounding import (
     build_prompt,
     cited_numbers,
     judge_relevance,
-    query_terms,
     strip_invalid_citations,
     support,
 )
-from engine.answer.lead import lead_sentences
+from engine.answer.lead import DEFAULT_WEIGHTS, best_units, choose, scored
 from engine.answer.metrics import Metrics
+from engine.answer.query import Query
 from engine.answer.retrieval import Retriever
 from engine.answer.sentence_check import SUPPORTED_SHARE, check_sentences, has_content, unsupported_actions
 from engine.answer.timing import StageTimes
@@ -46,6 +47,9 @@ from engine.llm.local import CancelFlag
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.types import CheckedSentence, Citation, Passage, Quote
 
+log = logging.getLogger(__name__)
+
+LEAD_QUOTES = 3
 NOT_FOUND = ("I could not find this in the indexed manuals. "
              "The nearest passages are listed below, in case they help.")
 QUOTE_CHARS = 240
@@ -177,7 +181,8 @@ class Assistant:
         if not question:
             raise EngineError("The question is empty; type a question about your manuals.")
         run = _Run()
-        query = retrieval_query(question, history)  # a follow-up is searched and judged with its question
+        with run.timed("embed"):  # once: a follow-up is searched and judged with its question
+            query = self.retriever.query(retrieval_query(question, history))
         retrieved = self.retriever.retrieve(query, self.settings.passages)
         run.merge(retrieved)
         with run.timed("gate"):
@@ -187,21 +192,21 @@ class Assistant:
             raise EngineError("No manuals are indexed yet; add some documents first.")
         yield PassagesEvent(tuple(passages), relevance.relevant, relevance)
         if not relevance.relevant:
-            yield from self._refuse(question, passages, relevance, run)
+            yield from self._refuse(query, passages, relevance, run)
             return
         with run.timed("lead"):
-            lead = tuple(lead_sentences(query, passages, embedder=self.retriever.embedder,
-                                        frequency=self.retriever.store.prefix_frequency))
+            units = scored(query, passages, self.retriever.embedder)
+            lead = tuple(choose(units, DEFAULT_WEIGHTS, LEAD_QUOTES))
         yield LeadEvent(lead)
-        yield from self._answer(question, passages, history, relevance, run, cancel, lead)
+        yield from self._answer(question, query, passages, history, relevance, run, cancel, lead, units)
 
-    def _refuse(self, question, passages, relevance, run: "_Run") -> Iterator[Event]:
+    def _refuse(self, query: Query, passages, relevance, run: "_Run") -> Iterator[Event]:
         yield TextEvent(NOT_FOUND)
-        yield CitationsEvent(tuple(_sources(question, passages)))
+        yield CitationsEvent(tuple(_sources(best_units(query, passages), passages)))
         yield self._done(NOT_FOUND, AnswerStats(False, relevance, tuple(run.stages), run.timings_s))
 
-    def _answer(self, question, passages, history, relevance, run: "_Run", cancel,
-                lead: tuple[Quote, ...] = ()) -> Iterator[Event]:
+    def _answer(self, question, query: Query, passages, history, relevance, run: "_Run", cancel,
+                lead: tuple[Quote, ...] = (), units=()) -> Iterator[Event]:
         s = self.settings
         budget = min(s.prompt_budget_tokens, self.llm.context_length - s.max_new_tokens)
         with run.timed("prompt"):
@@ -219,13 +224,14 @@ class Assistant:
         with run.timed("check"):
             sentences = check_sentences(answer, numbered, self.retriever.embedder)
         with run.timed("cite"):
-            citations = tuple(_citations(question, passages, cited_and_sources(answer, sentences, len(numbered))))
+            cited = cited_and_sources(answer, sentences, len(numbered))
+            citations = tuple(_citations(best_units(query, passages, units), passages, cited))
         yield CitationsEvent(citations)
         g = stream.stats
         content = [c for c in sentences if has_content(c)]
         stats = AnswerStats(True, relevance, tuple(run.stages), run.timings_s, g.prompt_tokens, g.new_tokens,
                             run.first_token_s(), guard.reason or g.finish_reason, g.provider,
-                            support(answer, question, passages), g.tokens_per_s,
+                            support(answer, query, passages), g.tokens_per_s,
                             len(content), sum(not c.supported for c in content),
                             len(unsupported_actions(answer, sentences)) + len(guard.removed))
         yield self._done(answer, stats, lead, sentences)
@@ -242,11 +248,11 @@ def open_assistant(paths: AppPaths, collection: str = DEFAULT_COLLECTION, llm_fo
                    provider: str = "auto", settings: AssistantSettings | None = None, metrics=None,
                    use_reranker: bool = True, engine_url: str | None = None, engine_key: str | None = None,
                    engine_model: str | None = None) -> Iterator[Assistant]:
-    """An Assistant on a collection (read-only), the built-in embedder, the imported reranker
-    if there is one, and the LLM: in its own process, or with `engine_url` a remote
-    OpenAI-compatible engine (engine.llm.remote); all closed on exit. A collection that
-    damage left with nothing to answer from raises CollectionDamagedError saying what happened
-    (not "no manuals are indexed yet"); what was repaired is in store.open_report."""
+    """An Assistant on a collection (read-only), the built-in embedder, the reranker (imported,
+    else built-in; none if it cannot load), and the LLM: in its own process, or with
+    `engine_url` a remote OpenAI-compatible engine (engine.llm.remote); all closed on exit. A
+    collection that damage left with nothing to answer from raises CollectionDamagedError saying
+    what happened (not "no manuals are indexed yet"); what was repaired is in store.open_report."""
     from engine.store.indexer import default_embedder, open_collection
 
     embedder = default_embedder(paths)
@@ -274,19 +280,27 @@ def _chosen_llm(paths: AppPaths, llm_folder: Path | None, provider: str, engine_
 
 
 def imported_reranker(paths: AppPaths):
+    """The reranker, loaded and warmed up: the latest imported one, else the built-in one; None
+    when there is neither, or when it cannot be loaded. Answers then keep the fused ranking, and
+    the log says why, once per load (a damaged reranker should not stop answers)."""
     from engine.encoders.reranker import CrossEncoder
     from engine.models.registry import resolve_reranker
 
-    folder = resolve_reranker(paths)
-    return CrossEncoder.from_folder(folder).load() if folder is not None else None
+    try:
+        folder = resolve_reranker(paths)
+        return CrossEncoder.from_folder(folder).load() if folder is not None else None
+    except (EngineError, OSError) as exc:
+        log.warning("answering without a reranker: %s", exc)
+        return None
 
 
-def judge(retriever: Retriever, query: str, passages: Sequence[Passage],
+def judge(retriever: Retriever, query: Query | str, passages: Sequence[Passage],
           threshold: float = DEFAULT_THRESHOLD) -> Relevance:
     """The relevance gate on the retriever's collection (its word frequencies) and embedder
     (its vocabulary, for telling names from common words)."""
-    return judge_relevance(query, passages, retriever.store.prefix_frequency, threshold,
-                           common_word=retriever.embedder.is_common_word)
+    if isinstance(query, str):
+        query = Query.of(query, retriever.store.prefix_frequency)
+    return judge_relevance(query, passages, threshold, common_word=retriever.embedder.is_common_word)
 
 
 def retrieval_query(question: str, history: Sequence[dict]) -> str:
@@ -351,32 +365,23 @@ def cited_and_sources(answer: str, sentences: Sequence[CheckedSentence], count: 
     return list(dict.fromkeys(numbers))
 
 
-def _citations(question: str, passages: Sequence[Passage], cited: list[int]) -> list[Citation]:
-    """The passages the answer cites; when it cites none, all retrieved passages as sources."""
+def _citations(best: dict, passages: Sequence[Passage], cited: list[int]) -> list[Citation]:
+    """The passages the answer cites; when it cites none, all retrieved passages as sources.
+    Each quotes its best unit by the lead's scores (`best`: engine.answer.lead.best_units)."""
     if cited:
-        return [Citation(n, passages[n - 1], best_quote(passages[n - 1].text, question), True) for n in cited]
-    return _sources(question, passages)
+        return [Citation(n, passages[n - 1], quote_text(best.get(n), passages[n - 1]), True) for n in cited]
+    return _sources(best, passages)
 
 
-def _sources(question: str, passages: Sequence[Passage]) -> list[Citation]:
-    return [Citation(n, p, best_quote(p.text, question), False) for n, p in enumerate(passages, 1)]
+def _sources(best: dict, passages: Sequence[Passage]) -> list[Citation]:
+    return [Citation(n, p, quote_text(best.get(n), p), False) for n, p in enumerate(passages, 1)]
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n{2,}")
-
-
-def best_quote(text: str, question: str, limit: int = QUOTE_CHARS) -> str:
-    """The passage's sentence that shares most topic words with the question, cut to `limit`."""
-    terms = query_terms(question)
-    sentences = [s.strip() for s in _SENTENCE.split(text) if s.strip()] or [text.strip()]
-
-    def rank(sentence: str) -> tuple[int, bool]:
-        prose = len(sentence) >= 20 and not sentence.startswith("#")  # not a heading line
-        return sum(t in sentence.casefold() for t in terms), prose
-
-    best = max(sentences, key=rank)
-    best = " ".join(best.split())
-    return best if len(best) <= limit else best[:limit - 1].rsplit(" ", 1)[0] + "…"
+def quote_text(unit, passage: Passage, limit: int = QUOTE_CHARS) -> str:
+    """A citation's quote: its passage's best unit as the lead shows it (the passage's start
+    when none qualifies), cut to `limit`."""
+    text = unit.text if unit is not None else " ".join(passage.text.split())
+    return text if len(text) <= limit else text[:limit - 1].rsplit(" ", 1)[0] + "…"
 
 
 class _Run(StageTimes):

@@ -17,12 +17,12 @@ family in turn (bench/bench_gate.py, docs/benchmarks.md).
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from engine.answer.terms import WORD, query_terms, typed_words
+from engine.answer.query import Query
+from engine.answer.terms import WORD, query_terms, words_of
 from engine.types import Passage
 
 COVERAGE_WEIGHT = 1.5
@@ -44,23 +44,19 @@ class Relevance:
                 "missing_terms": list(self.missing_terms), "unknown_names": list(self.unknown_names)}
 
 
-def judge_relevance(question: str, passages: Sequence[Passage], frequency: Callable[[str], float],
-                    threshold: float = DEFAULT_THRESHOLD, top: int = 3,
-                    common_word: Callable[[str], bool] | None = None) -> Relevance:
-    """Whether the top passages are likely to answer the question. `frequency(stem)` is the
-    fraction of the collection's chunks that contain a word starting with that stem;
-    `common_word(word)` tells common English from names (None: no word counts as a name)."""
+def judge_relevance(query: Query, passages: Sequence[Passage], threshold: float = DEFAULT_THRESHOLD,
+                    top: int = 3, common_word: Callable[[str], bool] | None = None) -> Relevance:
+    """Whether the top passages are likely to answer the query (its frequencies are the
+    fractions of the collection's chunks holding each stem); `common_word(word)` tells common
+    English from names (None: no word counts as a name)."""
     if not passages:
-        return Relevance(0.0, 0.0, 0.0, False, tuple(query_terms(question)))
+        return Relevance(0.0, 0.0, 0.0, False, query.terms)
     similarity = max(p.similarity for p in passages[:top])
-    words = {w.casefold() for p in passages[:top] for w in WORD.findall(p.text)}
-    frequencies = {t: frequency(t) for t in query_terms(question)}
-    weights = {t: _idf(f) for t, f in frequencies.items()}
-    found = {t for t in weights if any(w.startswith(t) for w in words)}
-    total = sum(weights.values())
-    coverage = sum(weights[t] for t in found) / total if total > 0 else 1.0
-    missing = tuple(t for t in weights if t not in found)
-    unknown = _unknown_names(question, frequencies, common_word)
+    words = set().union(*(words_of(p.text) for p in passages[:top]))
+    found = query.matched(words)
+    coverage = query.share(words) if query.terms and sum(query.weights.values()) > 0 else 1.0
+    missing = tuple(t for t in query.terms if t not in found)
+    unknown = _unknown_names(query, common_word)
     score = similarity + COVERAGE_WEIGHT * coverage - (NAME_PENALTY if unknown else 0.0)
     return Relevance(similarity, coverage, score, score >= threshold, missing, unknown)
 
@@ -75,34 +71,26 @@ def not_mentioned(unknown_names: Sequence[str]) -> str:
     return f"The manuals do not mention {listed}."
 
 
-def _unknown_names(question: str, frequencies: dict[str, float],
-                   common_word: Callable[[str], bool] | None) -> tuple[str, ...]:
+def _unknown_names(query: Query, common_word: Callable[[str], bool] | None) -> tuple[str, ...]:
     """The words of the question found in no chunk at all that are not common English. A
     common word the manuals happen not to use ("favourite", "colleague") is a paraphrase,
     not a topic they lack."""
     if common_word is None:
         return ()
-    absent = {t for t, f in frequencies.items() if f == 0.0}
-    return tuple(word for term, word in typed_words(question).items()
-                 if term in absent and not common_word(word))
+    absent = {t for t, f in query.frequencies.items() if f == 0.0}
+    return tuple(word for term, word in query.typed.items() if term in absent and not common_word(word))
 
 
-def support(answer: str, question: str, passages: Sequence[Passage]) -> float | None:
+def support(answer: str, query: Query, passages: Sequence[Passage]) -> float | None:
     """The share of the answer's own topic words (those not taken from the question) that the
     passages contain: a low share means the model wrote things the manuals do not say.
     None when the answer has no words of its own."""
-    asked = set(query_terms(question))
+    asked = set(query.terms)
     own = [t for t in query_terms(answer) if t not in asked]
     if not own:
         return None
     words = {w.casefold() for p in passages for w in WORD.findall(p.text)}
     return sum(any(w.startswith(t) for w in words) for t in own) / len(own)
-
-
-def _idf(fraction: float) -> float:
-    """BM25's idf on a fraction of chunks; a word found nowhere weighs the most."""
-    fraction = min(max(fraction, 0.0), 1.0)
-    return math.log(1 + (1 - fraction + 1e-4) / (fraction + 1e-4))
 
 
 # -- the prompt ----------------------------------------------------------------------------

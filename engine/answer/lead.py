@@ -1,40 +1,47 @@
-"""Lead sentences: the manual's own sentences that answer the question, shown before the model writes.
+"""The lead: the manual's own words that answer the question, shown before the model writes.
 
-    quotes = lead_sentences(question, passages, query_vector, embedder)   # 1-3 Quote, best first
+    quotes = lead_quotes(query, passages, embedder)       # 1-3 Quote, best first
+    quotes = lead_quotes(query, passages)                  # without an embedder: words alone
+    best = best_units(query, passages)                     # {passage rank: its best Candidate}
 
-Each candidate sentence of the retrieved passages is scored by measuring, not by position alone:
-    score = cosine * the sentence's embedding and the question's
-          + terms  * share of the question's topic words (IDF-weighted) the sentence contains
+The candidates are the passages' units (engine.answer.sentences): sentences, list items, table
+rows with their header, definitions, settings, warnings. Each is shown with what it needs to be read (`Unit.show`, SHOW_CHARS at most),
+and scored on that, by measuring, not by position alone:
+    score = cosine * the shown text's embedding and the question's
+          + terms  * share of the question's topic words (IDF-weighted) the shown text contains
           + rank   * 1 / (the passage's rank)
           + heading * share of the topic words in the passage's heading path
           + code   * whether it names a command, option or function (how-to answers do)
-The best leads; the next best follow while they score within `keep_within` of it. The weights
-were chosen on the development sets (bench/bench_lead.py; the figures are in its docstring).
-Fragments (headings, table-of-contents lines, page headers, runs with few words) never qualify.
+A short unit ("Door code: 7731.", "Torque | 35 Nm") qualifies when it carries the question's
+words (half their weight, or a code the question typed) and states something: a setting, a row,
+a definition, or a sentence with a number or a code in it. Other fragments (headings, contents
+lines, page headers, runs with few words) never do. The best leads; the next best follow while
+they score within `keep_within` of it. The same scores pick each citation's quote.
 
-Each quote keeps where it sits on its page, Span(page, start, end) in the page's text (pypdf's
-for PDFs), so the source view can highlight exactly that sentence. A PDF's printed page labels
-are not kept by ingestion, so a quote's page is the physical page, as every citation's is.
+A quote keeps where its unit sits on its page, Span(page, start, end) in the page's text, so
+the source view highlights exactly that unit (the header or introduction shown with it is read,
+not highlighted).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import product
 
 import numpy as np
 
-from engine.answer.terms import WORD, query_terms
-from engine.ingest.chunking import trimmed
+from engine.answer.query import Query
+from engine.answer.sentences import CODE, DOT_LEADERS, Unit, units
+from engine.answer.terms import words_of
 from engine.types import Passage, Quote, Span
 
 MAX_CANDIDATES = 40  # embedded in one batch: the lead is due <= 0.5 s after Enter on 2 cores
 MIN_CHARS = 25
 MIN_WORDS = 4
-MAX_CHARS = 400  # a longer "sentence" is a code block or a table: taken apart at its lines
 MAX_WORD_CHARS = 45  # a longer run without spaces is a table of contents glued together
+SHORT_UNIT_SHARE = 0.5  # of the question's topic weight, for a short unit to qualify
+_JOINS = {"row": " | ", "definition": ": "}  # how a unit's cells are shown
 
 
 @dataclass(frozen=True)
@@ -43,56 +50,90 @@ class LeadWeights:
     terms: float = 0.5
     rank: float = 0.1
     heading: float = 0.1
-    code: float = 0.2  # a sentence that names a command, option or function
+    code: float = 0.2  # a unit that names a command, option or function
     keep_within: float = 0.25  # a second or third quote scores within this of the best
-    follow: bool = False  # the best sentence's next one comes with it (it often holds the how)
 
 
 DEFAULT_WEIGHTS = LeadWeights()
 
 
-def lead_sentences(question: str, passages: Sequence[Passage], query_vector: np.ndarray | None = None,
-                   embedder=None, limit: int = 3, weights: LeadWeights = DEFAULT_WEIGHTS,
-                   frequency: Callable[[str], float] | None = None) -> list[Quote]:
-    """The `limit` (at most) sentences of `passages` that best answer `question`, best first.
-    `query_vector` is the question's embedding as retrieval computed it; without it (and with an
-    `embedder`) the question is embedded with the sentences. `frequency(stem)` (the store's
-    prefix_frequency) weighs rare topic words more; without it every word weighs the same."""
-    found = shortlist(candidates(question, passages, frequency), weights)
-    if embedder is not None and weights.cosine:
-        add_cosines(found, question, query_vector, embedder)
+def lead_quotes(query: Query, passages: Sequence[Passage], embedder=None, limit: int = 3,
+                weights: LeadWeights = DEFAULT_WEIGHTS) -> list[Quote]:
+    """The `limit` (at most) units of `passages` that best answer the query, best first.
+    The query's vector is compared with the units' (embedded here, in one batch)."""
+    found = scored(query, passages, embedder, weights)
     return choose(found, weights, limit)
 
 
-# -- candidates ---------------------------------------------------------------------------------
-def candidates(question: str, passages: Sequence[Passage],
-               frequency: Callable[[str], float] | None = None) -> list[Candidate]:
-    """Every sentence of the passages that is not a fragment, with its word measures."""
-    terms = query_terms(question)
-    term_weights = {t: _idf(frequency(t)) if frequency else 1.0 for t in terms}
-    found = [c for n, p in enumerate(passages, 1) for c in _candidates(n, p)]
-    for c in found:
-        c.terms = _share(term_weights, c.words)
-        c.heading = _share(term_weights, words_of(" ".join(c.passage.heading_path)))
-        c.rank = 1.0 / c.number
+def scored(query: Query, passages: Sequence[Passage], embedder=None,
+           weights: LeadWeights = DEFAULT_WEIGHTS) -> list[Candidate]:
+    """The qualifying units of the passages, the best MAX_CANDIDATES with their cosines."""
+    found = shortlist(candidates(query, passages), weights)
+    if embedder is not None and weights.cosine and query.vector is not None:
+        add_cosines(found, query.vector, embedder)
     return found
+
+
+def best_units(query: Query, passages: Sequence[Passage], found: Sequence[Candidate] | None = None,
+               weights: LeadWeights = DEFAULT_WEIGHTS) -> dict[int, Candidate]:
+    """{passage rank (1-based): its best unit} by the lead's scores: a citation's quote.
+    `found` are candidates scored already (the lead's); a passage without one is scored on
+    its words here."""
+    best: dict[int, Candidate] = {}
+    for c in ranked(found or (), weights):
+        best.setdefault(c.number, c)
+    missing = [n for n in range(1, len(passages) + 1) if n not in best]
+    if missing:
+        for c in ranked(candidates(query, passages, only=set(missing)), weights):
+            best.setdefault(c.number, c)
+    return best
+
+
+# -- candidates ---------------------------------------------------------------------------------
+def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None = None) -> list[Candidate]:
+    """Every unit of the passages that qualifies, with its word measures."""
+    found = []
+    for n, passage in enumerate(passages, 1):
+        if only is not None and n not in only:
+            continue
+        heading = query.share(words_of(" ".join(passage.heading_path)))
+        for c in _candidates(n, passage):
+            c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
+            c.short = is_fragment(c.scored or c.text)
+            if qualifies(c, query):
+                found.append(c)
+    return found
+
+
+def qualifies(c: "Candidate", query: Query) -> bool:
+    """A unit long enough to read as a fact, or a short fact (a setting, a row, a definition, or
+    a sentence with a number or a code in it) that carries the question's words."""
+    if not c.short:
+        return True
+    if DOT_LEADERS.search(c.text) or not any(ch.isalnum() for ch in c.text):
+        return False
+    if c.kind in ("sentence", "item") and (len(c.text.split()) < 3 or not (
+            any(ch.isdigit() for ch in c.text) or CODE.search(c.text))):
+        return False  # "Prime pump.", "Pump P-200.": a heading's words, not a fact
+    folded = c.text.casefold()
+    return c.terms >= SHORT_UNIT_SHARE or any(token.casefold() in folded for token in query.code)
 
 
 def shortlist(found: list[Candidate], weights: LeadWeights) -> list[Candidate]:
     """The MAX_CANDIDATES best by the measures that need no embedding."""
-    return sorted(found, key=lambda c: -score(c, weights, with_cosine=False))[:MAX_CANDIDATES]
+    return sorted(found, key=lambda c: (-score(c, weights, with_cosine=False), c.short))[:MAX_CANDIDATES]
 
 
-def add_cosines(found: list[Candidate], question: str, query_vector, embedder) -> None:
-    """Each candidate's cosine with the question, all sentences embedded in one call."""
+def ranked(found: Sequence[Candidate], weights: LeadWeights) -> list[Candidate]:
+    """Best first; on a tie, a unit that reads on its own before a short fact."""
+    return sorted(found, key=lambda c: (-score(c, weights), c.short))
+
+
+def add_cosines(found: list[Candidate], query_vector, embedder) -> None:
+    """Each candidate's cosine with the question, all shown texts embedded in one call."""
     if not found:
         return
-    texts = [c.text for c in found]
-    if query_vector is None:
-        vectors = embedder.encode_documents([*texts, question])
-        query_vector, vectors = vectors[-1], vectors[:-1]
-    else:
-        vectors = embedder.encode_documents(texts)
+    vectors = embedder.encode_documents([c.scored or c.text for c in found])
     for c, cosine in zip(found, vectors @ np.asarray(query_vector, dtype=np.float32)):
         c.cosine = float(cosine)
 
@@ -103,79 +144,106 @@ def score(c: Candidate, w: LeadWeights, with_cosine: bool = True) -> float:
 
 
 def choose(found: list[Candidate], weights: LeadWeights, limit: int) -> list[Quote]:
-    """The best, and up to limit - 1 more that score nearly as well; never the same text twice."""
-    ranked = sorted(found, key=lambda c: -score(c, weights))
+    """The best, and up to limit - 1 more that score nearly as well; never the same text twice,
+    nor two that overlap on the page."""
+    order = ranked(found, weights)
     chosen: list[Candidate] = []
-    if weights.follow and ranked and ranked[0].next is not None:
-        ranked = [ranked[0], ranked[0].next] + [c for c in ranked[1:] if c is not ranked[0].next]
-    for i, c in enumerate(ranked):
-        if weights.follow and i == 1 and c is ranked[0].next:
-            chosen.append(c)
-            continue
-        if len(chosen) >= limit or score(c, weights) < score(ranked[0], weights) - weights.keep_within:
+    for c in order:
+        if len(chosen) >= limit or score(c, weights) < score(order[0], weights) - weights.keep_within:
             break
-        if all(c.text != o.text for o in chosen):
+        if all(c.text != o.text and not _overlap(c, o) for o in chosen):
             chosen.append(c)
     return [c.quote() for c in chosen]
 
 
+def _overlap(a: "Candidate", b: "Candidate") -> bool:
+    return (a.passage.path == b.passage.path and a.span.page == b.span.page
+            and a.span.start < b.span.end and b.span.start < a.span.end)
+
+
 @dataclass
 class Candidate:
-    """A sentence that may lead, with its measures (cosine filled in for the shortlist only)."""
+    """A unit that may lead, as shown, with its measures (cosine filled in for the shortlist)."""
 
     number: int
     passage: Passage
-    span: Span
-    text: str
+    span: Span  # the unit itself, on its page (the source view highlights it)
+    text: str  # what is shown: the unit with its header or introduction
+    focus: tuple[int, int]  # the unit itself within `text`
+    kind: str
     words: set[str]
     terms: float = 0.0
     heading: float = 0.0
     rank: float = 0.0
     cosine: float = 0.0
     code: float = 0.0
-    next: Candidate | None = None  # the sentence after it in the passage, if one qualifies
+    short: bool = False  # a short fact, let in for the question's words
+    scored: str = ""  # what it is judged on (words, embedding): `text`, or a row with its header
 
     def quote(self) -> Quote:
-        return Quote(self.number, self.text, self.passage, self.span)
+        return Quote(self.number, self.text, self.passage, self.span, self.focus, self.kind)
 
 
 def _candidates(number: int, passage: Passage) -> list[Candidate]:
     found = []
     for run in page_runs(passage):
-        for start, end in _sentences(passage.text, run, passage.heading_path):
-            text = " ".join(passage.text[start:end].split())
-            if _is_fragment(text):
+        for unit in units(passage.text, run.start, run.end, passage.heading_path):
+            text, focus = shown(passage.text, unit)
+            if not text:
                 continue
-            span = Span(run.page, run.page_offset(start), run.page_offset(end))
-            found.append(Candidate(number, passage, span, text, words_of(text), code=float(_names_code(text))))
-    for c, following in zip(found, found[1:]):
-        c.next = following if following.span.page == c.span.page else None
+            span = Span(run.page, run.page_offset(unit.start), run.page_offset(unit.end))
+            scored = _scored_text(text, focus, unit)
+            found.append(Candidate(number, passage, span, text, focus, unit.kind, words_of(scored),
+                                   code=float(bool(CODE.search(scored))), scored=scored))
     return found
 
 
-_CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
+def _scored_text(text: str, focus: tuple[int, int], unit: Unit) -> str:
+    """What a unit is judged on: what is shown, but a row with its header alone (the rows
+    shown beside it would score as much as it does)."""
+    if unit.kind != "row":
+        return text
+    own = text[focus[0]:focus[1]]
+    return text.split("\n", 1)[0] + "\n" + own if unit.header else own
 
 
-def _names_code(text: str) -> bool:
-    return bool(_CODE.search(text))
+def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
+    """The unit's text as a quote shows it, with what it needs (a row its header, an item its
+    block), and where the unit itself sits in it. Prose is reflowed; a row keeps its line under
+    its header's, its cells set apart by " | "."""
+    if unit.kind == "row":
+        header = _one_line(text[unit.header[0]:unit.header[1]], "row") + "\n" if unit.header else ""
+        before = _one_line(text[unit.show[0]:unit.start], "row")
+        own = _one_line(text[unit.start:unit.end], "row")
+        after = _one_line(text[unit.end:unit.show[1]], "row")
+        start = len(header) + (len(before) + 1 if before else 0)
+        joined = header + "\n".join(part for part in (before, own, after) if part)
+        return joined, (start, start + len(own))
+    before = _reflowed(text[unit.show[0]:unit.start], unit.kind)
+    own = _reflowed(text[unit.start:unit.end], unit.kind)
+    after = _reflowed(text[unit.end:unit.show[1]], unit.kind)
+    start = len(before) + (1 if before else 0)
+    joined = " ".join(part for part in (before, own, after) if part)
+    return joined, (start, start + len(own))
 
 
-def words_of(text: str) -> set[str]:
-    """The text's words, case folded."""
-    return {w.casefold() for w in WORD.findall(text)}
+def _reflowed(text: str, kind: str) -> str:
+    return " ".join(text.replace("\t", _JOINS.get(kind, " ")).split())
 
 
-def _share(weights: dict[str, float], words: set[str]) -> float:
-    """The weighted share of the topic words that some word starts with (crude stems)."""
-    total = sum(weights.values())
-    if not total:
-        return 0.0
-    return sum(w for t, w in weights.items() if any(word.startswith(t) for word in words)) / total
+def _one_line(text: str, kind: str) -> str:
+    """Each line reflowed alone, the lines kept."""
+    lines = (_reflowed(line, kind) for line in text.split("\n"))
+    return "\n".join(line for line in lines if line)
 
 
-def _idf(fraction: float) -> float:
-    fraction = min(max(fraction, 0.0), 1.0)
-    return float(np.log(1 + (1 - fraction + 1e-4) / (fraction + 1e-4)))
+def is_fragment(text: str) -> bool:
+    """Too short, too few words, a table of contents or a run of glued-together names."""
+    words = [w for w in text.split() if sum(ch.isalpha() for ch in w) >= 2]
+    letters = sum(ch.isalpha() for ch in text)
+    return (len(text) < MIN_CHARS or len(words) < MIN_WORDS or letters < 0.5 * len(text)
+            or bool(DOT_LEADERS.search(text))
+            or any(len(w) > MAX_WORD_CHARS for w in text.split()))
 
 
 # -- where a passage's characters sit on its pages -----------------------------------------------
@@ -265,108 +333,3 @@ def _laid_out(kept: Sequence[Span], page_starts: Sequence[int], text: str):
     return laid if at == len(text) else None
 
 
-# -- sentences ----------------------------------------------------------------------------------
-_SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[>$]?[A-Z0-9])")
-_NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?|Appendix [A-Z]:?)"
-                               r"\s+\S.{0,80}$")
-_PAGE_HEADER = re.compile(r"^\s*(?:(?:Chapter|Appendix|Part)\s+\S+:.*\s\d+|\d+\s+.{0,60}|.{0,60}\s\d+|\d+"
-                          r"|[ivxlc]+)\s*$", re.IGNORECASE)
-LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
-_DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
-HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
-
-
-def text_sentences(text: str, heading_path: Sequence[str] = ()) -> list[tuple[int, int]]:
-    """(start, end) offsets of the sentences of a whole text, split as the lead splits a
-    passage (the sentence checks read passages the same way)."""
-    return _sentences(text, PageRun(0, 0, len(text), ((0, 0),)), heading_path)
-
-
-def _sentences(text: str, run: PageRun, heading_path: Sequence[str]) -> list[tuple[int, int]]:
-    """(start, end) text offsets of the run's sentences: its lines grouped into blocks
-    (headings, page headers and blank lines end a block; a list item starts one), each block
-    split after a full stop, and a block too long for a sentence split at its lines."""
-    headings = {" ".join(h.split()).casefold() for h in heading_path}
-    found: list[tuple[int, int]] = []
-    block: list[tuple[int, int]] = []  # the lines of the block being gathered
-    lines = line_spans(text, run.start, run.end)
-    for i, (start, end) in enumerate(lines):
-        line = text[start:end].strip()
-        following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
-        if not line or _breaks(line, headings) or _untitled_heading(line, following):
-            found += _split_block(text, block)
-            block = []
-            continue
-        if LIST_ITEM.match(line):
-            found += _split_block(text, block)
-            block = []
-        block.append((start, end))
-    return found + _split_block(text, block)
-
-
-def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """(start, end) of each line of text[start:end], as offsets into `text`."""
-    lines, at = [], start
-    for line in text[start:end].split("\n"):
-        lines.append((at, at + len(line)))
-        at += len(line) + 1
-    return lines
-
-
-def _breaks(line: str, headings: set[str]) -> bool:
-    """A line that is never part of a sentence: a heading, a page header or footer."""
-    if " ".join(line.split()).casefold() in headings:
-        return True
-    if line[-1] in ".,;:" and not _DOT_LEADERS.search(line):
-        return False
-    return bool(_NUMBERED_HEADING.match(line) or _PAGE_HEADER.match(line) or _DOT_LEADERS.search(line))
-
-
-def _untitled_heading(line: str, following: str) -> bool:
-    """A short capitalised line with no closing punctuation, before a line that starts a
-    sentence: a heading that ingest did not recognise ("Multiple keys" above "It is possible
-    ..."), which would otherwise be glued onto the sentence."""
-    words = line.split()
-    return (len(words) <= HEADING_WORDS and len(line) <= HEADING_CHARS and line[0].isupper()
-            and line[-1] not in ".,;:!?-" and not _CODE.search(line)
-            and bool(following) and following[0].isupper())
-
-
-def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    if not block:
-        return []
-    start, end = block[0][0], block[-1][1]
-    sentences, at = [], start
-    for match in _SENTENCE_END.finditer(text, start, end):
-        sentences.append((at, match.start() + len(match.group(0).rstrip())))
-        at = match.end()
-    sentences.append((at, end))
-    found = []
-    for s, e in sentences:
-        s, e = trimmed(text, s, e)
-        if e - s > MAX_CHARS:
-            found += _by_lines(text, s, e)
-        elif e > s:
-            found.append((s, e))
-    return found
-
-
-def _by_lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
-    """A long run cut at line ends into pieces of at most MAX_CHARS (a longer line alone)."""
-    pieces, first, last = [], start, start
-    for s, e in line_spans(text, start, end):
-        if e - first > MAX_CHARS and last > first:
-            pieces.append(trimmed(text, first, last))
-            first = s
-        last = e
-    pieces.append(trimmed(text, first, last))
-    return [(s, e) for s, e in pieces if e - s <= MAX_CHARS and e > s]
-
-
-def _is_fragment(sentence: str) -> bool:
-    """Too short, too few words, a table of contents or a run of glued-together names."""
-    words = [w for w in sentence.split() if sum(ch.isalpha() for ch in w) >= 2]
-    letters = sum(ch.isalpha() for ch in sentence)
-    return (len(sentence) < MIN_CHARS or len(words) < MIN_WORDS or letters < 0.5 * len(sentence)
-            or bool(_DOT_LEADERS.search(sentence))
-            or any(len(w) > MAX_WORD_CHARS for w in sentence.split()))

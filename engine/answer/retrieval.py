@@ -12,13 +12,13 @@ and the cross-stage scores need one scale for all of them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from engine.answer.terms import code_tokens, query_terms
+from engine.answer.query import Query
+from engine.answer.sentences import ends_sentence
 from engine.answer.timing import StageTimes
 from engine.encoders.embedder import Embedder
 from engine.store.index_store import IndexStore
@@ -63,46 +63,52 @@ class Retriever:
         self.reranker = reranker  # an engine.encoders.reranker.CrossEncoder, or None
         self.settings = settings or RetrievalSettings()
 
-    def search(self, query: str, k: int = 5) -> list[Passage]:
+    def query(self, text: str) -> Query:
+        """The question as every stage reads it: its words weighed in this collection, embedded."""
+        return Query.of(text, self.store.prefix_frequency, self.embedder)
+
+    def search(self, query: str | Query, k: int = 5) -> list[Passage]:
         return self.retrieve(query, k).passages
 
-    def retrieve(self, query: str, k: int = 5) -> RetrievalResult:
-        """The best k passages, with how long each stage took and which stages ran."""
+    def retrieve(self, query: str | Query, k: int = 5) -> RetrievalResult:
+        """The best k passages, with how long each stage took and which stages ran (a question
+        given as text is made a Query first: "embed")."""
         result = RetrievalResult()
-        with result.timed("embed"):
-            vector = self.embedder.encode_queries([query])[0]
-        candidates = self._candidates(query, vector, result)
+        if isinstance(query, str):
+            with result.timed("embed"):
+                query = self.query(query)
+        candidates = self._candidates(query, result)
         with result.timed("fuse"):
             ranked = self._fused(candidates)
         if self.reranker is not None and ranked:
             with result.timed("rerank"):
-                ranked = self._reranked(query, ranked)
+                ranked = self._reranked(query.text, ranked)
         with result.timed("merge"):
             result.passages = self._passages(ranked, candidates, k)
         return result
 
     # -- stages ------------------------------------------------------------------------------
 
-    def _candidates(self, query: str, vector: np.ndarray, result: RetrievalResult) -> dict[int, _Candidate]:
+    def _candidates(self, query: Query, result: RetrievalResult) -> dict[int, _Candidate]:
         s = self.settings
         found: dict[int, _Candidate] = {}
         if s.fusion != "keyword":
             with result.timed("dense"):
-                for chunk_id, score in self.store.search_dense(vector, s.candidates):
+                for chunk_id, score in self.store.search_dense(query.vector, s.candidates):
                     found[chunk_id] = _Candidate(chunk_id, similarity=float(score))
         if s.fusion != "dense":
             with result.timed("keyword"):
                 for chunk_id, score in self._keyword_hits(query):
                     found.setdefault(chunk_id, _Candidate(chunk_id, similarity=np.nan)).keyword_score = score
-                self._fill_similarities(found, vector)
+                self._fill_similarities(found, query.vector)
         return found
 
-    def _keyword_hits(self, query: str) -> list[tuple[int, float]]:
+    def _keyword_hits(self, query: Query) -> list[tuple[int, float]]:
         """BM25 on the question's topic words: stems as prefixes ('install' finds 'installing'),
         short words and code-like tokens ('read.fwf' as the phrase "read fwf") exactly.
         Question scaffolding ('how do I') would only add noise."""
-        terms = query_terms(query)
-        exact = code_tokens(query) + [t for t in terms if len(t) < PREFIX_MIN]
+        terms = query.terms
+        exact = list(query.code) + [t for t in terms if len(t) < PREFIX_MIN]
         prefixes = [t for t in terms if len(t) >= PREFIX_MIN]
         return self.store.search_keyword(" ".join(exact), self.settings.candidates, prefixes)
 
@@ -193,10 +199,9 @@ class Retriever:
 
 def _runs_on(chunk: dict, following: dict) -> bool:
     """True when a page ends mid-sentence and its text carries on at the top of the next page."""
-    return following["page"] == chunk["page"] + 1 and not _SENTENCE_END.search(chunk["text"])
+    return following["page"] == chunk["page"] + 1 and not ends_sentence(chunk["text"])
 
 
-_SENTENCE_END = re.compile(r"[.!?]['\")\]]?\s*$")
 
 
 def _passage(group: list[dict], best: _Candidate, found: dict[int, _Candidate]) -> Passage:

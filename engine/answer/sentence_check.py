@@ -20,9 +20,11 @@ source, or the [n] it cites when that one scores THRESHOLD too. A sentence witho
 The caution: an answer is well supported when at least SUPPORTED_SHARE of its sentences with
 content are supported (an answer with none is not).
 
-Addresses, phone numbers and shell commands (actions.py) are never taken on trust: a sentence
-that holds one is checked against the passages that hold it verbatim, and is unsupported when
-none does, however well its words match. Such a sentence always calls for the caution
+Addresses, phone numbers and shell commands (actions.py), and values (a number: "35 Nm",
+"7.31", "1209600") are never taken on trust: a sentence that holds one is checked against the
+passages that hold it verbatim, and is unsupported when none does, however well its words
+match. A small model copies a passage's sentence and swaps its number ("tighten to 3.5 Nm"
+where the table says 9 Nm); a technician acts on the number. Such a sentence always calls for the caution
 (unsupported_actions); one a passage does hold keeps that passage as its source, so it is
 shown with its citation. Of 115 stored answers of the built-in model (the tuning sample
 above), 2 held an address, and both were made up (a CRAN and an Apache URL no passage had).
@@ -62,9 +64,8 @@ from dataclasses import dataclass
 
 from engine.answer.actions import actions, holds
 from engine.answer.grounding import cited_numbers, strip_invalid_citations
-from engine.answer.lead import LIST_ITEM, line_spans, text_sentences, words_of
-from engine.answer.terms import code_tokens, query_terms
-from engine.ingest.chunking import trimmed
+from engine.answer.sentences import ABBREVIATIONS, answer_sentences, is_code_block, text_sentences
+from engine.answer.terms import code_tokens, query_terms, words_of
 from engine.types import CheckedSentence, Passage
 
 COSINE_WEIGHT = 0.5
@@ -95,7 +96,8 @@ def check_sentences(answer: str, passages: Sequence[Passage], embedder=None,
         numbered = [_PassageText(n, p) for n, p in enumerate(passages, 1)]
         _score(scored, numbered, embedder, settings)
         for piece in scored:
-            piece.holders = {p.number for p in numbered if all(holds(p.text, a) for a in piece.actions)}
+            piece.holders = {p.number for p in numbered if all(holds(p.text, a) for a in piece.actions)
+                             and all(holds_value(p.text, v) for v in piece.values)}
     return tuple(p.checked(settings.threshold, len(passages)) for p in pieces)
 
 
@@ -116,11 +118,51 @@ def has_content(sentence: CheckedSentence) -> bool:
     return not sentence.supported or sentence.source is not None
 
 
+NOT_IN_MANUALS = "not in the manuals"
+
+
+def mark_of(answer: str, sentence: CheckedSentence) -> str | int | None:
+    """What the views add after a checked sentence: NOT_IN_MANUALS when the passages do not say
+    it, its source's number when the sentence does not cite that passage already, else None.
+    The CLI and the window draw this; neither decides it."""
+    if not sentence.supported:
+        return NOT_IN_MANUALS
+    if sentence.source is None or sentence.source in cited_numbers(answer[sentence.start:sentence.end], 1000):
+        return None
+    return sentence.source
+
+
 def unsupported_actions(answer: str, sentences: Sequence[CheckedSentence]) -> list[str]:
-    """The addresses, phone numbers and commands in the answer's unsupported sentences: any one
-    means the answer gets the caution, however well the rest is supported."""
-    found = [a for s in sentences if not s.supported for a in actions(answer[s.start:s.end])]
+    """The addresses, phone numbers, commands and values in the answer's unsupported sentences:
+    any one means the answer gets the caution, however well the rest is supported."""
+    found = [a for s in sentences if not s.supported
+             for a in actions(answer[s.start:s.end]) + values(_plain(answer[s.start:s.end]))]
     return list(dict.fromkeys(found))
+
+
+_VALUE = re.compile(r"(?<![\w.,])\d+(?:[.,]\d+)?(?![\w]|[.,]\d)")
+
+
+def values(text: str) -> list[str]:
+    """The numbers of `text` as written ("35", "3.5", "0,8"), once each; not those inside a
+    name ("M6", "X200", "E-42" are names the code check reads)."""
+    return list(dict.fromkeys(m.group() for m in _VALUE.finditer(text) if not _inside_name(text, m)))
+
+
+def _inside_name(text: str, match: re.Match) -> bool:
+    before = text[max(0, match.start() - 2):match.start()]
+    return bool(re.search(r"[A-Za-z_]-$", before))  # "E-42": the error's name
+
+
+def holds_value(passage: str, value: str) -> bool:
+    """Whether the passage holds the number, with a decimal point or comma either way."""
+    forms = {value, value.replace(",", "."), value.replace(".", ",")}
+    return any(re.search(rf"(?<![\d.,]){re.escape(f)}(?![\d]|[.,]\d)", passage) for f in forms)
+
+
+def _plain(text: str) -> str:
+    """A sentence without its citations and list numbers, whose digits are not values."""
+    return _MARKUP.sub(" ", strip_invalid_citations(text, 0))
 
 
 def needs_caution(answer: str, sentences: Sequence[CheckedSentence], well_supported: bool) -> bool:
@@ -145,62 +187,6 @@ def without_unsupported(answer: str, sentences: Sequence[CheckedSentence]) -> st
     return re.sub(r"[ \t]+\n|\n{3,}", "\n", "".join(kept)).strip()
 
 
-# -- splitting the answer ------------------------------------------------------------------------
-_FENCE = re.compile(r"^\s*(```|~~~)")
-# A full stop, its closing quotes or brackets and any citations ("[1]", "[2, 3]") that follow
-# it, then space and what starts a sentence.
-_CITES = r"\[\d{1,3}(?:\s*,\s*\d{1,3})*\]"
-_END = re.compile(rf"[.!?][\"'”’)\]*`]*(?:\s*{_CITES})*(?!\s*{_CITES})(?=\s+[\"'“‘(\[`*>$]?[A-Z0-9])")
-ABBREVIATIONS = frozenset("e.g i.e eg ie etc vs cf fig figs no nos approx eq eqs sec ch pp p resp incl "
-                          "esp viz ca mr mrs dr st vol".split())
-
-
-def answer_sentences(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of the text: blank lines and list items start a block, a
-    fenced code block is one piece (an unclosed one runs to the end), and a block of prose is
-    split after a full stop that ends a sentence (not "e.g.", not "read.csv(")."""
-    found: list[tuple[int, int]] = []
-    block: list[tuple[int, int]] = []  # the prose lines gathered
-    code_start: int | None = None
-    for start, end in line_spans(text, 0, len(text)):
-        line = text[start:end]
-        if _FENCE.match(line):
-            if code_start is None:
-                found += _split_prose(text, block)
-                block, code_start = [], start
-            else:
-                found.append((code_start, end))
-                code_start = None
-            continue
-        if code_start is not None:
-            continue
-        if not line.strip() or LIST_ITEM.match(line):
-            found += _split_prose(text, block)
-            block = []
-        if line.strip():
-            block.append((start, end))
-    if code_start is not None:
-        found.append(trimmed(text, code_start, len(text)))
-    found += _split_prose(text, block)
-    return sorted(span for span in found if span[1] > span[0])
-
-
-def _split_prose(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    if not block:
-        return []
-    start, end = block[0][0], block[-1][1]
-    found, at = [], start
-    for match in _END.finditer(text, start, end):
-        before = text[at:match.start()].split()
-        word = before[-1].lstrip("(\"'`*").casefold() if before else ""
-        if not before or word in ABBREVIATIONS or (len(before) == 1 and re.fullmatch(r"\d{1,2}|[a-z]", word)):
-            continue  # "e.g." or a list's "1." ends no sentence
-        found.append(trimmed(text, at, match.end()))
-        at = match.end()
-    found.append(trimmed(text, at, end))
-    return found
-
-
 # -- what a sentence says ------------------------------------------------------------------------
 _BACKTICKED = re.compile(r"`([^`\n]+)`")
 _CALLED = re.compile(r"([A-Za-z_][\w.]*)\s?\(")
@@ -220,19 +206,20 @@ class _Piece:
         self.start, self.end = start, end
         raw = _SOURCE_HEADER.sub(" ", answer[start:end])
         self.cited = cited_numbers(raw, 1000)
-        self.is_code = bool(_FENCE.match(raw))
+        self.is_code = is_code_block(raw)
         self.text = " ".join(_MARKUP.sub(" ", strip_invalid_citations(raw, 0)).split())
         self.terms = query_terms(self.text)
         self.names = code_names(raw, self.is_code)
         self.actions = actions(raw)
-        self.has_content = bool(self.names or self.actions) or len(self.terms) >= min_terms
+        self.values = values(self.text)
+        self.has_content = bool(self.names or self.actions or self.values) or len(self.terms) >= min_terms
         self.scores: dict[int, float] = {}  # passage number -> score
         self.holders: set[int] = set()  # the passages that hold all its actions verbatim
 
     def checked(self, threshold: float, count: int) -> CheckedSentence:
         if not self.has_content:
             return CheckedSentence(self.start, self.end, True, None, round(max(self.scores.values(), default=0.0), 4))
-        if self.actions:  # only a passage that holds its address or command can support it
+        if self.actions or self.values:  # only a passage that holds its address, command or value can support it
             self.scores = {n: v for n, v in self.scores.items() if n in self.holders}
         best = max(self.scores, key=lambda n: (self.scores[n], -n), default=None)
         score = self.scores.get(best, 0.0)
@@ -247,7 +234,7 @@ def code_names(text: str, is_code: bool = False) -> list[str]:
     """Names a person would type exactly: backticked, called ("hist("), or code-like tokens
     ("read.csv", "--vanilla", "X11"); in a code block, every identifier."""
     if is_code:
-        body = "\n".join(line for line in text.split("\n") if not _FENCE.match(line))
+        body = "\n".join(line for line in text.split("\n") if not is_code_block(line))
         return list(dict.fromkeys(n for n in _IDENTIFIER.findall(body) if len(n) > 1))
     names = [n for span in _BACKTICKED.findall(text) for n in _IDENTIFIER.findall(span)]
     plain = _BACKTICKED.sub(" ", text)

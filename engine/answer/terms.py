@@ -21,6 +21,11 @@ something anything
 """.split())
 
 WORD = re.compile(r"\w+")
+# Short forms manuals print where a person types the word: "MAX_FEED_OVERRIDE" answers "maximum feed".
+ABBREVIATIONS = {"max": "maximum", "min": "minimum", "temp": "temperature", "config": "configuration",
+                 "param": "parameter", "params": "parameters", "info": "information", "spec": "specification",
+                 "freq": "frequency", "addr": "address", "init": "initial", "auto": "automatic",
+                 "num": "number", "pos": "position", "dir": "directory", "err": "error", "msg": "message"}
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 
 
@@ -62,3 +67,11 @@ def code_tokens(text: str) -> list[str]:
         if (inner or re.search(r"\d", token)) and any(ch.isalpha() for ch in token):
             found.append(token)
     return list(dict.fromkeys(found))
+
+
+def words_of(text: str) -> set[str]:
+    """The text's words, case folded, with the parts of names joined by "_" ("max_feed_override":
+    also "max", "feed", "override") and the full form of a short one ("max": also "maximum")."""
+    words = {w.casefold() for w in WORD.findall(text)}
+    words |= {part for w in words if "_" in w for part in w.split("_") if part}
+    return words | {ABBREVIATIONS[w] for w in words if w in ABBREVIATIONS}

@@ -174,7 +174,8 @@ def _print_lead(quotes) -> None:
     print("From the manuals:")
     for quote in quotes:
         where = quote.passage.pages_text((quote.page,))
-        print(f"  \u201c{visible(quote.text)}\u201d ({visible(quote.document)}, {where}) [{quote.number}]")
+        text = visible(quote.text).replace("\n", "\n   ")  # a row under its header: lines kept, indented
+        print(f"  \u201c{text}\u201d ({visible(quote.document)}, {where}) [{quote.number}]")
     print(flush=True)
 
 
@@ -191,13 +192,15 @@ def _print_checked(answer: str, sentences) -> None:
 
 
 def checked_line(answer: str, sentence) -> str:
-    """One checked sentence as the CLI shows it: its text, then "[n]" (its source, unless it
-    cites it already) or NOT_IN_MANUALS. A code block keeps its lines, indented."""
+    """One checked sentence as the CLI shows it: its text, then its mark (sentence_check.mark_of):
+    "[n]", its source, or NOT_IN_MANUALS. A code block keeps its lines, indented."""
+    from engine.answer.sentence_check import mark_of
+
     text = visible(answer[sentence.start:sentence.end]).replace("\n", "\n    ")
-    if not sentence.supported:
-        return f"{text} {NOT_IN_MANUALS}"
-    mark = f"[{sentence.source}]"
-    return text if mark in text else f"{text} {mark}"
+    mark = mark_of(answer, sentence)
+    if mark is None:
+        return text
+    return f"{text} {NOT_IN_MANUALS if isinstance(mark, str) else f'[{mark}]'}"
 
 
 def _caution(stats, answer: str = "", sentences=()) -> str:
@@ -219,7 +222,7 @@ def _print_sources(citations) -> None:
     cited = any(c.cited for c in citations)
     print("\nSources:" if cited else "\nPassages (the answer cites none of them):")
     for c in citations:
-        quote = clip(c.quote, QUOTE_WIDTH)  # made visible first: the cut never splits an escape
+        quote = clip(c.quote.replace("\n", " / "), QUOTE_WIDTH)  # made visible first: the cut never splits an escape
         print(f"  [{c.number}] {visible(c.passage.document)}, {c.passage.pages_text()}: \"{quote}\"")
 
 
@@ -346,12 +349,13 @@ def _count(text: str) -> int:
 
 SUMMARY_KEYS = ("hit@1", "hit@3", "hit@5", "hit@10", "mrr@5", "refusal_accuracy", "false_refusal_rate",
                 "unanswerable_refused_rate", "keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate",
-                "keyword_any_rate", "evidence_hit_rate", "keyword_hit_supported_only", "caution_rate",
+                "lead_chars", "keyword_any_rate", "evidence_hit_rate", "keyword_hit_supported_only", "caution_rate",
                 "caution_on_wrong", "caution_on_right", "loop_rate", "deterministic_rate")
 # per family and per document: (column heading, summary key); "s" columns are latency p50s
 GROUP_COLUMNS = (("n", "questions"), ("hit@5", "hit@5"), ("mrr@5", "mrr@5"), ("refuse", "refusal_accuracy"),
                  ("false", "false_refusal_rate"), ("kw", "keyword_hit_rate"),
-                 ("kw_gen", "keyword_hit_generated"), ("lead", "lead_hit_rate"), ("loop", "loop_rate"),
+                 ("kw_gen", "keyword_hit_generated"), ("lead", "lead_hit_rate"), ("chars", "lead_chars"),
+                 ("loop", "loop_rate"),
                  ("caut", "caution_rate"), ("caut_w", "caution_on_wrong"), ("caut_r", "caution_on_right"),
                  ("det", "deterministic_rate"), ("lead s", "lead"), ("1st s", "first_token"))
 GROUP_NAME_WIDTH = 26
@@ -360,7 +364,7 @@ GROUP_NAME_WIDTH = 26
 def summary_table(summary: dict) -> str:
     """The summary for a person: each measure, latency per stage, then one row per family and
     per document (refuse = refusal_accuracy, false = false_refusal_rate, kw = keyword_hit_rate,
-    kw_gen = keyword_hit_generated, caut = caution_rate, caut_w = caution_on_wrong, caut_r =
+    kw_gen = keyword_hit_generated, chars = lead_chars (what the lead shows), caut = caution_rate, caut_w = caution_on_wrong, caut_r =
     caution_on_right, det = deterministic_rate; lead s and 1st s are p50s)."""
     lines = [f"{summary['questions']} questions: {summary['answerable']} answerable, "
              f"{summary['unanswerable']} not"]
@@ -394,4 +398,6 @@ def _group_cell(figures: dict, key: str) -> str:
 
 
 def _figure(value) -> str:
-    return "-" if value is None else f"{value:.3f}"
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if value >= 10 else f"{value:.3f}"  # a count of characters, or a share

@@ -145,6 +145,8 @@ def figures(results: Sequence[QuestionResult]) -> dict:
     summary["unanswerable_refused_rate"] = _mean(r.refused for r in unanswerable)
     for key, flag in RATES.items():
         summary[key] = _mean(v for v in (getattr(r, flag) for r in results) if v is not None)
+    # what the lead shows (characters, its quotes joined), over the answers that have one
+    summary["lead_chars"] = _mean(len(r.lead) for r in results if r.lead)
     summary.update(caution_figures(results))
     summary["latency_s"] = latency_table(r.timings_s for r in results)
     return summary

@@ -29,12 +29,14 @@ from engine.answer.assistant import (
     PassagesEvent,
     TextEvent,
     _citations,
-    best_quote,
     open_assistant,
+    quote_text,
     refers_back,
     retrieval_query,
 )
 from engine.answer.grounding import Prompt, build_prompt, cited_numbers, example_turns
+from engine.answer.lead import best_units
+from engine.answer.query import Query
 from engine.answer.retrieval import RetrievalSettings, Retriever
 from engine.llm.local import GenerationStream, LocalLLM
 from engine.llm.process import LLMClient
@@ -745,23 +747,29 @@ def test_citations_are_the_cited_numbers_and_the_sentences_sources_in_order_of_f
 
 # -- quotes and citations ----------------------------------------------------------------------
 
-def test_best_quote_is_the_sentence_sharing_most_words_with_the_question():
+def best_quote(text: str, question: str, limit: int = QUOTE_CHARS) -> str:
+    """A citation's quote of a passage holding `text`, as the assistant picks it."""
+    found = passage(1, text, 1)
+    return quote_text(best_units(Query.of(question), [found]).get(1), found, limit)
+
+
+def test_best_quote_is_the_unit_sharing_most_words_with_the_question():
     text = ("Open the lid. Prime the pump with water before the first start.\n\n"
             "Close the valve when the pump runs.")
     assert best_quote(text, "How do I prime the pump with water?") == \
         "Prime the pump with water before the first start."
     assert best_quote(text, "When must the valve be closed?") == "Close the valve when the pump runs."
-    # no word in common: the first sentence that is prose, not a fragment such as "Open the lid."
+    # no word in common: the first unit that reads on its own, not a fragment such as "Open the lid."
     assert best_quote(text, "Something else entirely") == "Prime the pump with water before the first start."
 
 
-def test_best_quote_prefers_prose_among_the_sentences_sharing_most_words():
+def test_best_quote_is_prose_not_a_heading_or_a_fragment():
     text = "# Pump P-200: the pump\n\nPump P-200.\n\nBefore the first start, fill the pump with water."
     # each shares one word ("pump"): the prose sentence, not the heading nor the fragment
     assert best_quote(text, "How do I prime the pump?") == "Before the first start, fill the pump with water."
-    # a heading that shares more words than any sentence is still the best match
+    # a heading that shares more words than any sentence is still not a fact to quote
     headed = "## Prime the pump\n\nFill the housing with water before the first start."
-    assert best_quote(headed, "How do I prime the pump?") == "## Prime the pump"
+    assert best_quote(headed, "How do I prime the pump?") == "Fill the housing with water before the first start."
 
 
 def test_best_quote_joins_lines_and_respects_the_limit():
@@ -786,7 +794,7 @@ PASSAGES = [passage(1, "Open the lid. Check the oil.", 3),
 
 
 def test_cited_numbers_become_citations_of_those_passages():
-    citations = _citations("How do I prime the pump?", PASSAGES, [2])
+    citations = _citations(best_units(Query.of("How do I prime the pump?"), PASSAGES), PASSAGES, [2])
     assert len(citations) == 1
     (cited,) = citations
     assert (cited.number, cited.passage, cited.cited) == (2, PASSAGES[1], True)
@@ -795,12 +803,12 @@ def test_cited_numbers_become_citations_of_those_passages():
 
 
 def test_citations_keep_the_order_the_answer_cites_them_in():
-    citations = _citations("What does E-12 mean?", PASSAGES, [3, 1])
+    citations = _citations(best_units(Query.of("What does E-12 mean?"), PASSAGES), PASSAGES, [3, 1])
     assert [(c.number, c.passage.page, c.cited) for c in citations] == [(3, 9, True), (1, 3, True)]
 
 
 def test_no_cited_number_lists_every_passage_as_a_plain_source():
-    citations = _citations("How do I prime the pump?", PASSAGES, [])
+    citations = _citations(best_units(Query.of("How do I prime the pump?"), PASSAGES), PASSAGES, [])
     assert [(c.number, c.passage, c.cited) for c in citations] == \
         [(1, PASSAGES[0], False), (2, PASSAGES[1], False), (3, PASSAGES[2], False)]
 
@@ -870,3 +878,38 @@ def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(bui
     assert pids[0] != pids[1]
     assert answers[0][1].strip() and events[0].answerable
     assert answers == [answers[0]] * 4
+
+
+@pytest.mark.slow
+def test_a_short_fact_and_a_table_row_lead_on_the_real_models(builtin_data_dir, tmp_path):
+    """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
+    not hold it, and a value in a table, each leads on the built-in models; the model's text
+    never repeats a sentence, and a sentence marked supported has its source."""
+    from engine.answer.answer_guard import has_loop
+    from engine.cli.main import main
+    from engine.paths import AppPaths
+    from tests.helpers.hostile_files import table_pdf
+
+    folder = tmp_path / "manuals"
+    folder.mkdir()
+    (folder / "door.txt").write_text("Door code: 7731.\n", encoding="utf-8")
+    (folder / "x200.md").write_text("# X200 login\n\nThe X200 login uses the badge reader 8, next to the "
+                                    "main door of the hall. Hold the badge flat against the reader until "
+                                    "the green light comes on.\n", encoding="utf-8")
+    table_pdf(folder / "clamping.pdf", "Tightening torques of the clamping unit",
+              [["Part", "Thread", "Torque"], ["Clamping bolts", "M12", "35 Nm"], ["Cover screws", "M6", "9 Nm"],
+               ["Spindle nut", "M30", "120 Nm"]])
+    collection = "assistant-short-facts"
+    assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
+    with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
+        door = list(assistant.ask("What is the door code?"))
+        torque = list(assistant.ask("What torque do the cover screws need?"))
+    for events, document, text in [(door, "door.txt", "Door code: 7731."),
+                                   (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm")]:
+        lead = only(events, LeadEvent).quotes
+        focus = lead[0].text[slice(*lead[0].focus)] if lead and lead[0].focus else lead and lead[0].text
+        assert lead and (lead[0].document, focus) == (document, text), lead
+        done = events[-1]
+        assert not has_loop(done.answer), done.answer
+        assert all(s.source is not None for s in done.sentences if s.supported and s.score > 0), done.sentences
+    assert only(torque, LeadEvent).quotes[0].text.startswith("Part | Thread | Torque\n")  # under its header

@@ -22,10 +22,10 @@ from engine.answer.grounding import (
     build_prompt,
     cited_numbers,
     example_turns,
-    judge_relevance,
     not_mentioned,
     strip_invalid_citations,
 )
+from engine.answer.query import Query
 from engine.answer.retrieval import Retriever
 from engine.answer.terms import code_tokens, query_terms, stem
 from engine.encoders.embedder import Embedder
@@ -33,6 +33,13 @@ from engine.store.index_store import IndexStore
 from engine.types import Chunk, Passage, Span
 from tests.helpers.service_manual import SECTIONS, indexed_manual
 from tests.helpers.tiny_embedder import write_tiny_embedder
+
+
+def judge_relevance(question: str, passages, frequency, **options):
+    """The gate on a question made a Query with these word frequencies, as the assistant makes it."""
+    from engine.answer.grounding import judge_relevance as judge
+
+    return judge(Query.of(question, frequency), passages, **options)
 
 
 def words(text: str) -> int:

@@ -1,4 +1,5 @@
-"""Lead sentences: measured choice, fragments left out, and spans that point at the page's own text."""
+"""The lead: the manual's own units (sentences, rows, settings...), measured choice, fragments left
+out, short facts kept when they carry the question's words, and spans that point at the page's own text."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import pytest
 
 from engine.answer.lead import (
     LeadWeights,
+    best_units,
     candidates,
-    lead_sentences,
+    lead_quotes,
     page_runs,
 )
+from engine.answer.query import Query
 from engine.answer.retrieval import RetrievalSettings, Retriever
 from engine.ingest.chunking import chunk_document
 from engine.types import Page, ParsedDocument, Passage, Quote, Span
@@ -26,6 +29,10 @@ def passage(text: str, spans=None, heading_path=(), path="/manuals/pump.pdf") ->
 
 def normal(text: str) -> str:
     return " ".join(text.split())
+
+
+def lead_sentences(question: str, passages, embedder=None, **options):
+    return lead_quotes(Query.of(question, embedder=embedder), passages, embedder, **options)
 
 
 def test_the_sentence_that_answers_leads_not_the_first():
@@ -86,8 +93,7 @@ def test_the_embedder_measures_too(tiny_embedder):
     text = "Prime the pump with water before start. Error E-12 means the motor overheated."
     quotes = lead_sentences("prime pump water", [passage(text)], embedder=tiny_embedder)
     assert quotes and all(q.text in normal(text) for q in quotes)
-    vector = tiny_embedder.encode_queries(["prime pump water"])[0]
-    again = lead_sentences("prime pump water", [passage(text)], query_vector=vector, embedder=tiny_embedder)
+    again = lead_quotes(Query.of("prime pump water", embedder=tiny_embedder), [passage(text)], tiny_embedder)
     assert [q.text for q in again] == [q.text for q in quotes]
 
 
@@ -136,7 +142,7 @@ def test_merged_passages_map_every_sentence_to_its_page_text(merged_passages):
     checked = 0
     for p in merged_passages:
         assert page_runs(p), p
-        for c in candidates("prime pump casing water", [p]):
+        for c in candidates(Query.of("prime pump casing water"), [p]):
             page_text = PAGES[c.span.page]
             assert normal(page_text[c.span.start:c.span.end]) == c.text
             checked += 1
@@ -159,7 +165,62 @@ def test_pieces_joined_across_pages_and_after_blank_lines_map_back():
               {"page": 2, "start": 0, "end": len(page_two), "text": page_two}]
     text = _joined(chunks)
     spans = tuple(Span(c["page"], c["start"], c["end"]) for c in chunks)
-    found = candidates("casing vent seal pump", [passage(text, spans=spans)])
+    found = candidates(Query.of("casing vent seal pump"), [passage(text, spans=spans)])
     assert len(found) == 5
     for c in found:
         assert normal((page_one, page_two)[c.span.page - 1][c.span.start:c.span.end]) == c.text
+
+
+# -- units from the manual's structure (issue 27) --------------------------------------------------
+def test_a_short_fact_leads_when_it_carries_the_question_s_words():
+    door = passage("Door code: 7731.", path="/manuals/door.txt")
+    x200 = passage("The X200 login uses the badge reader 8, which sits to the right of the main door "
+                   "of the hall and is checked every morning by the shift lead.", path="/manuals/x200.md")
+    quotes = lead_sentences("What is the door code?", [x200, door], weights=TERMS_ONLY)
+    assert quotes[0].text == "Door code: 7731." and quotes[0].kind == "setting"
+    assert quotes[0].document == "door.txt"
+
+
+def test_a_short_line_without_the_question_s_words_stays_a_fragment():
+    text = "Door code: 7731.\nThe pump must be primed with clean water before the first start."
+    quotes = lead_sentences("How do I prime the pump?", [passage(text)], weights=TERMS_ONLY)
+    assert [q.text for q in quotes] == ["The pump must be primed with clean water before the first start."]
+
+
+def test_a_table_row_is_shown_under_its_header_between_the_rows_beside_it():
+    text = ("Tightening torques for the clamping unit are listed below.\n"
+            "Part\tThread\tTorque\n"
+            "Clamping bolts\tM12\t35 Nm\n"
+            "Cover screws\tM6\t9 Nm\n"
+            "Spindle nut\tM30\t120 Nm\n"
+            "Base plate\tM16\t80 Nm\n")
+    [quote] = lead_sentences("What torque for the cover screws?", [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert quote.kind == "row"
+    assert quote.text == ("Part | Thread | Torque\nClamping bolts | M12 | 35 Nm\n"
+                          "Cover screws | M6 | 9 Nm\nSpindle nut | M30 | 120 Nm")
+    assert quote.text[slice(*quote.focus)] == "Cover screws | M6 | 9 Nm"
+    assert text[quote.span.start:quote.span.end] == "Cover screws\tM6\t9 Nm"  # the source view marks the row
+
+
+def test_a_setting_line_and_a_definition_are_units_of_their_own():
+    text = ("The feed override is limited in the machine parameters.\n"
+            "MAX_FEED_OVERRIDE = 1.2\n"
+            "-t, --timeout=SEC\tStop after SEC seconds of no motion.\n")
+    [setting] = lead_sentences("What is the maximum feed override?", [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert (setting.kind, setting.text) == ("setting", "MAX_FEED_OVERRIDE = 1.2")
+    [option] = lead_sentences("Which option stops it after a timeout?", [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert (option.kind, option.text) == ("definition", "-t, --timeout=SEC: Stop after SEC seconds of no motion.")
+
+
+def test_a_command_stays_in_the_sentence_it_is_part_of():
+    text = "The command\n> sink(\"record.lis\")\nwill divert all subsequent output to an external file."
+    [quote] = lead_sentences("How do I send the output to a file?", [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert quote.text == 'The command > sink("record.lis") will divert all subsequent output to an external file.'
+
+
+def test_each_citation_quotes_its_passage_s_best_unit():
+    first = passage("Keep the manual near the machine. Close the valve when the pump runs.")
+    second = passage("Prime the pump with water before you start it. The motor is air-cooled.")
+    best = best_units(Query.of("When must the valve be closed?"), [first, second])
+    assert best[1].text == "Close the valve when the pump runs."
+    assert best[2].text == "Prime the pump with water before you start it."

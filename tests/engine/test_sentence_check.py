@@ -101,6 +101,24 @@ def test_a_made_up_name_is_unsupported_though_its_other_words_are_there():
     assert check(made_up) == [(made_up, False, None)]
 
 
+@pytest.mark.parametrize("answer, supported", [
+    ("Let the motor cool for thirty minutes after error E-12 [3].", True),  # "E-12" is a name
+    ("Tighten the cover screws to 9 Nm.", True),
+    ("Tighten the cover screws to 3.5 Nm.", False),  # a value the table does not hold
+    ("Tighten the cover screws to 9,0 Nm.", False),
+    ("The maximum feed override is 1,2.", True),  # a decimal comma for the table's point
+])
+def test_a_value_is_supported_only_where_a_passage_holds_it(answer, supported):
+    table = passage(4, "Part | Thread | Torque\nCover screws | M6 | 9 Nm\nMAX_FEED_OVERRIDE = 1.2")
+    (checked,) = check_sentences(answer, PASSAGES + [table])
+    assert checked.supported is supported, checked
+    if not supported:
+        assert not well_supported([checked])
+        from engine.answer.sentence_check import unsupported_actions
+
+        assert unsupported_actions(answer, [checked])  # a made-up value calls for the caution
+
+
 def test_a_copied_source_header_is_not_checked_as_a_claim():
     answer = "[2] m2.pdf, page 1:\nPrime the pump with clean water before the first start."
     (checked,) = check_sentences(answer, PASSAGES)

@@ -462,3 +462,33 @@ def test_the_welcome_text_keeps_readable_lines_on_a_wide_window(qtbot):
     qtbot.waitExposed(view)
     assert view.empty.isVisible()
     assert view.empty.width() <= view.empty.fontMetrics().averageCharWidth() * 80
+
+
+def test_a_table_row_leads_under_its_header_in_bold_with_its_lines_kept(qtbot):
+    from engine.types import Quote
+
+    shown = "Part | Thread | Torque\nClamping bolts | M12 | 35 Nm\nCover screws | M6 | 9 Nm"
+    passage = Passage(7, "/manuals/clamp.pdf", "clamp", (1,), (Span(3, 0, 60),), shown, (), 1.0, 0.9)
+    row = (shown.index("Cover"), len(shown))
+    bubble = finished_bubble(qtbot, "Use 9 Nm [1].", [Citation(1, passage, shown, True)])
+    bubble.set_lead([Quote(1, shown, passage, Span(3, 40, 60), row, "row")])
+    lines = bubble.lead_view.toPlainText().splitlines()
+    assert "\u201cPart | Thread | Torque" in lines[1] and lines[2] == "Clamping bolts | M12 | 35 Nm"
+    assert lines[3].startswith("Cover screws | M6 | 9 Nm\u201d [1] clamp.pdf, page 3")
+    bold = _bold_text(bubble.lead_view.document())
+    assert "Cover screws | M6 | 9 Nm" in bold and "Clamping bolts" not in bold
+
+
+def _bold_text(document) -> str:
+    from PySide6.QtGui import QFont
+
+    found, block = [], document.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            fragment = it.fragment()
+            if fragment.charFormat().fontWeight() >= QFont.Weight.Bold:
+                found.append(fragment.text())
+            it += 1
+        block = block.next()
+    return " ".join(found)

@@ -1,0 +1,64 @@
+"""Query: a question, derived once at the start of an answer and read by every stage after it.
+
+    query = Query.of(text, store, embedder)     # retrieval, the gate, the lead and the quotes read it
+    query.terms, query.weights, query.code, query.vector
+
+Its topic words (crude stems), how rare each is in the collection (IDF weights), the tokens a
+person types exactly (codes, options, names with dots) and its embedding are worked out here
+once; nothing down the line re-tokenises or re-embeds the question.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from engine.answer.terms import code_tokens, query_terms, typed_words
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str  # as searched: a follow-up is joined with the question before it
+    terms: tuple[str, ...]  # topic stems, in order
+    frequencies: Mapping[str, float]  # of each stem: the share of the collection's chunks holding it
+    code: tuple[str, ...]  # tokens typed exactly: "E-4711", "read.fwf", "--vanilla"
+    typed: Mapping[str, str]  # each stem as first typed ("Jupyter" for "jupyter")
+    vector: np.ndarray | None = field(default=None, compare=False)  # the embedding (normalised)
+
+    @classmethod
+    def of(cls, text: str, frequency: Callable[[str], float] | None = None, embedder=None) -> "Query":
+        """The query for `text`; `frequency(stem)` is the store's prefix_frequency (None: every
+        word is as rare as any), `embedder` the collection's (None: no vector)."""
+        terms = tuple(query_terms(text))
+        frequencies = {t: frequency(t) for t in terms} if frequency is not None else {}
+        vector = embedder.encode_queries([text])[0] if embedder is not None else None
+        return cls(text, terms, frequencies, tuple(code_tokens(text)), typed_words(text), vector)
+
+    @cached_property
+    def weights(self) -> dict[str, float]:
+        """Each topic stem's weight: BM25's idf of its frequency (1.0 each without frequencies)."""
+        if not self.frequencies:
+            return {t: 1.0 for t in self.terms}
+        return {t: idf(self.frequencies.get(t, 0.0)) for t in self.terms}
+
+    def share(self, words: set[str]) -> float:
+        """The weighted share of the topic stems that some of these (case-folded) words start with."""
+        weights = self.weights
+        total = sum(weights.values())
+        if not total:
+            return 0.0
+        return sum(w for t, w in weights.items() if any(word.startswith(t) for word in words)) / total
+
+    def matched(self, words: set[str]) -> set[str]:
+        """The topic stems some of these words start with."""
+        return {t for t in self.terms if any(word.startswith(t) for word in words)}
+
+
+def idf(fraction: float) -> float:
+    """BM25's idf on a fraction of chunks; a word found nowhere weighs the most."""
+    fraction = min(max(fraction, 0.0), 1.0)
+    return math.log(1 + (1 - fraction + 1e-4) / (fraction + 1e-4))

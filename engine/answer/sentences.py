@@ -1,0 +1,332 @@
+"""One reading of sentences: where a manual's text and the model's text break into pieces.
+
+    units(text, start, end, heading_path)   # a passage: the units a reader sees, each with its kind
+    text_sentences(text, heading_path)     # a passage's sentences and units, as (start, end)
+    answer_sentences(text)                 # the model's answer (Markdown, citations "[1]")
+    ends_sentence(text)                    # whether text ends a sentence (a chunk that runs on)
+    STREAM_END, REPEAT_END                 # the answer as it streams (answer_guard): where a loop
+                                           # may be cut, and where sentences end to compare them
+
+A manual's text is read by its lines (PDFium keeps them; a wide gap on a line, a table's cells,
+is a tab: engine.ingest.pdfium_reader). Lines gather into blocks; headings, page headers and
+blank lines end a block; a list item starts one. A unit is what a technician reads as one fact:
+    sentence    prose, split after a full stop that ends a sentence
+    item        a list item
+    row         a table row (cells apart), shown under its table's first row, the header
+    definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds")
+    setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
+    warning     a WARNING / CAUTION / NOTE: block
+A command or code line stays in the sentence it is part of ("The command > sink("record.lis")
+will divert ...").
+Each unit has what to show with it (`show`): the unit itself, or with what it needs to be read
+(a row its header, a list item or a warning its block).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.ingest.chunking import trimmed
+
+MAX_CHARS = 400  # a longer "sentence" is a code block or a table: taken apart at its lines
+SHOW_CHARS = 320  # what is shown with a unit at most (measured: docs/benchmarks.md, issue 27)
+HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
+
+# A full stop, its closing quotes or brackets, then space and what starts a sentence.
+SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[>$]?[A-Z0-9])")
+_NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?|Appendix [A-Z]:?)"
+                               r"\s+\S.{0,80}$")
+_PAGE_HEADER = re.compile(r"^\s*(?:(?:Chapter|Appendix|Part)\s+\S+:.*\s\d+|\d+\s+.{0,60}|.{0,60}\s\d+|\d+"
+                          r"|[ivxlc]+)\s*$", re.IGNORECASE)
+LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
+DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
+CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
+# "MAX_FEED_OVERRIDE = 1.2", "MODE=netserver"; "Door code: 7731." (a short key, a value with a number)
+_ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.\-\[\]]*\s*=\s*\S.{0,60}$")
+_KEY_VALUE = re.compile(r"^\s*[A-Z][\w\-]*(?: [\w\-]+){0,2}:\s+\S.{0,40}$")
+_SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
+_WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
+
+
+@dataclass(frozen=True)
+class Unit:
+    start: int  # the unit's characters in the text
+    end: int
+    kind: str  # sentence, item, row, definition, setting, warning
+    show: tuple[int, int]  # what to show with it: the unit, or its block, or its rows beside it
+    header: tuple[int, int] | None = None  # a row's: its table's first row, shown above it
+
+
+def units(text: str, start: int = 0, end: int | None = None,
+          heading_path: Sequence[str] = ()) -> list[Unit]:
+    """The units of text[start:end], in order (see the module's docstring)."""
+    end = len(text) if end is None else end
+    reader = _Reader(text, heading_path)
+    lines = line_spans(text, start, end)
+    for i, (a, b) in enumerate(lines):
+        following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
+        reader.line(a, b, following)
+    reader.flush()
+    return reader.found
+
+
+def text_sentences(text: str, heading_path: Sequence[str] = ()) -> list[tuple[int, int]]:
+    """(start, end) of the units of a whole text: the sentence checks read passages so."""
+    return [(u.start, u.end) for u in units(text, 0, len(text), heading_path)]
+
+
+class _Reader:
+    """Gathers a text's lines into blocks and units, line by line."""
+
+    def __init__(self, text: str, heading_path: Sequence[str]):
+        self.text = text
+        self.headings = {" ".join(h.split()).casefold() for h in heading_path}
+        self.found: list[Unit] = []
+        self.block: list[tuple[int, int]] = []  # the prose lines gathered
+        self.block_kind = "sentence"
+        self.rows: list[tuple[int, int]] = []  # the table being read, its header first
+        self.term: int | None = None  # the definition just read: its description may run on
+        self.last = ""  # the line before, "" after a break
+
+    def line(self, start: int, end: int, following: str) -> None:
+        line = self.text[start:end].strip()
+        if not line or _breaks(line, self.headings) or _untitled_heading(line, following):
+            self.flush()
+            self.last = ""
+            self.term = None
+            return
+        kind = _line_kind(line, self.last)
+        self.last = line
+        if kind != "row":
+            self._table()
+        if kind == "row":
+            self._flush_block()
+            self.rows.append(trimmed(self.text, start, end))
+        elif kind in ("definition", "setting"):
+            self._flush_block()
+            s, e = trimmed(self.text, start, end)
+            self.found.append(Unit(s, e, kind, (s, e)))
+            self.term = len(self.found) - 1 if kind == "definition" else None
+        else:
+            if kind in ("item", "warning"):
+                self._flush_block()
+                self.block_kind = kind
+            self.block.append((start, end))
+
+    def flush(self) -> None:
+        self._table()
+        self._flush_block()
+
+    def _table(self) -> None:
+        """The rows read, each shown under the table's header with the rows beside it that fit
+        in SHOW_CHARS (an answer may take two rows: old and new command)."""
+        rows, self.rows = self.rows, []
+        if not rows:
+            return
+        header = rows[0] if len(rows) > 1 and self._is_header(rows) else None
+        body = rows[1:] if header else rows
+        for i, (s, e) in enumerate(body):
+            room = SHOW_CHARS - (header[1] - header[0] if header else 0) - (e - s)
+            first = last = i
+            for j in (i - 1, i + 1):  # the rows beside it, while they fit
+                if 0 <= j < len(body) and body[j][1] - body[j][0] <= room:
+                    first, last, room = min(first, j), max(last, j), room - (body[j][1] - body[j][0])
+            self.found.append(Unit(s, e, "row", (body[first][0], body[last][1]), header))
+
+    def _run_on_term(self) -> None:
+        """A definition's description wraps onto the lines after it ("--png <tab> Generate pictures
+        of each page, in PNG format. This option is equivalent to -fpng."): shown with it."""
+        if self.term is not None and self.block_kind == "sentence":
+            unit = self.found[self.term]
+            end = trimmed(self.text, self.block[0][0], self.block[-1][1])[1]
+            if end - unit.start <= SHOW_CHARS:
+                self.found[self.term] = Unit(unit.start, unit.end, unit.kind, (unit.start, end))
+        self.term = None
+
+    def _is_header(self, rows: list[tuple[int, int]]) -> bool:
+        """A table's first row names its columns: capitalised words, no numbers, where a later
+        row has a number or a cell in lower case ("Part | Thread | Torque" over "Cover screws |
+        M6 | 9 Nm"; not "apt-get update | -> | apt update" over more commands)."""
+        def cells(span: tuple[int, int]) -> list[str]:
+            return [c.strip() for c in self.text[span[0]:span[1]].split("\t") if c.strip()]
+
+        def plain_title(cell: str) -> bool:
+            return cell[0].isupper() and not any(ch.isdigit() for ch in cell)
+
+        later = [cell for row in rows[1:] for cell in cells(row)]
+        return all(plain_title(c) for c in cells(rows[0])) and not all(plain_title(c) for c in later)
+
+    def _flush_block(self) -> None:
+        if not self.block:
+            self.term = None
+            return
+        self._run_on_term()
+        kind, pieces = self.block_kind, _split_block(self.text, self.block)
+        block = (pieces[0][0], pieces[-1][1]) if pieces else None
+        for i, (s, e) in enumerate(pieces):
+            own = kind if (kind == "warning" or i == 0) else "sentence"
+            show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
+            self.found.append(Unit(s, e, own, show))
+        self.block, self.block_kind = [], "sentence"
+
+
+def _line_kind(line: str, before: str) -> str:
+    """What one line of a manual is, beside the line `before` it ("" after a break): row,
+    definition, setting, item, warning or text. A line of a paragraph wraps anywhere, so only a
+    line that starts anew can be a setting: after a sentence's end, a colon or a break. A
+    command or code line stays in the sentence around it ("The command > sink("record.lis")
+    will divert ..."), which is how manuals write them: measured, a line of its own lost the
+    command's sentence (lead hit on the R manuals 0.45 -> 0.38)."""
+    if "\t" in line:
+        cells = [c for c in line.split("\t") if c.strip()]
+        if len(cells) >= 3:
+            return "row"
+        if len(cells) == 2 and len(cells[0].split()) <= 5 and not _SECTION_NUMBER.match(cells[0]):
+            return "definition"
+    if LIST_ITEM.match(line):
+        return "item"
+    if _WARNING.match(line):
+        return "warning"
+    starts_anew = not before or before[-1] in ".!?:;"
+    if starts_anew and (_ASSIGNMENT.match(line) or (_KEY_VALUE.match(line) and any(c.isdigit() for c in line))):
+        return "setting"
+    return "text"
+
+
+def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """(start, end) of each line of text[start:end], as offsets into `text`."""
+    lines, at = [], start
+    for line in text[start:end].split("\n"):
+        lines.append((at, at + len(line)))
+        at += len(line) + 1
+    return lines
+
+
+def _breaks(line: str, headings: set[str]) -> bool:
+    """A line that is never part of a sentence: a heading, a page header or footer (also one
+    set in capitals: "CHAPTER 12. GETTING SUPPORT … 12.3. HOW DO I REPORT A BUG…")."""
+    if " ".join(line.split()).casefold() in headings or _shouted(line):
+        return True
+    if line[-1] in ".,;:" and not DOT_LEADERS.search(line):
+        return False
+    return bool(_NUMBERED_HEADING.match(line) or _PAGE_HEADER.match(line) or DOT_LEADERS.search(line))
+
+
+def _shouted(line: str) -> bool:
+    """Three words or more in capitals, and not a warning ("CAUTION: HIGH VOLTAGE" is one)."""
+    letters = [ch for ch in line if ch.isalpha()]
+    words = [w for w in line.split() if any(ch.isalpha() for ch in w)]
+    return (len(words) >= 3 and len(letters) >= 10 and sum(ch.isupper() for ch in letters) >= 0.9 * len(letters)
+            and not _WARNING.match(line))
+
+
+def _untitled_heading(line: str, following: str) -> bool:
+    """A short capitalised line with no closing punctuation, before a line that starts a
+    sentence: a heading that ingest did not recognise ("Multiple keys" above "It is possible
+    ..."), which would otherwise be glued onto the sentence."""
+    words = line.split()
+    return (len(words) <= HEADING_WORDS and len(line) <= HEADING_CHARS and line[0].isupper()
+            and line[-1] not in ".,;:!?-" and not CODE.search(line) and "\t" not in line
+            and bool(following) and following[0].isupper())
+
+
+def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    start, end = block[0][0], block[-1][1]
+    sentences, at = [], start
+    for match in SENTENCE_END.finditer(text, start, end):
+        sentences.append((at, match.start() + len(match.group(0).rstrip())))
+        at = match.end()
+    sentences.append((at, end))
+    found = []
+    for s, e in sentences:
+        s, e = trimmed(text, s, e)
+        if e - s > MAX_CHARS:
+            found += _by_lines(text, s, e)
+        elif e > s:
+            found.append((s, e))
+    return found
+
+
+def _by_lines(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """A long run cut at line ends into pieces of at most MAX_CHARS (a longer line alone)."""
+    pieces, first, last = [], start, start
+    for s, e in line_spans(text, start, end):
+        if e - first > MAX_CHARS and last > first:
+            pieces.append(trimmed(text, first, last))
+            first = s
+        last = e
+    pieces.append(trimmed(text, first, last))
+    return [(s, e) for s, e in pieces if e - s <= MAX_CHARS and e > s]
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether text ends with a full stop (a chunk that does not run on to the next page)."""
+    return bool(re.search(r"[.!?]['\")\]]?\s*$", text))
+
+
+# -- the model's answer ---------------------------------------------------------------------------
+_FENCE = re.compile(r"^\s*(```|~~~)")
+# A full stop, its closing quotes or brackets and any citations ("[1]", "[2, 3]") that follow
+# it, then space and what starts a sentence.
+_CITES = r"\[\d{1,3}(?:\s*,\s*\d{1,3})*\]"
+_END = re.compile(rf"[.!?][\"'”’)\]*`]*(?:\s*{_CITES})*(?!\s*{_CITES})(?=\s+[\"'“‘(\[`*>$]?[A-Z0-9])")
+ABBREVIATIONS = frozenset("e.g i.e eg ie etc vs cf fig figs no nos approx eq eqs sec ch pp p resp incl "
+                          "esp viz ca mr mrs dr st vol".split())
+
+
+def answer_sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of the model's text: blank lines and list items start a
+    block, a fenced code block is one piece (an unclosed one runs to the end), and a block of
+    prose is split after a full stop that ends a sentence (not "e.g.", not "read.csv(")."""
+    found: list[tuple[int, int]] = []
+    block: list[tuple[int, int]] = []  # the prose lines gathered
+    code_start: int | None = None
+    for start, end in line_spans(text, 0, len(text)):
+        line = text[start:end]
+        if _FENCE.match(line):
+            if code_start is None:
+                found += _split_prose(text, block)
+                block, code_start = [], start
+            else:
+                found.append((code_start, end))
+                code_start = None
+            continue
+        if code_start is not None:
+            continue
+        if not line.strip() or LIST_ITEM.match(line):
+            found += _split_prose(text, block)
+            block = []
+        if line.strip():
+            block.append((start, end))
+    if code_start is not None:
+        found.append(trimmed(text, code_start, len(text)))
+    found += _split_prose(text, block)
+    return sorted(span for span in found if span[1] > span[0])
+
+
+# While the answer streams: a loop is cut at a sentence's end, a colon's or a line's (the nearest
+# to where it starts repeating); repeated sentences are compared between full stops or lines.
+STREAM_END = re.compile(r"[.!?:](?=\s)|\n")
+REPEAT_END = re.compile(r"[.!?]+(?=\s)|\n")
+
+
+def is_code_block(text: str) -> bool:
+    return bool(_FENCE.match(text))
+
+
+def _split_prose(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    if not block:
+        return []
+    start, end = block[0][0], block[-1][1]
+    found, at = [], start
+    for match in _END.finditer(text, start, end):
+        before = text[at:match.start()].split()
+        word = before[-1].lstrip("(\"'`*").casefold() if before else ""
+        if not before or word in ABBREVIATIONS or (len(before) == 1 and re.fullmatch(r"\d{1,2}|[a-z]", word)):
+            continue  # "e.g." or a list's "1." ends no sentence
+        found.append(trimmed(text, at, match.end()))
+        at = match.end()
+    found.append(trimmed(text, at, end))
+    return found
