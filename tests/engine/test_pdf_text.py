@@ -94,3 +94,44 @@ def test_ordinary_manual_text_has_no_problems():
             "MAX_FEED_OVERRIDE = 1.2\nTorque | 35 Nm\n-t, --timeout=SEC  Stop after SEC seconds\n"
             "Internationalization is handled by the operating system.\n") * 3
     assert TextQuality.of(text).problems == ()
+
+
+def test_glyphs_a_font_cannot_draw_never_reach_a_quote(tmp_path, tiny_embedder):
+    """Issue 29's box in a quote ("follows. □ Input file form ..."): a box's ornament corners (here
+    ZapfDingbats ❁ ❂ on a line of their own) and a control character a symbol font mapped (\\x05)
+    are dropped at ingestion, so the lead and the citations quote text a font can draw."""
+    import unicodedata
+
+    from engine.answer.assistant import quote_text
+    from engine.answer.lead import best_units, lead_quotes
+    from engine.answer.retrieval import Retriever
+    from engine.store.indexer import Indexer, IndexSettings
+    from tests.helpers.hostile_files import build_pdf, stream
+    from tests.helpers.tiny_collection import open_store
+
+    content = (b"BT /F2 12 Tf 72 720 Td (a ) Tj (b) Tj ET\n"
+               b"BT /F1 12 Tf 72 700 Td (The first few lines of a file to be read as a data frame look as follows.) Tj ET\n"
+               b"BT /F1 12 Tf 72 680 Td (Input file form with names and row labels:) Tj ET\n"
+               b"BT /F1 12 Tf 72 660 Td (Price \\005 Floor Area Rooms Age Cent.heat) Tj ET")
+    path = tmp_path / "frames.pdf"
+    path.write_bytes(build_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>", b"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /ZapfDingbats >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Resources << /Font << /F1 3 0 R "
+        b"/F2 4 0 R >> >> /Contents 6 0 R >>", stream(content)]))
+    store = open_store(tmp_path / "collection", tiny_embedder)
+    try:
+        list(Indexer(store, tiny_embedder, IndexSettings(parse_time_limit_s=30)).run([path]))
+        retriever = Retriever(store, tiny_embedder)
+        query = retriever.query("How should the input file with names and row labels look?")
+        passages = retriever.search(query, 4)
+        shown = [q.text for q in lead_quotes(query, passages, tiny_embedder)]
+        shown += [quote_text(unit, passages[n - 1]) for n, unit in best_units(query, passages).items()]
+        shown += [p.text for p in passages]
+    finally:
+        store.close()
+    assert any("Input file form with names and row labels" in text for text in shown)
+    for text in shown:
+        odd = [c for c in text if unicodedata.category(c) in ("Cc", "Co", "Cn", "So") and c not in "\n\t"]
+        assert not odd, (odd, text)
