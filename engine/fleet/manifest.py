@@ -57,6 +57,9 @@ class Manifest:
     files: tuple[FileEntry, ...]
     created: str = ""
     signer: str = ""  # the signing public key (base64), so an untrusted key is told apart
+    # The reranker the admin's app ranked passages with ('' for none): a record, not a check,
+    # since the index does not depend on it (a kiosk reranks with its own).
+    reranker_id: str = ""
     format: int = FORMAT
     raw: bytes = field(default=b"", repr=False, compare=False)  # the exact bytes signed
     signature: bytes = field(default=b"", repr=False, compare=False)
@@ -66,7 +69,7 @@ class Manifest:
         return {"format": self.format, "version": self.version, "created": self.created,
                 "collection": self.collection, "embedder_id": self.embedder_id,
                 "schema_version": self.schema_version, "signer": self.signer,
-                "files": [entry.to_dict() for entry in self.files]}
+                "reranker_id": self.reranker_id, "files": [entry.to_dict() for entry in self.files]}
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
@@ -106,6 +109,7 @@ class Manifest:
                    embedder_id=_field(doc, "embedder_id", str, where),
                    schema_version=_field(doc, "schema_version", int, where), files=entries,
                    created=_field(doc, "created", str, where), signer=str(doc.get("signer", "")),
+                   reranker_id=str(doc.get("reranker_id", "")),
                    raw=bytes(data), signature=bytes(signature), origin=origin)
 
 

@@ -60,12 +60,25 @@ def build_bundle(paths, collection: str, private_key: Ed25519PrivateKey, out: st
         files, objects = _entries(folder, meta)
         manifest = Manifest(version=version, collection=collection, embedder_id=meta["embedder_id"],
                             schema_version=int(meta["schema_version"]), files=tuple(files),
-                            created=utc_now(), signer=public_key_text(private_key), format=FORMAT)
+                            created=utc_now(), signer=public_key_text(private_key), format=FORMAT,
+                            reranker_id=reranker_id(paths))
         raw = manifest.to_bytes()
         signature = sign(raw, private_key)
         _write_tar(out, raw, signature, objects)
     _remember_version(paths, collection, version)
     return Manifest.from_bytes(raw, signature, origin=str(out))
+
+
+def reranker_id(paths) -> str:
+    """The id of the reranker this app ranks with (the imported one), '' for none."""
+    from engine.encoders.reranker import CrossEncoder
+    from engine.models.registry import resolve_reranker
+
+    try:
+        folder = resolve_reranker(paths)
+        return CrossEncoder.from_folder(folder).model_id if folder is not None else ""
+    except (EngineError, OSError):
+        return ""  # a damaged reranker is reported where it is used; the bundle does not need it
 
 
 def _snapshot(source: Path, folder: Path) -> dict:

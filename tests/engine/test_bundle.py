@@ -108,6 +108,23 @@ def test_an_installed_bundle_is_the_collection_with_its_documents_inside(admin, 
     assert fleet.status(kiosk)["collections"][NAME]["current"] == 1
 
 
+@pytest.mark.parametrize("imported", [False, True])
+def test_a_bundle_records_the_reranker_its_builder_ranks_with(admin, kiosk, key, trusted, tmp_path,
+                                                              tiny_embedder, imported):
+    from engine.encoders.reranker import CrossEncoder
+    from engine.models.registry import import_model
+    from tests.helpers.tiny_cross_encoder import write_tiny_cross_encoder
+
+    expected = ""  # none imported: the app ranks without one
+    if imported:
+        folder = import_model(write_tiny_cross_encoder(tmp_path / "tiny-reranker"), admin)
+        expected = CrossEncoder.from_folder(folder).model_id
+    manifest = fleet.verify_bundle(build(admin, key, tmp_path, 1), trusted)
+    assert manifest.reranker_id == expected
+    install(kiosk, tmp_path / "out" / f"{NAME}-1.tar", trusted, tiny_embedder)
+    assert fleet.status(kiosk)["collections"][NAME]["reranker_id"] == expected
+
+
 def test_an_update_needs_only_the_changed_document_the_database_and_the_index(
         admin, kiosk, key, trusted, tmp_path, tiny_embedder):
     first = fleet.verify_bundle(build(admin, key, tmp_path, 1), trusted)

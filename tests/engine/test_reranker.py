@@ -249,3 +249,24 @@ def test_a_cross_encoder_folder_without_its_files_is_refused(paths, tmp_path):
     with pytest.raises(ModelError, match="no model.onnx"):
         import_model(folder, paths)
     assert resolve_reranker(paths) is None
+
+
+@pytest.mark.parametrize("damage", ["changed", "unloadable"])
+def test_a_reranker_that_cannot_load_leaves_answers_without_one_said_once(paths, tiny_folder, caplog, damage):
+    import logging
+
+    from engine.answer.assistant import imported_reranker
+    from engine.models.manifest import read_manifest, write_manifest
+
+    folder = import_model(tiny_folder, paths)
+    assert imported_reranker(paths) is not None  # loaded and warmed up
+    model = folder / "model.onnx"
+    if damage == "changed":  # a byte short: the manifest tells
+        model.write_bytes(model.read_bytes()[:-1])
+    else:  # the manifest agrees, but onnxruntime cannot read it
+        model.write_bytes(b"not an onnx model")
+        write_manifest(folder, source=read_manifest(folder)["source"])
+    with caplog.at_level(logging.WARNING, logger="engine.answer.assistant"):
+        assert imported_reranker(paths) is None
+    warnings = [r for r in caplog.records if r.name == "engine.answer.assistant"]
+    assert len(warnings) == 1 and "answering without a reranker" in warnings[0].getMessage()
