@@ -355,12 +355,20 @@ def _read_pages(reader, page_count: int, labels: dict[int, str]) -> _Pages:
     for number in range(1, page_count + 1):
         try:
             page = reader.pages[number - 1]
-            text = page.extract_text() or ""
+            text, quality = _pypdf_text(page)
         except Exception as exc:  # one bad page must not cost the others
             found.fail(number, exc)
             continue
-        found.add(page, number, text, labels.get(number, ""), TextQuality.of(text))
+        found.add(page, number, text, labels.get(number, ""), quality)
     return found
+
+
+def _pypdf_text(page) -> tuple[str, TextQuality]:
+    """pypdf's text of a page, cleaned as PDFium's is (what a font cannot draw left out), and its
+    quality, unreadable glyphs counted before they were left out."""
+    raw = page.extract_text() or ""
+    text = clean_text(raw)
+    return text, TextQuality.of(text, count_unreadable(raw))
 
 
 def _read_pages_pdfium(reader, raws: list[str | None], labels: dict[int, str]) -> _Pages:
@@ -386,8 +394,7 @@ def _read_pages_pdfium(reader, raws: list[str | None], labels: dict[int, str]) -
 def _better_reading(page, text: str | None, quality: TextQuality | None) -> tuple[str, TextQuality]:
     """pypdf's text of a page where it reads better than PDFium's (`text`: None when PDFium
     could not read the page)."""
-    other = page.extract_text() or ""
-    other_quality = TextQuality.of(other)
+    other, other_quality = _pypdf_text(page)
     if text is None or quality is None:
         return other, other_quality
     letters, other_letters = _letters(text), _letters(other)
