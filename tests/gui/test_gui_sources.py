@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -469,7 +470,9 @@ def test_real_manual_spans_highlight_pdfiums_own_characters(qtbot, view, manuals
     start = text.index(lines[len(lines) // 2])
     passage = text[start:start + 300]
     assert open_cited(qtbot, view, cite(pdf, page, passage, [[page, start, start + 300]]))[2]
-    assert clean_text(view.highlighted_text()).replace("-", "") == passage.replace("-", "")
+    # A wide cell gap is a tab in the indexed text and PDFium's generated space on the page.
+    same = lambda text: re.sub(r"[ \t]+", " ", text.replace("-", ""))  # noqa: E731
+    assert same(clean_text(view.highlighted_text())) == same(passage)
 
 
 @pytest.mark.slow
