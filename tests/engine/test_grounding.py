@@ -151,6 +151,14 @@ def test_a_name_no_manual_contains_costs_the_penalty_a_common_word_does_not(coll
     assert judge_relevance("How do I clean it from Jupyter?", top, collection.prefix_frequency).unknown_names == ()
 
 
+@pytest.mark.parametrize("word, name", [("brush2", False), ("phone12", False), ("KF8", True), ("ggplot2", True)])
+def test_a_common_word_numbered_is_a_persons_own_thing_not_a_name(collection, word, name):
+    top = [passage(COLLECTION[3], similarity=0.7)]
+    relevance = judge_relevance(f"How do I clean the chiller condenser coil with {word}?", top,
+                                collection.prefix_frequency, common_word=(COMMON | {"kf"}).__contains__)
+    assert relevance.unknown_names == ((word,) if name else ())
+
+
 def test_the_refusal_says_which_words_no_manual_mentions():
     assert not_mentioned(()) == ""
     assert not_mentioned(("Jupyter",)) == "The manuals do not mention Jupyter."
@@ -210,7 +218,7 @@ def test_only_the_top_passages_count(collection):
 def test_relevance_as_a_dict():
     relevance = judge_relevance("How do I install Docker?", [passage("Docker install guide.", 0.123456)],
                                 lambda stem: 0.5, threshold=1.7)
-    assert relevance.to_dict() == {"similarity": 0.1235, "coverage": 1.0, "score": 1.6235,
+    assert relevance.to_dict() == {"similarity": 0.1235, "coverage": 1.0, "score": round(0.123456 + COVERAGE_WEIGHT, 4),
                                    "relevant": False, "missing_terms": [], "unknown_names": []}
 
 
