@@ -291,6 +291,7 @@ class Quote:
     span: Span  # the unit itself, in its page's text
     focus: tuple[int, int] | None = None  # the unit itself within `text` (None: all of it)
     kind: str = "sentence"  # engine.answer.sentences: sentence, item, row, definition, setting, code, warning
+    marks: tuple[tuple[int, int], ...] = ()  # the question's words within `text`, drawn marked
 
     @property
     def page(self) -> int:
@@ -307,6 +308,8 @@ class Quote:
                  "span": [self.span.page, self.span.start, self.span.end], "kind": self.kind}
         if self.focus is not None:
             found["focus"] = list(self.focus)
+        if self.marks:
+            found["marks"] = [list(mark) for mark in self.marks]
         if self.page in self.passage.ocr_pages:  # only then: a quote from a text layer is as before
             found["ocr_pages"] = [self.page]
         return found
@@ -322,8 +325,9 @@ class Quote:
                           similarity=0.0, page_labels=_labels_of([page], [data.get("page_label")]),
                           ocr_pages=tuple(int(p) for p in data.get("ocr_pages") or ()))
         focus = data.get("focus")
+        marks = tuple((int(a), int(b)) for a, b in data.get("marks") or ())
         return cls(int(data.get("number") or 0), text, passage, Span(page, start, end),
-                   (int(focus[0]), int(focus[1])) if focus else None, str(data.get("kind") or "sentence"))
+                   (int(focus[0]), int(focus[1])) if focus else None, str(data.get("kind") or "sentence"), marks)
 
     def as_passage(self) -> Passage:
         """The quote's passage narrowed to the quote: opening it highlights this sentence only."""

@@ -40,6 +40,7 @@ from desktop_app.chat.render import (
     ocr_tag_html,
     render_answer,
 )
+from desktop_app.theme import highlight_colour
 from engine.answer.grounding import not_mentioned
 from engine.answer.sentence_check import needs_caution
 from engine.conversations import SavedAnswer
@@ -408,27 +409,34 @@ def lead_html(quotes, palette=None) -> str:
     """The lead's quotes, each with a cite:N link (N: its place in the lead) naming its document
     and page, and an "OCR" tag when that page was a scan; every string from a manual is escaped.
     Shown with what it needs (a table row under its header, beside its neighbours), a quote's
-    own unit is in bold, and a row keeps its line."""
+    own unit is in bold, the question's words are marked as in the source view, and a row keeps
+    its line."""
     lines = [f'<p style="margin:0 0 2px 0"><b>{LEAD_TITLE}</b></p>']
+    marker = highlight_colour(QGuiApplication.instance()).name()
     for index, quote in enumerate(quotes, 1):
         where = html.escape(f"{quote.document}, {quote.passage.pages_text((quote.page,))}")
         tag = ocr_tag_html(palette or QPalette()) if quote.page in quote.passage.ocr_pages else ""
-        lines.append(f'<p style="margin:2px 0 2px 0">\u201c{quote_html(quote)}\u201d '
+        lines.append(f'<p style="margin:2px 0 2px 0">\u201c{quote_html(quote, marker)}\u201d '
                      f'<a href="cite:{index}">[{quote.number}] {where}</a>{tag}</p>')
     return "".join(lines)
 
 
-def quote_html(quote) -> str:
-    """A quote's text, escaped, its lines kept, its own unit in bold when it is shown with more."""
+def quote_html(quote, marker: str = "") -> str:
+    """A quote's text, escaped, its lines kept, its own unit in bold when it is shown with more,
+    and the question's words on a marker colour (`marker`, a CSS colour; none: not marked)."""
     text = quote.text
-    start, end = quote.focus if quote.focus and quote.focus != (0, len(text)) else (0, 0)
-
-    def escaped(part: str) -> str:
-        return html.escape(part).replace("\n", "<br>")
-
-    if end <= start:
-        return escaped(text)
-    return f"{escaped(text[:start])}<b>{escaped(text[start:end])}</b>{escaped(text[end:])}"
+    focus = quote.focus if quote.focus and quote.focus != (0, len(text)) else (0, 0)
+    marks = [(a, b) for a, b in quote.marks if 0 <= a < b <= len(text)] if marker else []
+    cuts = sorted({0, len(text), *focus, *(i for mark in marks for i in mark)})
+    parts = []
+    for start, end in zip(cuts, cuts[1:]):
+        piece = html.escape(text[start:end]).replace("\n", "<br>")
+        if any(a <= start and end <= b for a, b in marks):
+            piece = f'<span style="background-color:{marker}">{piece}</span>'
+        if focus[0] <= start and end <= focus[1]:
+            piece = f"<b>{piece}</b>"
+        parts.append(piece)
+    return "".join(parts)
 
 
 def not_found_html(unknown_names: tuple[str, ...], passages_below: bool) -> str:

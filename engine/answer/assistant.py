@@ -36,7 +36,7 @@ from engine.answer.grounding import (
     strip_invalid_citations,
     support,
 )
-from engine.answer.lead import DEFAULT_WEIGHTS, best_units, choose, scored
+from engine.answer.lead import DEFAULT_WEIGHTS, best_units, choose, marked, scored
 from engine.answer.metrics import Metrics
 from engine.answer.query import Query
 from engine.answer.retrieval import Retriever
@@ -196,7 +196,7 @@ class Assistant:
             return
         with run.timed("lead"):
             units = scored(query, passages, self.retriever.embedder)
-            lead = tuple(choose(units, DEFAULT_WEIGHTS, LEAD_QUOTES))
+            lead = tuple(marked(choose(units, DEFAULT_WEIGHTS, LEAD_QUOTES), query))
         yield LeadEvent(lead)
         yield from self._answer(question, query, passages, history, relevance, run, cancel, lead, units)
 

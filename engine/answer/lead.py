@@ -26,7 +26,7 @@ not highlighted).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 
 import numpy as np
@@ -62,7 +62,12 @@ def lead_quotes(query: Query, passages: Sequence[Passage], embedder=None, limit:
     """The `limit` (at most) units of `passages` that best answer the query, best first.
     The query's vector is compared with the units' (embedded here, in one batch)."""
     found = scored(query, passages, embedder, weights)
-    return choose(found, weights, limit)
+    return marked(choose(found, weights, limit), query)
+
+
+def marked(quotes: Sequence[Quote], query: Query) -> list[Quote]:
+    """The quotes with the question's words marked, as the window draws them."""
+    return [replace(q, marks=query.marks(q.text)) for q in quotes]
 
 
 def scored(query: Query, passages: Sequence[Passage], embedder=None,

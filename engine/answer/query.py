@@ -11,13 +11,14 @@ once; nothing down the line re-tokenises or re-embeds the question.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-from engine.answer.terms import code_tokens, query_terms, typed_words
+from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, query_terms, typed_words
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,37 @@ class Query:
             return 0.0
         return sum(w for t, w in weights.items() if any(word.startswith(t) for word in words)) / total
 
+    def marks(self, text: str) -> tuple[tuple[int, int], ...]:
+        """Where the text carries the question's topic, as (start, end), in order: each word (or
+        part of a name joined by "_") that a topic stem starts, in full or short form ("MAX" of
+        "maximum"), and each code the question typed."""
+        found = [span for m in WORD.finditer(text) for span in self._marked_parts(m.group(), m.start())]
+        found += [m.span() for code in self.code for m in re.finditer(re.escape(code), text)]
+        return _merged(found)
+
+    def _marked_parts(self, word: str, start: int) -> list[tuple[int, int]]:
+        spans = []
+        for part in word.split("_"):
+            folded = part.casefold()
+            if part and any(form.startswith(t) for form in (folded, ABBREVIATIONS.get(folded, folded))
+                            for t in self.terms):
+                spans.append((start, start + len(part)))
+            start += len(part) + 1
+        return spans
+
     def matched(self, words: set[str]) -> set[str]:
         """The topic stems some of these words start with."""
         return {t for t in self.terms if any(word.startswith(t) for word in words)}
+
+
+def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return tuple(merged)
 
 
 def idf(fraction: float) -> float:

@@ -208,6 +208,7 @@ def test_a_setting_line_and_a_definition_are_units_of_their_own():
             "-t, --timeout=SEC\tStop after SEC seconds of no motion.\n")
     [setting] = lead_sentences("What is the maximum feed override?", [passage(text)], weights=TERMS_ONLY, limit=1)
     assert (setting.kind, setting.text) == ("setting", "MAX_FEED_OVERRIDE = 1.2")
+    assert [setting.text[a:b] for a, b in setting.marks] == ["MAX", "FEED", "OVERRIDE"]  # drawn marked
     [option] = lead_sentences("Which option stops it after a timeout?", [passage(text)], weights=TERMS_ONLY, limit=1)
     assert (option.kind, option.text) == ("definition", "-t, --timeout=SEC: Stop after SEC seconds of no motion.")
 

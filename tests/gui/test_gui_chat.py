@@ -31,7 +31,7 @@ from engine.answer.grounding import Relevance
 from engine.config import Settings
 from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
-from engine.types import Citation, Passage, Span
+from engine.types import Citation, Passage, Quote, Span
 from tests.helpers.events import is_a, no_event, wait_event
 from tests.helpers.pump_chat import (
     ANSWER,
@@ -230,6 +230,20 @@ def test_the_lead_shows_before_the_first_piece_and_survives_save_and_load(qtbot,
     (citation,) = clicked
     assert citation.passage.spans == (lead[0].span,) and citation.passage.path == lead[0].passage.path
     assert citation.quote == lead[0].text
+
+
+def test_a_quote_marks_the_question_s_words_and_sets_its_own_unit_in_bold():
+    from desktop_app.chat.bubbles import quote_html
+    from engine.answer.query import Query
+
+    text = "Part | Torque\nCover <screws> | 9 Nm"
+    query = Query.of("What torque for the cover screws?")
+    quote = Quote(1, text, None, Span(1, 0, len(text)), focus=(14, len(text)), marks=query.marks(text))
+    assert [text[a:b] for a, b in quote.marks] == ["Torque", "Cover", "screws"]
+    mark = '<span style="background-color:#fff1a8">'
+    assert quote_html(quote, "#fff1a8") == (f"Part | {mark}Torque</span><br><b>{mark}Cover</span></b>"
+                                            f"<b> &lt;</b><b>{mark}screws</span></b><b>&gt; | 9 Nm</b>")
+    assert quote_html(quote) == "Part | Torque<br><b>Cover &lt;screws&gt; | 9 Nm</b>"  # no marker: no marks
 
 
 def test_a_refused_answer_shows_no_lead(qtbot):
