@@ -164,3 +164,17 @@ def root_logging_restored():
             root.removeHandler(handler)
             handler.close()
     root.setLevel(level)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where the run's time went, a line per test folder: CI has a time budget to keep."""
+    spent: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if hasattr(report, "duration") and getattr(report, "nodeid", ""):
+                folder = report.nodeid.split("::")[0].rpartition("/")[0]
+                spent[folder] = spent.get(folder, 0.0) + report.duration
+    if spent:
+        terminalreporter.write_sep("=", "time per test folder")
+        for folder, seconds in sorted(spent.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{seconds:8.1f} s  {folder}")
