@@ -1,2 +1,3 @@
-"""ONNX encoders run with onnxruntime + tokenizers: onnx_session (the session, tokenizer and
-padding both share), the sentence embedder (and its graph fixes) and the cross-encoder reranker."""
+"""ONNX encoders run with onnxruntime + tokenizers: onnx_session (OnnxEncoder, the base both
+build on, and the session, tokenizer and padding they share), the sentence embedder (and its
+graph fixes) and the cross-encoder reranker."""

@@ -13,22 +13,14 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.encoders.onnx_session import (
-    INPUT_TYPES,
-    compute_model_id,
-    declared_max_tokens,
-    load_tokenizer,
-    open_session,
-    pad,
-    physical_cores,
-)
+from engine.encoders.onnx_session import OnnxEncoder, compute_model_id, load_tokenizer, pad
 from engine.errors import ModelError
 
 POOLED_OUTPUTS = ("sentence_embedding",)
 TOKEN_OUTPUTS = ("last_hidden_state", "token_embeddings")
 
 
-class Embedder:
+class Embedder(OnnxEncoder):
     """    with Embedder.from_files(resolve_embedder(paths)) as embedder:
             vectors = embedder.encode_documents(chunk_texts)  # [n, dimension]
             query = embedder.encode_queries("how do I ...")   # [dimension]
@@ -36,13 +28,13 @@ class Embedder:
     The tokenizer is ready at once (`count_tokens` needs no model); the ONNX session is
     created by `load()`, or on first use."""
 
+    what = "embedding model"
+    export = "sentence-transformers export"
+
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path, *,
                  threads: int | None = None, max_tokens: int = 256,
                  providers: Sequence[str] | None = None, int8_activations: bool = True):
-        self.model_path = Path(model_path)
-        self.tokenizer_path = Path(tokenizer_path)
-        self.threads = threads or physical_cores()
-        self.providers = list(providers) if providers else ["CPUExecutionProvider"]
+        super().__init__(model_path, tokenizer_path, threads, providers, max_tokens)
         # True (the fast path): int8 weights used as int8, activations quantized per call
         # (embedder_graph), and each text runs alone in its call, so its activation scales and
         # its vector depend on that text only, never on what it is batched with. About 1.5-1.8x
@@ -50,15 +42,11 @@ class Embedder:
         # (docs/benchmarks.md, "Faster text indexing").
         # False: the exact float path. No-op for float models (they stay batched).
         self.int8_activations = int8_activations
-        self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
         self._encoder = load_tokenizer(self.tokenizer_path, self.max_tokens)
         self._counter = load_tokenizer(self.tokenizer_path, None)
-        self._session = None
-        self._inputs: dict[str, np.dtype] = {}
         self._output = ""
         self._pooled = False
         self._dimension = 0
-        self._model_id = ""
         self._one_per_call = False
 
     @classmethod
@@ -66,42 +54,20 @@ class Embedder:
         """From an `EmbedderFiles` (see engine.models.registry.resolve_embedder)."""
         return cls(files.model, files.tokenizer, **options)
 
-    # -- lifetime -------------------------------------------------------------------------
-    def load(self) -> "Embedder":
-        if self._session is not None:
-            return self
-        session = open_session(self.model_path, self.threads, self.providers,
-                               what="embedding model", hint=_LOAD_HINT,
-                               int8_activations=self.int8_activations)
-        self._inputs = _input_types(session, self.model_path)
+    # -- lifetime (load, close: OnnxEncoder) -----------------------------------------------
+    def _opened(self, session) -> None:
         self._output, self._pooled = _choose_output(session, self.model_path)
-        self._session = session
         self._one_per_call = bool(getattr(session, "int8_activations", False))
-        # The warm-up run also tells the dimension; without it the first query pays for
-        # onnxruntime's lazy allocations.
+
+    def _warm_up(self) -> None:
+        # The warm-up run also tells the dimension.
         self._dimension = int(self._run(self._encoder.encode_batch(["warm up"]))[0].shape[-1])
-        return self
-
-    def close(self) -> None:
-        self._session = None
-
-    def __enter__(self) -> "Embedder":
-        return self.load()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # -- facts ----------------------------------------------------------------------------
     @property
     def dimension(self) -> int:
         self.load()
         return self._dimension
-
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        """The inputs the model asked for (token_type_ids only if it has that input)."""
-        self.load()
-        return tuple(self._inputs)
 
     @property
     def model_id(self) -> str:
@@ -163,24 +129,6 @@ class Embedder:
 
 
 # -- helpers --------------------------------------------------------------------------------
-_LOAD_HINT = "import a valid ONNX export of the model again."
-
-
-def _input_types(session, model_path: Path) -> dict[str, np.dtype]:
-    known = ("input_ids", "attention_mask", "token_type_ids")
-    types = {}
-    for arg in session.get_inputs():
-        if arg.name not in known or arg.type not in INPUT_TYPES:
-            raise ModelError(f"The embedding model '{model_path}' expects an input "
-                             f"'{arg.name}' ({arg.type}) that this app cannot provide; use a "
-                             "BERT-style sentence-transformers export.")
-        types[arg.name] = INPUT_TYPES[arg.type]
-    if "input_ids" not in types:
-        raise ModelError(f"The embedding model '{model_path}' has no 'input_ids' input; "
-                         "use a BERT-style sentence-transformers export.")
-    return types
-
-
 def _choose_output(session, model_path: Path) -> tuple[str, bool]:
     """(output name, already pooled?): a pooled sentence output wins over token outputs."""
     outputs = {arg.name: len(arg.shape or ()) for arg in session.get_outputs()}

@@ -1,5 +1,7 @@
-"""What the embedder and the reranker share: an onnxruntime session on the chosen providers,
-a tokenizer from tokenizer.json, padding a batch, and facts read from the export folder.
+"""What the embedder and the reranker share: OnnxEncoder (their paths, threads, providers and
+session: opened on first use, its inputs checked, warmed up), an onnxruntime session on the
+chosen providers, a tokenizer from tokenizer.json, padding a batch, and facts read from the
+export folder.
 
     session = open_session(model, threads, ["CPUExecutionProvider"], what="embedding model",
                            hint="import a valid ONNX export of the model again.")
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +23,78 @@ from engine.errors import ModelError
 
 ID_SAMPLE_BYTES = 1 << 20  # model_id hashes this much from each end of model.onnx
 INPUT_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}  # ONNX input -> numpy
+FED_INPUTS = ("input_ids", "attention_mask", "token_type_ids")  # the inputs this app can give
+
+
+class OnnxEncoder:
+    """The embedder's and the reranker's common part. A subclass names itself for errors
+    (`what`, `export`, `load_hint`), the inputs it cannot do without, and what to check once
+    the session is open (`_opened`) and run once to warm it up (`_warm_up`): without that run
+    the first real call pays for onnxruntime's lazy allocations."""
+
+    what = "model"  # "The {what} '{path}' ..."
+    export = "export"  # "use a BERT-style {export}"
+    load_hint = "import a valid ONNX export of the model again."
+    required_inputs: tuple[str, ...] = ("input_ids",)
+    int8_activations = False
+
+    def __init__(self, model_path: str | Path, tokenizer_path: str | Path, threads: int | None,
+                 providers: Sequence[str] | None, max_tokens: int):
+        self.model_path = Path(model_path)
+        self.tokenizer_path = Path(tokenizer_path)
+        self.threads = threads or physical_cores()
+        self.providers = list(providers) if providers else ["CPUExecutionProvider"]
+        self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
+        self._session = None
+        self._inputs: dict[str, np.dtype] = {}
+        self._model_id = ""
+
+    def load(self):
+        if self._session is not None:
+            return self
+        session = open_session(self.model_path, self.threads, self.providers, what=self.what,
+                               hint=self.load_hint, int8_activations=self.int8_activations)
+        self._inputs = self._input_types(session)
+        self._opened(session)
+        self._session = session
+        self._warm_up()
+        return self
+
+    def _opened(self, session) -> None:
+        """Checks the session's outputs before it is kept (a ModelError when unusable)."""
+
+    def _warm_up(self) -> None:
+        """One small run, right after loading."""
+
+    def close(self) -> None:
+        self._session = None
+
+    def __enter__(self):
+        return self.load()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def input_names(self) -> tuple[str, ...]:
+        """The inputs the model asked for (token_type_ids only if it has that input)."""
+        self.load()
+        return tuple(self._inputs)
+
+    def _input_types(self, session) -> dict[str, np.dtype]:
+        """The inputs to feed and their numpy types."""
+        types = {}
+        for arg in session.get_inputs():
+            if arg.name not in FED_INPUTS or arg.type not in INPUT_TYPES:
+                raise ModelError(f"The {self.what} '{self.model_path}' expects an input '{arg.name}' "
+                                 f"({arg.type}) that this app cannot provide; use a BERT-style "
+                                 f"{self.export}.")
+            types[arg.name] = INPUT_TYPES[arg.type]
+        missing = [f"'{name}'" for name in self.required_inputs if name not in types]
+        if missing:
+            raise ModelError(f"The {self.what} '{self.model_path}' has no {' or '.join(missing)} "
+                             f"input; use a BERT-style {self.export}.")
+        return types
 
 
 def open_session(model_path: Path, threads: int, providers: list[str], *, what: str, hint: str,

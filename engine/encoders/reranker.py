@@ -14,27 +14,17 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.encoders.onnx_session import (
-    INPUT_TYPES,
-    compute_model_id,
-    declared_max_tokens,
-    load_tokenizer,
-    open_session,
-    pad,
-    physical_cores,
-)
+from engine.encoders.onnx_session import OnnxEncoder, compute_model_id, load_tokenizer, pad
 from engine.errors import ModelError
 
 LOGITS = "logits"
 MODEL_FILES = ("model.onnx", "onnx/model.onnx")  # where optimum and the HF hub put it
 TOKENIZER_FILE = "tokenizer.json"
 ACTIVATIONS = (None, "sigmoid")
-_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-_REQUIRED_INPUTS = ("input_ids", "attention_mask")
 _EXPORT_HINT = "export the cross-encoder with optimum (model.onnx, tokenizer.json, config.json)"
 
 
-class CrossEncoder:
+class CrossEncoder(OnnxEncoder):
     """    with CrossEncoder.from_folder(resolve_reranker(paths)) as reranker:
             scores = reranker.predict([(question, passage), ...])   # float32 [n]
             best = reranker.rank(question, passages, top_k=5)       # [{corpus_id, score}]
@@ -44,16 +34,18 @@ class CrossEncoder:
     classifiers. `activation="sigmoid"` maps it into 0..1. The tokenizer is ready at once;
     the ONNX session is created by `load()`, or on first use."""
 
+    what = "reranker model"
+    export = "cross-encoder export"
+    load_hint = f"import the cross-encoder again, or {_EXPORT_HINT}."
+    # attention_mask too: without it a pair's score would depend on the padding, so on the batch.
+    required_inputs = ("input_ids", "attention_mask")
+
     def __init__(self, model_path: str | Path, tokenizer_path: str | Path,
                  threads: int | None = None, max_tokens: int = 512, *,
                  providers: Sequence[str] | None = None):
-        self.model_path = Path(model_path)
-        self.tokenizer_path = Path(tokenizer_path)
-        _require_file(self.model_path, "model")
-        _require_file(self.tokenizer_path, "tokenizer")
-        self.threads = threads or physical_cores()
-        self.providers = list(providers) if providers else ["CPUExecutionProvider"]
-        self.max_tokens = min(max_tokens, declared_max_tokens(self.model_path, self.tokenizer_path))
+        _require_file(Path(model_path), "model")
+        _require_file(Path(tokenizer_path), "tokenizer")
+        super().__init__(model_path, tokenizer_path, threads, providers, max_tokens)
         # The passage is cut, never the query: a cut question is a different question.
         self._pairs = load_tokenizer(self.tokenizer_path, None)
         self._pairs.enable_truncation(max_length=self.max_tokens, strategy="only_second")
@@ -62,9 +54,6 @@ class CrossEncoder:
         self._query_room = self.max_tokens - self._pairs.num_special_tokens_to_add(True) - 1
         if self._query_room < 1:
             raise ValueError(f"max_tokens={self.max_tokens} leaves no room for a passage.")
-        self._session = None
-        self._inputs: dict[str, np.dtype] = {}
-        self._model_id = ""
 
     @classmethod
     def from_folder(cls, folder: str | Path, **options) -> "CrossEncoder":
@@ -75,35 +64,15 @@ class CrossEncoder:
                      folder / MODEL_FILES[0])
         return cls(model, folder / TOKENIZER_FILE, **options)
 
-    # -- lifetime -------------------------------------------------------------------------
-    def load(self) -> "CrossEncoder":
-        if self._session is not None:
-            return self
-        session = open_session(self.model_path, self.threads, self.providers, what="reranker model",
-                               hint=f"import the cross-encoder again, or {_EXPORT_HINT}.")
-        self._inputs = _input_types(session, self.model_path)
+    # -- lifetime (load, close: OnnxEncoder) -----------------------------------------------
+    def _opened(self, session) -> None:
         _check_logits(session, self.model_path)
-        self._session = session
-        # The warm-up run checks the logits' shape now, and pays onnxruntime's lazy allocations.
+
+    def _warm_up(self) -> None:
+        # The warm-up run also checks the logits' shape now.
         self._run(self._encode([("warm up", "warm up")]))
-        return self
-
-    def close(self) -> None:
-        self._session = None
-
-    def __enter__(self) -> "CrossEncoder":
-        return self.load()
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # -- facts ----------------------------------------------------------------------------
-    @property
-    def input_names(self) -> tuple[str, ...]:
-        """The inputs the model asked for (token_type_ids only if it has that input)."""
-        self.load()
-        return tuple(self._inputs)
-
     @property
     def model_id(self) -> str:
         """'<folder name>:<16 hex>', hashed as Embedder.model_id is; the folder is the export's
@@ -179,23 +148,6 @@ def _require_file(path: Path, what: str) -> None:
 def _export_folder(model_path: Path) -> Path:
     folder = model_path.parent
     return folder.parent if folder.name == "onnx" else folder
-
-
-def _input_types(session, model_path: Path) -> dict[str, np.dtype]:
-    """The inputs to feed and their types. attention_mask is required as well: without it a
-    pair's score would depend on the padding, so on the batch it came in."""
-    types = {}
-    for arg in session.get_inputs():
-        if arg.name not in _INPUTS or arg.type not in INPUT_TYPES:
-            raise ModelError(f"The reranker model '{model_path}' expects an input '{arg.name}' "
-                             f"({arg.type}) that this app cannot provide; use a BERT-style "
-                             "cross-encoder export.")
-        types[arg.name] = INPUT_TYPES[arg.type]
-    missing = [name for name in _REQUIRED_INPUTS if name not in types]
-    if missing:
-        raise ModelError(f"The reranker model '{model_path}' has no {' or '.join(missing)} "
-                         "input; use a BERT-style cross-encoder export.")
-    return types
 
 
 def _check_logits(session, model_path: Path) -> None:
