@@ -36,7 +36,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from desktop_app.gui_gc import GuiThreadGc
 from engine.errors import EngineError, disk_full_as_error
 from engine.kiosk import crash_loop, sd_notify
-from engine.llm.hardware import PROVIDER_CHOICES
+from engine.models.hardware import PROVIDER_CHOICES
 from engine.paths import AppPaths, app_folder
 from engine.safe_text import SafeFormatter
 

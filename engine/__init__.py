@@ -4,8 +4,11 @@ ingest/ (files -> pages -> chunks) -> encoders/ (embedder, reranker) -> store/ (
 -> answer/ (retrieval, gate, prompt, Assistant events) -> llm/ (the model, in its own process).
 Beside them: kiosk/ (PIN, audit, crash loop), models/ (finding and importing models),
 evaluation/ (QA sets and scores), cli/ (offline-assistant-cli). Shared vocabulary at the top:
-types, errors, paths (every file location), config, conversations, atomic_file, child_process,
+types (records, and the CancelFlag and LanguageModel interfaces), errors, paths (every file
+location), config, conversations, atomic_file, hashing (a file's SHA-256), child_process,
 safe_text (text from documents and models made inert for terminals and logs).
+Imports go down layers only (tests/engine/test_layout.py): cli; server, evaluation; answer,
+fleet; store; ingest, llm, kiosk; models; encoders; the shared vocabulary.
 """
 
 import os

@@ -16,6 +16,7 @@ APP_NAME = "OfflineAssistant"
 DEFAULT_COLLECTION = "default"
 DB_NAME = "collection.sqlite3"  # in each collection's folder
 FLEET_STATE = "state.json"  # in DATA/fleet/<collection>/: {"current": N, "previous": M | null}
+MANIFEST = "manifest.json"  # in each model folder: its files' SHA-256s (engine.models.manifest)
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,13 @@
-"""Small immutable records that cross module and process boundaries (plain data, no pickle needed)."""
+"""Small immutable records that cross module and process boundaries (plain data, no pickle
+needed), and the few interfaces that several packages share: CancelFlag, and LanguageModel with
+the GenerationStream it returns (one place, so that ingest, store and answer need not import llm)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import PurePath
-from typing import Literal
+from typing import Literal, Protocol
 
 FinishReason = Literal["stop", "length", "cancelled"]
 
@@ -40,6 +42,58 @@ class GenerationStats:
 class GenerationResult:
     text: str
     stats: GenerationStats
+
+
+class CancelFlag(Protocol):
+    def is_set(self) -> bool: ...
+
+
+class GenerationStream:
+    """Iterates over text pieces; `stats` is set once the iteration has ended."""
+
+    def __init__(self, pieces: Iterator[str | GenerationStats]):
+        self._pieces = pieces
+        self.stats: GenerationStats | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        for item in self._pieces:
+            if isinstance(item, GenerationStats):
+                self.stats = item
+            else:
+                yield item
+
+    def collect(self) -> GenerationResult:
+        text = "".join(self)
+        assert self.stats is not None
+        return GenerationResult(text, self.stats)
+
+
+class LanguageModel(Protocol):
+    """What LocalLLM, LLMClient and RemoteLLM (engine.llm) all offer. A message is
+    {"role": "system" | "user" | "assistant", "content": str}."""
+
+    provider: str | None  # set by load()
+    requested_provider: str
+    context_length: int  # tokens; known once loaded
+    template_overhead: tuple[int, int]  # what the chat template adds: per chat, per message
+
+    def load(self) -> LanguageModel: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> LanguageModel: ...
+
+    def __exit__(self, *exc) -> None: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def template_tokens(self, messages: int) -> int: ...
+
+    def stream(self, messages: Sequence[dict], *, max_new_tokens: int = 256, temperature: float = 0.0,
+               top_p: float = 1.0, top_k: int = 50, seed: int | None = None,
+               cancel: CancelFlag | None = None) -> GenerationStream: ...
+
+    def generate(self, messages: Sequence[dict], **kwargs) -> GenerationResult: ...
 
 
 # -- documents and the index ---------------------------------------------------------------

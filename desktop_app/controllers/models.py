@@ -26,7 +26,8 @@ import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 from engine.errors import EngineError
-from engine.models.catalog import LLMEntry, llm_entries, measure_speed, record_speed
+from engine.llm.speed import measure_speed
+from engine.models.catalog import LLMEntry, llm_entries, record_speed
 from engine.models.prepare import import_model_in_child
 from engine.models.registry import remove_model
 from engine.paths import AppPaths

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 
 from engine.answer.actions import addresses, missing_actions
 from engine.answer.sentences import REPEAT_END, STREAM_END
-from engine.llm.local import CancelFlag
+from engine.types import CancelFlag
 
 ADDRESS_REMOVED = "[address removed: not in the manuals]"
 

@@ -13,7 +13,8 @@
         ErrorEvent      an EngineError, in words a person can act on (nothing follows it)
 
 It is the one API that the CLI, the GUI and a server use. The model runs wherever `llm` runs
-(LocalLLM in-process, LLMClient in a child process); the retriever in this thread.
+(LocalLLM in-process, LLMClient in a child process, RemoteLLM on an engine: any
+engine.types.LanguageModel); the retriever in this thread.
 """
 
 from __future__ import annotations
@@ -43,9 +44,8 @@ from engine.answer.retrieval import Retriever
 from engine.answer.sentence_check import SUPPORTED_SHARE, check_sentences, has_content, unsupported_actions
 from engine.answer.timing import StageTimes
 from engine.errors import EngineError
-from engine.llm.local import CancelFlag
 from engine.paths import DEFAULT_COLLECTION, AppPaths
-from engine.types import CheckedSentence, Citation, Passage, Quote
+from engine.types import CancelFlag, CheckedSentence, Citation, LanguageModel, Passage, Quote
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +162,10 @@ Event = PassagesEvent | LeadEvent | TextEvent | CitationsEvent | DoneEvent | Err
 
 
 class Assistant:
-    def __init__(self, retriever: Retriever, llm, settings: AssistantSettings | None = None,
+    def __init__(self, retriever: Retriever, llm: LanguageModel, settings: AssistantSettings | None = None,
                  metrics=None):
         self.retriever = retriever
-        self.llm = llm  # LocalLLM or LLMClient, loaded
+        self.llm = llm  # LocalLLM, LLMClient or RemoteLLM, loaded
         self.settings = settings or AssistantSettings()
         self.metrics = metrics if metrics is not None else Metrics()  # render() for /metrics
 

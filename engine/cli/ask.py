@@ -10,7 +10,6 @@ import threading
 from engine.cli.common import (
     CANCELLED_EXIT,
     NOT_COVERED_EXIT,
-    collection_exists,
     collection_option,
     collection_told,
     common_options,
@@ -92,6 +91,8 @@ def _open(args, paths):
 # -- ask and chat --------------------------------------------------------------------------
 
 def _refuse_a_missing_collection(args, paths) -> None:
+    from engine.store.health import collection_exists
+
     if not collection_exists(paths, args.collection):
         raise EngineError(nothing_indexed(args, paths))
 

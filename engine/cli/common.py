@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 
-from engine.llm.hardware import PROVIDER_CHOICES
+from engine.models.hardware import PROVIDER_CHOICES
 from engine.paths import DEFAULT_COLLECTION
 from engine.safe_text import visible
 
@@ -76,16 +76,6 @@ def collection_option() -> argparse.ArgumentParser:
 def plural(count: int, noun: str, nouns: str | None = None) -> str:
     """"1 document", "2 documents", "0 documents"."""
     return f"{count} {noun if count == 1 else nouns or noun + 's'}"
-
-
-def collection_exists(paths, name: str) -> bool:
-    """Whether the collection `name` was ever created, or set aside when found damaged (then
-    opening it says what happened)."""
-    from engine.paths import DB_NAME
-    from engine.store.health import set_aside_folders
-
-    folder = paths.collection(name)
-    return (folder / DB_NAME).exists() or bool(set_aside_folders(folder))
 
 
 def nothing_indexed(args, paths) -> str:

@@ -17,10 +17,8 @@ from engine.cli.common import (
     paths_of,
     plural,
 )
+from engine.llm import DEFAULT_SYSTEM
 from engine.safe_text import visible
-
-# Small models follow a short plain instruction better than their own long default persona.
-DEFAULT_SYSTEM = "You are a helpful assistant."
 
 
 def add_commands(commands) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 from engine.cli.common import (
     CANCELLED_EXIT,
     Throttle,
-    collection_exists,
     collection_option,
     collection_told,
     common_options,
@@ -274,6 +273,7 @@ def _duration(seconds: float) -> str:
 
 # -- docs ---------------------------------------------------------------------------------
 def _docs_list(args, paths) -> int:
+    from engine.store.health import collection_exists
     from engine.store.indexer import open_collection
 
     if not collection_exists(paths, args.collection):  # nothing indexed yet: not an error

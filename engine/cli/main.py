@@ -24,7 +24,7 @@ from engine.cli.common import (
     USAGE_EXIT,
 )
 from engine.errors import EngineError
-from engine.llm.hardware import PROVIDER_CHOICES
+from engine.models.hardware import PROVIDER_CHOICES
 from engine.safe_text import SafeStderrHandler, visible
 
 PROG = "offline-assistant-cli"

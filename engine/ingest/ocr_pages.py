@@ -192,7 +192,7 @@ def cache_folder(cache: Path, sha256: str, engine_id: str) -> Path:
 def _cache_folder(cache: Path | None, path: Path, engine_id: str) -> Path | None:
     if cache is None:
         return None
-    from engine.models.manifest import sha256_file
+    from engine.hashing import sha256_file
 
     return cache_folder(cache, sha256_file(path), engine_id)
 

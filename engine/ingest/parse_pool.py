@@ -55,13 +55,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Protocol
 
 from engine.child_process import ChildDied, JsonChild, describe_exit, quiet_child
 from engine.errors import DocumentError, EngineProcessError
+from engine.hashing import sha256_file
 from engine.ingest.discover import is_supported
 from engine.ingest.ocr_pages import OcrOptions
-from engine.models.manifest import sha256_file
 from engine.types import OutlineEntry, Page, PageOcr, PageProgress, ParsedDocument
 
 log = logging.getLogger(__name__)
@@ -80,10 +79,6 @@ _PAGE_GRACE_S = 30.0
 # pages. Text-only documents keep memory_limit_mb.
 OCR_MEMORY_LIMIT_MB = 3072
 MAX_SKIPPED_PAGES = 3  # pages of one document that stopped its reader; one more and it fails
-
-
-class CancelFlag(Protocol):
-    def is_set(self) -> bool: ...
 
 
 Result = ParsedDocument | DocumentError

@@ -51,7 +51,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.errors import EngineError
-from engine.models.manifest import MANIFEST
+from engine.paths import MANIFEST
 from engine.safe_text import UNSAFE
 from engine.types import StoredDocument
 

@@ -1,4 +1,11 @@
 """The language model: LocalLLM (onnxruntime-genai in this process), its child-process client
 with the same API (process, the way the app runs it), RemoteLLM with that API again on a remote
-OpenAI-compatible engine (remote), token counting in the caller (tokens), and the
-execution-provider choice."""
+OpenAI-compatible engine (remote), token counting in the caller (tokens), and measuring how fast
+a model writes (speed). The API they share is engine.types.LanguageModel; the provider choice
+is engine.models.hardware. This package sits above engine.models: it runs what models finds,
+checks and imports, and models never imports it."""
+
+# The system message of a plain chat (the CLI's generate, the server's /v1 endpoints): small
+# models follow a short plain instruction better than their own long default persona. Here, not
+# in a submodule, so that reading it loads no model runtime.
+DEFAULT_SYSTEM = "You are a helpful assistant."

@@ -10,12 +10,11 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from engine.encoders.onnx_session import physical_cores
 from engine.errors import GenerationError, ModelError
-from engine.llm.hardware import choose_provider
-from engine.types import GenerationParams, GenerationResult, GenerationStats
+from engine.models.hardware import choose_provider
+from engine.types import CancelFlag, GenerationParams, GenerationResult, GenerationStats, GenerationStream
 
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 _PROBE = "Hello."  # the contents of the chats that measure the chat template
@@ -25,30 +24,6 @@ _PROBE = "Hello."  # the contents of the chats that measure the chat template
 # chunks of 128 on the built-in model (1,275, 970 and 911 at Qwen2.5-0.5B's shape), and ran
 # 10-25% faster in chunks of 128 or 256 than whole.
 PREFILL_CHUNK = 128
-
-
-class CancelFlag(Protocol):
-    def is_set(self) -> bool: ...
-
-
-class GenerationStream:
-    """Iterates over text pieces; `stats` is set once the iteration has ended."""
-
-    def __init__(self, pieces: Iterator[str | GenerationStats]):
-        self._pieces = pieces
-        self.stats: GenerationStats | None = None
-
-    def __iter__(self) -> Iterator[str]:
-        for item in self._pieces:
-            if isinstance(item, GenerationStats):
-                self.stats = item
-            else:
-                yield item
-
-    def collect(self) -> GenerationResult:
-        text = "".join(self)
-        assert self.stats is not None
-        return GenerationResult(text, self.stats)
 
 
 def append_prompt(generator, ids, cancel: CancelFlag | None = None, chunk: int = PREFILL_CHUNK) -> bool:

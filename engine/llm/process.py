@@ -41,9 +41,9 @@ from pathlib import Path
 from engine import errors
 from engine.child_process import ChildDied, JsonChild, quiet_child
 from engine.errors import EngineError, EngineProcessError, GenerationError
-from engine.llm.local import CancelFlag, GenerationStream, Message
+from engine.llm.local import Message
 from engine.llm.tokens import TokenCounter
-from engine.types import GenerationParams, GenerationResult, GenerationStats
+from engine.types import CancelFlag, GenerationParams, GenerationResult, GenerationStats, GenerationStream
 
 _POLL_S = 0.02  # how often a waiting caller looks at its cancel flag
 

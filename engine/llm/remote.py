@@ -25,8 +25,8 @@ from urllib.parse import urlsplit
 import httpx
 
 from engine.errors import GenerationError, RemoteEngineError
-from engine.llm.local import CancelFlag, GenerationStream, Message
-from engine.types import GenerationParams, GenerationResult, GenerationStats
+from engine.llm.local import Message
+from engine.types import CancelFlag, GenerationParams, GenerationResult, GenerationStats, GenerationStream
 
 DEFAULT_CONTEXT = 2048  # when neither the settings nor the engine's /v1/models say
 CONNECT_TIMEOUT_S = 3.0  # an engine on the network answers a connection at once, or never

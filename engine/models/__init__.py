@@ -7,4 +7,8 @@
 - gguf_tokenizer.py tokenizer.json / tokenizer_config.json from a GGUF's vocabulary
 - genai_folder.py  checking, inferring and importing ONNX GenAI folders
 - manifest.py      atomic folder writes and SHA-256 manifests
+- catalog.py       what a model picker shows, with the speeds measured (engine.llm.speed measures)
+- hardware.py      the execution provider a model runs on: CUDA -> DirectML -> CoreML -> CPU
+
+It sits below engine.llm (which runs the models) and never imports it.
 """

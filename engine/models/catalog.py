@@ -3,7 +3,7 @@
     for entry in llm_entries(paths):          # the built-in model first, then the imported ones
         print(entry.name, entry.architecture, entry.quantization, entry.context, entry.tokens_per_s)
     record_speed(paths, folder, tokens_per_s=41.7, new_tokens=120, provider="cpu")  # an answer's
-    measure_speed(paths, "qwen2.5-0.5b-instruct-q4_k_m")      # or a short measure on request
+    engine.llm.speed.measure_speed(paths, "qwen2.5-0.5b-instruct-q4_k_m")  # a measure on request
 
 Speeds are measured, never estimated: an answer of at least MIN_TOKENS tokens (or a measure a
 person asks for) records how fast its model wrote on this machine after its first token; a
@@ -138,25 +138,6 @@ def record_speed(paths: AppPaths, folder: Path, tokens_per_s: float, new_tokens:
         log.warning("the model's speed could not be kept: %s", exc)
         return False
     return True
-
-
-def measure_speed(paths: AppPaths, name: str | None, provider: str = "auto",
-                  cancel=None) -> float | None:
-    """Has the model `name` (None: the built-in one) write MEASURE_TOKENS tokens in a process of
-    its own, as answers do, and records how fast it wrote; None when it stopped too soon to say
-    or `cancel` (a threading.Event) was set. Raises ModelError when it cannot be opened."""
-    from engine.llm.process import LLMClient
-    from engine.models.registry import resolve_llm
-
-    folder = resolve_llm(paths, name)
-    with LLMClient(folder, provider) as llm:
-        stats = llm.generate([{"role": "user", "content": MEASURE_PROMPT}],
-                             max_new_tokens=MEASURE_TOKENS, cancel=cancel).stats
-    if cancel is not None and cancel.is_set():
-        return None
-    if not record_speed(paths, folder, stats.tokens_per_s, stats.new_tokens, stats.provider):
-        return None
-    return stats.tokens_per_s
 
 
 def _identity(folder: Path | None) -> int | None:

@@ -7,7 +7,6 @@ then renamed into place. A folder without a valid manifest is never used.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import shutil
@@ -16,17 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from engine.errors import disk_full_as_error
-
-MANIFEST = "manifest.json"
-_CHUNK = 1 << 20
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(_CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
+from engine.hashing import sha256_file  # lower down: ingest and kiosk hash files too
+from engine.paths import MANIFEST
 
 
 def write_manifest(folder: Path, source: dict) -> dict:

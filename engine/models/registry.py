@@ -417,7 +417,7 @@ def _folder_size(folder: Path) -> int:
 def list_models(paths: AppPaths, provider: str = "auto", *, verify: bool = False) -> list[ModelInfo]:
     """Built-in models first, then those imported into the data dir. Sizes are checked against
     the manifests; with `verify`, every file's SHA-256 too (seconds: each file is read)."""
-    from engine.llm.hardware import choose_provider
+    from engine.models.hardware import choose_provider
 
     chosen = choose_provider(provider)
     infos = [_builtin_llm_info(paths, chosen, verify), _builtin_embedder_info(paths, chosen, verify)]

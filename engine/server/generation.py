@@ -25,8 +25,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 
-from engine.cli.generate import DEFAULT_SYSTEM
 from engine.errors import EngineError, GenerationError
+from engine.llm import DEFAULT_SYSTEM
 from engine.server.bridge import iterate_in_thread
 from engine.server.replies import NotReady, PromptTooLong, body_for, reply_for
 

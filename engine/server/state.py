@@ -118,7 +118,7 @@ class ServerState:
     # -- collections ----------------------------------------------------------------------
     def check_collection(self, name: str | None) -> str:
         """The collection's name (the server's default for None); CollectionNotFound if none."""
-        from engine.cli.common import collection_exists
+        from engine.store.health import collection_exists
 
         name = name or self.config.collection
         self.paths.collection(name)  # EngineError for a name that is a path

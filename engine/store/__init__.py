@@ -1,2 +1,3 @@
-"""The collection on disk: IndexStore (SQLite + FTS5 is the truth, faiss a checksummed cache)
-and the Indexer that parses, chunks, embeds and stores documents."""
+"""The collection on disk: IndexStore (SQLite + FTS5 is the truth, faiss a checksummed cache),
+the Indexer that parses, chunks, embeds and stores documents, and health (a collection's checks
+and repair, and whether it exists at all: the CLI and the server both ask)."""

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import CollectionDamagedError, EngineError
+from engine.paths import DB_NAME
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,13 @@ def set_aside_folders(folder: Path) -> list[Path]:
     if not folder.parent.is_dir():
         return []
     return sorted(p for p in folder.parent.glob(folder.name + ASIDE_MARK + "*") if p.is_dir())
+
+
+def collection_exists(paths, name: str) -> bool:
+    """Whether the collection `name` was ever created, or set aside when found damaged (then
+    opening it says what happened)."""
+    folder = paths.collection(name)
+    return (folder / DB_NAME).exists() or bool(set_aside_folders(folder))
 
 
 def missing_error(folder: Path) -> Exception:

@@ -28,10 +28,10 @@ from engine.ingest.discover import discover, normal_path
 from engine.ingest.ocr_pages import PAGE_TIME_LIMIT_S, OcrOptions
 from engine.ingest.parse_pool import ParsePool, readable_sha256
 from engine.ingest.pdf import WITHOUT_OCR, page_numbers_text
-from engine.llm.local import CancelFlag
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import IndexStore
 from engine.types import (
+    CancelFlag,
     Chunk,
     DocumentOutcome,
     IndexProgress,

@@ -115,5 +115,73 @@ def test_every_package_says_what_lives_in_it():
 
 def test_the_engine_top_level_holds_only_the_shared_vocabulary():
     top = sorted(p.stem for p in (REPO / "engine").glob("*.py") if p.stem not in ("__init__", "__main__"))
-    assert top == ["atomic_file", "child_process", "config", "conversations", "errors", "paths", "safe_text",
-                   "types"]
+    assert top == ["atomic_file", "child_process", "config", "conversations", "errors", "hashing", "paths",
+                   "safe_text", "types"]
+
+
+# Highest first. A package may import its own modules and those of any lower layer, never one of
+# its own layer or above. "shared" is the engine's top-level modules (the shared vocabulary:
+# types, errors, paths, hashing, config, ...) and the engine package itself.
+LAYERS = (
+    ("__main__",),
+    ("cli",),
+    ("server", "evaluation"),
+    ("answer", "fleet"),
+    ("store",),
+    ("ingest", "llm", "kiosk"),
+    ("models",),  # the GGUF importer and the model registry: below the LLM that runs them
+    ("encoders",),
+    ("shared",),
+)
+
+
+def _unit(module: str) -> str:
+    """The layer unit of an engine module: its subpackage, or "shared" for the rest."""
+    parts = module.split(".")
+    if len(parts) > 2 or (len(parts) == 2 and (REPO / "engine" / parts[1]).is_dir()):
+        return parts[1]
+    return "__main__" if parts[-1] == "__main__" else "shared"
+
+
+# The one import upwards left, known: Settings.assistant_settings() builds the answer's settings
+# (imported inside the method). Moving it to engine.answer would change the API its callers and
+# tests use.
+KNOWN_UPWARDS = {("engine.config", "engine.answer.assistant")}
+
+
+def _layer_breaks(graph: dict[str, set[str]]) -> list[str]:
+    rank = {unit: depth for depth, layer in enumerate(LAYERS) for unit in layer}
+    breaks = []
+    for name, deps in sorted(graph.items()):
+        if not name.startswith("engine"):
+            continue
+        for dep in sorted(d for d in deps if d.startswith("engine")):
+            here, there = _unit(name), _unit(dep)
+            if here != there and rank[there] <= rank[here] and (name, dep) not in KNOWN_UPWARDS:
+                breaks.append(f"{name} -> {dep} ({here} may not import {there})")
+    return breaks
+
+
+def test_engine_packages_import_only_lower_layers():
+    assert {_unit(name) for name in MODULES if name.startswith("engine")} == set(sum(LAYERS, ()))
+    assert _layer_breaks(_graph()) == []
+
+
+def test_the_layer_check_finds_an_import_upwards():
+    assert _layer_breaks({"engine.server.state": {"engine.cli.common"},
+                          "engine.models.registry": {"engine.llm.process"},
+                          "engine.store.indexer": {"engine.models.registry"}}) == [
+        "engine.models.registry -> engine.llm.process (models may not import llm)",
+        "engine.server.state -> engine.cli.common (server may not import cli)",
+    ]
+
+
+def test_no_public_class_is_defined_twice():
+    """One owner per concern: a shared type (CancelFlag, say) lives once, in the lowest layer
+    that needs it, rather than once per package."""
+    owners: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and name.startswith("engine"):
+                owners.setdefault(node.name, []).append(name)
+    assert {cls: names for cls, names in owners.items() if len(names) > 1} == {}

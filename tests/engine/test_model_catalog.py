@@ -10,7 +10,8 @@ import threading
 import pytest
 
 from engine.errors import ModelError
-from engine.models.catalog import MIN_TOKENS, llm_entries, measure_speed, record_speed
+from engine.llm.speed import measure_speed
+from engine.models.catalog import MIN_TOKENS, llm_entries, record_speed
 from engine.models.prepare import import_model_in_child
 from engine.models.registry import BUILTIN_LLM, import_model, remove_model
 from engine.paths import AppPaths

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from engine.errors import DocumentError
+from engine.hashing import sha256_file
 from engine.ingest import OcrOptions, ParsePool
 from engine.ingest.ocr_pages import cache_folder
-from engine.models.manifest import sha256_file
 from engine.paths import AppPaths
 from engine.store.indexer import LOW_CONFIDENCE, Indexer, IndexSettings, open_collection, searched_pages
 from engine.types import OcrWord, Page, PageOcr, PageProgress, ParsedDocument

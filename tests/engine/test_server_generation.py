@@ -79,7 +79,7 @@ def test_greedy_generation_is_the_same_every_time_and_streamed_the_same(client):
 
 
 def test_the_prompt_goes_after_the_default_system_message_as_the_cli_does(client):
-    from engine.cli.generate import DEFAULT_SYSTEM
+    from engine.llm import DEFAULT_SYSTEM
 
     simple = client.post("/generate", json={"prompt": "Hello", "max_new_tokens": 12}).json()
     messages = [{"role": "system", "content": DEFAULT_SYSTEM}, *HELLO]

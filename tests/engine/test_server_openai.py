@@ -13,7 +13,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from engine.cli.generate import DEFAULT_SYSTEM
+from engine.llm import DEFAULT_SYSTEM
 from engine.llm.local import GenerationStream
 from engine.llm.process import LLMClient
 from engine.paths import AppPaths
