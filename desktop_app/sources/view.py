@@ -77,6 +77,7 @@ FIT_MARGIN_PT = 12.0  # paper kept either side of the printed text when fitting 
 FIT_TEXT_MIN = 0.6  # fit at least this share of the paper's width (a page with one short line)
 HIGHLIGHT = QColor(255, 226, 64, 150)  # marker yellow; multiplied onto the page, text stays black
 HIGHLIGHT_TEXT_BACKGROUND = QColor("#ffe566")
+MAX_CELL_CHARS = 30  # a longer cell wraps onto the next tab stop rather than widening them all
 HIGHLIGHT_TEXT_FOREGROUND = QColor("#1b1b1b")  # dark on yellow, in the dark theme too
 OCR_NOTE = "This page is a scan: its text was recognised (OCR), so check the page itself."
 
@@ -729,6 +730,7 @@ class SourceView(QWidget):
         self._reading = None
         document = _text_document(parsed.pages)
         self.text_view.setPlainText(document.text)
+        self._set_cell_stops()
         self._text_doc, self._text_key = document, key
         self._show_text_page(document, page)
         self._shown()
@@ -899,6 +901,17 @@ class SourceView(QWidget):
         font = QFont(self.font())
         font.setPointSizeF(self.font().pointSizeF() + self._text_zoom)
         self.text_view.setFont(font)
+        self._set_cell_stops()
+
+    def _set_cell_stops(self) -> None:
+        """Tab stops past the widest table cell shown (a tab sets cells apart, as ingestion reads
+        tables), so that "Base plate<tab>M16" never runs together; capped for a long cell."""
+        metrics = self.text_view.fontMetrics()
+        cells = [cell for line in self.text_view.toPlainText().splitlines() if "\t" in line
+                 for cell in line.split("\t")[:-1]]
+        widest = max((metrics.horizontalAdvance(cell[:MAX_CELL_CHARS]) for cell in cells), default=0)
+        self.text_view.setTabStopDistance(max(widest, metrics.horizontalAdvance("x" * 8)) +
+                                          metrics.horizontalAdvance("   "))
 
     def changeEvent(self, event) -> None:
         super().changeEvent(event)

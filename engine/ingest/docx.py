@@ -138,7 +138,7 @@ class _BodyReader:
             cells = [" ".join(_paragraph_text(p).strip() for p in cell.iter(f"{_W}p")).strip()
                      for cell in row.findall(f"{_W}tc")]
             if any(cells):
-                self.sections.add(" | ".join(cells))
+                self.sections.add("\t".join(cells))  # cells apart, as a PDF's are: the lead reads a row
         self.sections.add_break()
 
 

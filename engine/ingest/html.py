@@ -66,7 +66,8 @@ class _HTMLText(HTMLParser):
             self._end_line()
             self._heading = (_SECTION_HEADINGS[tag], [])
         elif tag in _CELLS and "".join(self._line).strip():
-            self._line.append(" | ")
+            self._line[-1] = self._line[-1].rstrip()
+            self._line.append("\t")  # cells apart, as a PDF's are: the lead reads a row
         elif tag in _BLOCKS:
             self._end_line()
         if tag == "pre":
@@ -96,7 +97,8 @@ class _HTMLText(HTMLParser):
         elif self._pre_depth:
             self._pre_text(data)
         else:
-            self._line.append(_SPACES.sub(" ", data))
+            data = _SPACES.sub(" ", data)
+            self._line.append(data.lstrip() if self._line and self._line[-1] == "\t" else data)
 
     def close(self):
         super().close()

@@ -28,6 +28,9 @@ _LEGACY_ENCODINGS = (
     "iso8859_8", "cp1256", "iso8859_6", "cp1258", "cp874", "shift_jis", "cp932", "euc_jp",
     "gb2312", "gbk", "gb18030", "big5", "cp950", "euc_kr", "cp949",
 )
+# A pipe table's delimiter row ("|---|:--:|", "--- | ---"): at least one pipe, dashes in each cell.
+_TABLE_DELIMITER = re.compile(r"^\s*\|?(\s*:?-+:?\s*\|)+\s*(:?-+:?)?\s*$")
+_CELL_PIPE = re.compile(r"(?<!\\)\|")
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-{2,})[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -150,25 +153,40 @@ def parse_markdown(path: str | Path) -> ParsedDocument:
 
 
 def _markdown_lines(lines: list[str]):
-    """Yields (line, (level, title) or None); a setext heading's underline is dropped."""
+    """Yields (line, (level, title) or None); a setext heading's underline is dropped, and a
+    pipe table's rows are cells apart (tabs, as a PDF's cells are: the lead reads them as rows)
+    without its delimiter row."""
     fence = None
-    underline_next = False
+    underline_next = in_table = False
     for index, line in enumerate(lines):
         if underline_next:
             underline_next = False
             continue
         fence, in_code = _fence_state(line, fence)
+        following = lines[index + 1] if index + 1 < len(lines) else ""
+        in_table = not in_code and "|" in line and (in_table or bool(_TABLE_DELIMITER.match(following)))
+        if in_table:
+            if not _TABLE_DELIMITER.match(line):
+                yield table_row(line), None
+            continue
         atx = None if in_code else _ATX.match(line)
         if atx:
             yield line, (len(atx.group(1)), (atx.group(2) or "").strip())
             continue
-        following = lines[index + 1] if index + 1 < len(lines) else ""
         underline = None if in_code else _SETEXT.match(following)
         if underline and _can_be_setext(line):
             underline_next = True
             yield line, (1 if underline.group(1)[0] == "=" else 2, line.strip())
             continue
         yield line, None
+
+
+def table_row(line: str) -> str:
+    """A pipe table's row as its cells apart by tabs: "| Cover screws | M6 |" -> "Cover screws\tM6"."""
+    line = line.strip()
+    line = line[1:] if line.startswith("|") else line
+    line = line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
+    return "\t".join(cell.strip().replace("\\|", "|") for cell in _CELL_PIPE.split(line))
 
 
 def _fence_state(line: str, fence: str | None) -> tuple[str | None, bool]:

@@ -191,7 +191,8 @@ class Indexer:
         return DocumentOutcome(str(path), status, reason, len(parsed.pages), len(chunks))
 
     def _text_version(self, path: Path) -> int:
-        return text_version(path) if self.settings.pdf_reader == "pdfium" else 1
+        pypdf = self.settings.pdf_reader != "pdfium" and path.suffix.lower() == ".pdf"
+        return 1 if pypdf else text_version(path)
 
     def _embed(self, path: Path, chunks, pages: int, cancel, clock: "_Clock"):
         """Yields an event after each step (the pages embedded so far); returns the vectors."""

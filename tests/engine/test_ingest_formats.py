@@ -226,6 +226,29 @@ def test_markdown_sections_are_labelled_with_their_heading_path(tmp_path):
     assert "front matter" not in "".join(page.text for page in document.pages)
 
 
+PIPE_TABLE = """# Torques
+Tightening torques are listed below.
+
+| Part | Thread | Torque |
+|:-----|:------:|-------:|
+| Cover screws | M6 | 9 Nm |
+| Pin a \\| b | M3 | 1 Nm |
+
+```
+| in code | stays |
+|---|---|
+```
+"""
+
+
+def test_a_markdown_pipe_table_is_read_as_rows_of_cells(tmp_path):
+    path = tmp_path / "torques.md"
+    path.write_text(PIPE_TABLE, encoding="utf-8")
+    text = parse_file(path).pages[-1].text
+    assert "Part\tThread\tTorque\nCover screws\tM6\t9 Nm\nPin a | b\tM3\t1 Nm\n" in text  # no delimiter row
+    assert "| in code | stays |\n|---|---|" in text
+
+
 # -- HTML ---------------------------------------------------------------------------------
 HTML = """<!DOCTYPE html>
 <html><head><meta charset="windows-1252"><title>Pump &amp; Valve Help</title>
@@ -262,7 +285,7 @@ def test_html_sections_by_heading_without_scripts_styles_or_navigation(tmp_path)
     assert document.pages[0].text == "Before any heading."
     power = document.pages[2].text
     assert "Use 230 V only." in power and "Fuses" in power  # h4 stays in its section
-    assert "Code | Meaning\nE42 | Sensor \u2013 unplugged" in power
+    assert "Code\tMeaning\nE42\tSensor \u2013 unplugged" in power  # cells apart, as in a PDF
     assert "  keep\n    indent" in document.pages[3].text
     assert "Rinse\nDry" in document.pages[4].text
 
@@ -288,7 +311,7 @@ def test_docx_headings_paragraphs_and_tables(tmp_path):
         (4, "Service"),
     ]
     assert document.pages[1].text == "Installation\n\nMount the unit."
-    assert "Terminal | Wire\nL | brown\nN | blue" in document.pages[2].text
+    assert "Terminal\tWire\nL\tbrown\nN\tblue" in document.pages[2].text
 
 
 def test_docx_title_from_the_title_style(tmp_path):

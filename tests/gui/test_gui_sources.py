@@ -241,6 +241,16 @@ def test_a_markdown_section_highlights_its_passage(qtbot, view, tmp_path):
     assert "Guide > Filters" in view.title_text()
 
 
+def test_a_markdown_table_shows_its_cells_in_columns(qtbot, view, tmp_path):
+    path = tmp_path / "torques.md"
+    path.write_text("# Torques\n\n| Part | Torque |\n|---|---|\n| Base plate of the unit | 80 Nm |\n| Pin | 1 Nm |\n",
+                    encoding="utf-8")
+    show(qtbot, view, path, 1, "Pin\t1 Nm")
+    assert selected(view) == "Pin\t1 Nm"
+    metrics = view.text_view.fontMetrics()  # a tab past the widest cell: "Base plate of the unit<tab>80 Nm"
+    assert view.text_view.tabStopDistance() > metrics.horizontalAdvance("Base plate of the unit")
+
+
 def test_text_page_buttons_move_between_sections(qtbot, view, tmp_path):
     path = tmp_path / "long.txt"
     path.write_text("\n".join(f"row {n}" for n in range(1, 351)) + "\n", encoding="utf-8")
