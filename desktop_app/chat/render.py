@@ -137,6 +137,8 @@ def _make_inert(doc: QTextDocument, font: QFont, palette: QPalette) -> None:
         if block.blockFormat().nonBreakableLines() or block.blockFormat().hasProperty(
                 QTextFormat.Property.BlockCodeFence):
             edits.append((block.position(), 0, "code block", ""))
+        elif block.blockFormat().headingLevel():
+            edits.append((block.position(), 0, "heading", ""))
         block = block.next()
     edits += [(end, 0, "address", href) for start, end, href in links
               if not _shows_address(doc, start, end, href)]
@@ -157,6 +159,13 @@ def _make_inert(doc: QTextDocument, font: QFont, palette: QPalette) -> None:
             continue
         if what == "address":
             cursor.insertText(f" ({alt})", QTextCharFormat())
+            continue
+        if what == "heading":  # a chat answer's "# Title" is a bold line, not a poster
+            cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+            chars = QTextCharFormat(cursor.charFormat())
+            chars.clearProperty(QTextFormat.Property.FontSizeAdjustment)
+            chars.setFontWeight(QFont.Weight.Bold)
+            cursor.setCharFormat(chars)
             continue
         cursor.setPosition(position + length, QTextCursor.MoveMode.KeepAnchor)
         if what == "image":

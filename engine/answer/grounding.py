@@ -150,8 +150,11 @@ class Prompt:
     @property
     def stop_strings(self) -> tuple[str, ...]:
         """A closing fence (even with the marker miscopied), after which a model makes up
-        sources of its own, or a question of its own."""
-        return ("<</", "\nQuestion:")
+        sources of its own, a question of its own, or a source's header ("pump.pdf, page 2:" on
+        a line of its own, "[3] pump.pdf, page 2"): the model has begun to copy the sources out."""
+        starts = ("\n", "\n ", *(f"\n{space}[{n}] " for n in range(1, 10) for space in ("", " ")))
+        headers = {f"{start}{p.document}, page" for p in self.passages for start in starts}
+        return ("<</", "\nQuestion:", *sorted(headers))  # any number: "[3]" when there are 2 too
 
 
 def build_prompt(question: str, passages: Sequence[Passage], history: Sequence[dict],

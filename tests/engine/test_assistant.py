@@ -469,6 +469,16 @@ def test_a_question_of_the_models_own_stops_the_answer():
     assert guard.reason == "stop string"
 
 
+@pytest.mark.parametrize("echo", ["\n\nmanual-1.pdf, page 2:\n# Pump", "\n\n manual-1.pdf, page 2:",
+                                  "\n[3] manual-1.pdf, page 2:"])
+def test_a_source_header_on_a_line_of_its_own_stops_the_answer(echo):
+    # Seen: the built-in model answered, then began to copy its source out again under its header.
+    prompt = Prompt([], [passage(1, "Prime the pump.", 2)], 0, MARKER)
+    guard = AnswerGuard(None, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings)
+    assert guard.feed(f"Prime it first [1].{echo}").rstrip() == "Prime it first [1]."
+    assert guard.reason == "stop string" and guard.answer() == "Prime it first [1]."
+
+
 def test_an_opening_marker_at_the_end_of_the_stream_is_not_flushed():
     guard = fenced()
     assert guard.feed(f"Fill it with water. <<{MARKER}") == "Fill it with water. "

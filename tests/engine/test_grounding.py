@@ -335,7 +335,9 @@ def test_every_question_gets_its_own_marker():
     markers = {p.marker for p in prompts}
     assert len(markers) == 20 and all(re.fullmatch(r"[0-9a-f]{8}", m) for m in markers)
     for prompt in prompts:
-        assert prompt.stop_strings == ("<</", "\nQuestion:")
+        document = PASSAGES[0].document  # a source's header begins the sources copied out again
+        assert prompt.stop_strings[:2] == ("<</", "\nQuestion:")
+        assert {f"\n{document}, page", f"\n {document}, page", f"\n[3] {document}, page"} < set(prompt.stop_strings)
         m = prompt.marker
         assert prompt.hidden_strings == (f"<<{m}>>", f"<<{m}", f"<{m}>", m)
         assert blocks(prompt)[0]["marker"] == prompt.marker

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtGui import QDesktopServices, QFont, QTextFormat
 from PySide6.QtWidgets import QApplication
 
 from desktop_app.chat.bubbles import NOT_FOUND_TITLE, AnswerBubble
@@ -357,6 +357,16 @@ def test_code_blocks_wrap_in_a_fixed_font(qtbot):
     assert block.layout().lineCount() > 1  # wrapped within the bubble, nothing hidden
     fixed = block.begin().fragment().charFormat().fontFamilies()
     assert fixed and fixed[0] != bubble.browser.font().family()
+
+
+def test_a_heading_the_model_writes_is_a_bold_line_of_the_answer_s_size(qtbot):
+    bubble = finished_bubble(qtbot, "Prime it first.\n\n# Pump maintenance\n\nThen open the valve.")
+    doc = bubble.browser.document()
+    heading = doc.findBlock(doc.toPlainText().index("Pump maintenance")).begin().fragment().charFormat()
+    body = doc.findBlock(doc.toPlainText().index("Then open")).begin().fragment().charFormat()
+    assert heading.fontWeight() == QFont.Weight.Bold
+    assert not heading.hasProperty(QTextFormat.Property.FontSizeAdjustment)  # Markdown's H1: +3
+    assert heading.font().pointSizeF() == pytest.approx(body.font().pointSizeF())
 
 
 def test_poorly_supported_answer_shows_a_caution(qtbot):
