@@ -6,14 +6,15 @@ preparation of the built-in model is in controllers/prepare.py).
     request = controller.ask("How do I prime the pump?", history)
     controller.stop()                                              # from the GUI thread, at once
 
-The AssistantWorker lives on its own thread and keeps the model open there (the LLM itself runs
-in a child process, kept warm between questions). Requests go in as queued signals; the events
-of Assistant.ask come back one by one on one signal, as the engine typed them (as superqt's
-GeneratorWorker.yielded does), and the views dispatch on their type; the model's state (opened,
-failed, restarting, engine unreachable) and the end of each request come as typed records on a
-second signal, `status`. Cancel is a threading.Event set directly by stop(), never a queued slot: a busy
-worker runs no slots. Every request has an id, and an event of a request that is no longer the
-live one is dropped under a lock, so nothing of a stopped answer is emitted after stop() returns.
+The AssistantWorker lives on its own thread (a WorkerThread) and keeps the model open there (the
+LLM itself runs in a child process, kept warm between questions). Requests go in as jobs queued
+on that thread; the events of Assistant.ask come back one by one on one signal, as the engine
+typed them (as superqt's GeneratorWorker.yielded does), and the views dispatch on their type;
+the model's state (opened, failed, restarting, engine unreachable) and the end of each request
+come as typed records on a second signal, `status`. Cancel is a threading.Event set directly by
+stop(), never a queued job: a busy worker runs no other. Every request has an id, and an event of
+a request that is no longer the live one is dropped under a lock, so nothing of a stopped answer
+is emitted after stop() returns.
 
 If the model's process dies (killed, out of memory), the worker notices within a second, even
 when idle, emits engineRestarting and starts a new one at once; when that fails it tries again
@@ -37,8 +38,9 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from desktop_app.controllers.worker_thread import WorkerThread
 from engine.answer.assistant import (
     Assistant,
     AssistantSettings,
@@ -189,8 +191,7 @@ class AssistantWorker(QObject):
         self.audit = None  # an engine.kiosk.audit.AuditSink when the audit log is on
         self.answering = threading.Event()  # set while a question is answered (indexing pauses)
 
-    # -- slots (run on the worker thread) -------------------------------------------------
-    @Slot(object)
+    # -- requests (jobs run on the worker thread) ------------------------------------------
     def configure(self, config: AssistantConfig) -> None:
         """(Re)opens what `config` changes; the LLM child process is restarted only when the
         model or provider changed."""
@@ -208,7 +209,6 @@ class AssistantWorker(QObject):
             return
         self._report(ModelOpened(self._status()))
 
-    @Slot(int, str, object, object, object)
     def run(self, request_id: int, question: str, history: list, cancel: threading.Event,
             session: str | None = None) -> None:
         audit = self.audit  # read once: the whole answer is recorded, or none of it
@@ -557,9 +557,6 @@ class AssistantController(QObject):
     engineUnreachable = Signal(str)  # the remote engine failed; what answers instead (also engineRestarting)
     requestEnded = Signal(int)  # the worker is done with a request, stopped ones included
 
-    _configure = Signal(object)
-    _run = Signal(int, str, object, object, object)
-
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, provider: str = "auto",
                  settings: Settings | None = None, llm_folder: Path | None = None,
                  assistant_settings: AssistantSettings | None = None, start: bool = True, parent=None):
@@ -567,17 +564,12 @@ class AssistantController(QObject):
         self._gate = RequestGate()
         self._cancel: threading.Event | None = None
         self._config = AssistantConfig(settings or Settings(), provider, llm_folder, assistant_settings)
-        self._thread = QThread()
-        self._thread.setObjectName("assistant")
         self._worker = AssistantWorker(paths, collection, self._gate)
-        self._worker.moveToThread(self._thread)
-        # cleanup runs on the worker's thread as it ends: the model is closed where it was opened
-        self._thread.finished.connect(self._worker.close, Qt.ConnectionType.DirectConnection)
-        self._configure.connect(self._worker.configure)
-        self._run.connect(self._worker.run)
+        # requests are jobs on its thread; the model is closed there as it ends, where it was opened
+        self._jobs = WorkerThread("assistant", self, worker=self._worker, close=self._worker.close)
+        self._thread = self._jobs.qthread
         self._worker.answerEvent.connect(self._on_event)
         self._worker.status.connect(self._on_status)
-        self._thread.start()
         self._started = False
         self.session: str | None = None  # the conversation questions belong to (the audit log names it)
         if start:
@@ -599,13 +591,13 @@ class AssistantController(QObject):
     def start(self) -> None:
         """Opens the model on the worker thread (at once, or after the first-start preparation)."""
         self._started = True
-        self._configure.emit(self._config)
+        self._jobs.run(self._worker.configure, self._config)
 
     def apply_settings(self, settings: Settings) -> None:
         """Reopens the assistant with new settings (the model process only if the model changed)."""
         self._config = replace(self._config, settings=settings)
         if self._started:
-            self._configure.emit(self._config)
+            self._jobs.run(self._worker.configure, self._config)
 
     def is_busy(self) -> bool:
         return self._cancel is not None
@@ -618,7 +610,8 @@ class AssistantController(QObject):
         request_id = self._gate.begin()
         self._cancel = threading.Event()
         self.busyChanged.emit(True)
-        self._run.emit(request_id, question, list(history or []), self._cancel, self.session)
+        self._jobs.run(self._worker.run, request_id, question, list(history or []), self._cancel, self.session,
+                       cancel=self._cancel)
         return request_id
 
     def set_audit(self, sink) -> None:
@@ -639,10 +632,7 @@ class AssistantController(QObject):
     def shutdown(self, timeout_ms: int = 10000) -> None:
         """Stops the answer, ends the thread and closes the model (call from closeEvent)."""
         self.stop()
-        if self._thread.isRunning():
-            self._thread.quit()
-            if not self._thread.wait(timeout_ms):
-                log.error("the assistant thread did not end within %d ms", timeout_ms)
+        self._jobs.stop(timeout_ms)
 
     # -- relaying the live request's events (GUI thread) ------------------------------------
     def _on_event(self, request_id: int, event) -> None:

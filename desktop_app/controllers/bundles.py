@@ -11,60 +11,35 @@ The assistant notices an installed version by itself, before its next question (
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+import threading
 
+from PySide6.QtCore import QObject, Signal
+
+from desktop_app.controllers.worker_thread import WorkerThread
 from engine.fleet.watcher import BundleWatcher
 
 
-class _PollWorker(QObject):
-    """Polls on its thread, then waits (a timer on that thread) for the next poll."""
-
-    event = Signal(object)  # a PollResult
-
-    def __init__(self, watcher: BundleWatcher):
-        super().__init__()
-        self.watcher = watcher
-        self._timer: QTimer | None = None
-
-    @Slot()
-    def begin(self) -> None:
-        self._timer = QTimer(self, singleShot=True)
-        self._timer.timeout.connect(self._poll)
-        self._wait(first=True)
-
-    @Slot()
-    def end(self) -> None:
-        if self._timer is not None:
-            self._timer.stop()  # on its own thread: Qt stops timers on theirs only
-        QThread.currentThread().quit()
-
-    def _poll(self) -> None:
-        result = self.watcher.poll_once()
-        self.event.emit(result)
-        self._wait(first=False)
-
-    def _wait(self, first: bool) -> None:
-        if not self.watcher.cancelled:
-            self._timer.start(round(self.watcher.next_wait(first=first) * 1000))
+def _polls(watcher: BundleWatcher, cancel: threading.Event):
+    """Each poll's PollResult, one every interval (the first within one), until cancelled."""
+    wait = watcher.next_wait(first=True)
+    while not cancel.wait(wait) and not watcher.cancelled:
+        yield watcher.poll_once()
+        wait = watcher.next_wait()
 
 
 class BundleController(QObject):
     """Owns the watcher's thread; polled(PollResult) for each poll that did something."""
 
     polled = Signal(object)
-    _endRequested = Signal()
 
     def __init__(self, watcher: BundleWatcher, parent: QObject | None = None):
         super().__init__(parent)
         self.watcher = watcher
-        self._thread = QThread()
-        self._thread.setObjectName("bundles")
-        self._worker = _PollWorker(watcher)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.begin)
-        self._endRequested.connect(self._worker.end)
-        self._worker.event.connect(self._on_event)
-        self._thread.start()
+        self._jobs = WorkerThread("bundles", self, cancel=watcher.cancel)
+        self._thread = self._jobs.qthread
+        self._jobs.event.connect(self._on_event)
+        cancel = threading.Event()
+        self._jobs.run(_polls, watcher, cancel, cancel=cancel)
 
     @property
     def source(self):
@@ -76,10 +51,7 @@ class BundleController(QObject):
 
     def stop(self, timeout_ms: int = 10_000) -> None:
         """Cancels, waits for the thread to end, closes the source. Safe to call twice."""
-        if self._thread.isRunning():
-            self.watcher.cancel()
-            self._endRequested.emit()
-            self._thread.wait(timeout_ms)
+        self._jobs.stop(timeout_ms)
         self.watcher.close()
 
     def _on_event(self, result) -> None:

@@ -8,7 +8,7 @@ Polling is the contract, not QFileSystemWatcher: that one misses changes on netw
 when a folder is replaced, and needs one watch per subfolder. Each poll lists the folder and
 its subfolders on the watcher's own QThread, not the GUI thread: 2,000 files take 12-22 ms to
 list on a local disk, and a network share can take seconds, or hang. The GUI thread only asks
-(a queued signal to the scanner on that thread) and hands the result on when it comes back: about 0.1 ms a poll, 1-2 ms for a batch of 2,000 files
+(a job queued on that thread) and hands the result on when it comes back: about 0.1 ms a poll, 1-2 ms for a batch of 2,000 files
 (tests/gui/test_gui_inbox.py). A poll that is still running when the next is due skips that one.
 
 Which files are ready (whole, supported, not hidden or temporary) is the engine's rule
@@ -31,31 +31,23 @@ import logging
 import os
 import time
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal
 
+from desktop_app.controllers.worker_thread import WorkerThread
 from engine.ingest.inbox import InboxState
 
 log = logging.getLogger(__name__)
 
 
-class _InboxScanner(QObject):
-    """Lists the inbox folder on the watcher's "inbox" QThread, one poll at a time."""
-
-    scanned = Signal(object, int, float)  # ready (object: the list is not copied), count, scan ms
-
-    def __init__(self, state: InboxState):
-        super().__init__()
-        self.state = state
-
-    @Slot()
-    def scan(self) -> None:
-        started = time.perf_counter()
-        try:
-            ready, count = self.state.poll()
-        except Exception:  # never lose the thread: the next poll tries again
-            log.exception("inbox: the scan of %s failed", self.state.folder)
-            ready, count = [], -1
-        self.scanned.emit(ready, count, (time.perf_counter() - started) * 1000)
+def _scan(state: InboxState) -> tuple[list, int, float]:
+    """One poll, on the watcher's "inbox" thread: (ready, count, scan ms); -1: it failed."""
+    started = time.perf_counter()
+    try:
+        ready, count = state.poll()
+    except Exception:  # never lose the thread: the next poll tries again
+        log.exception("inbox: the scan of %s failed", state.folder)
+        ready, count = [], -1
+    return ready, count, (time.perf_counter() - started) * 1000
 
 
 class InboxWatcher(QObject):
@@ -68,7 +60,6 @@ class InboxWatcher(QObject):
 
     queued = Signal(list)
     polled = Signal(int)
-    _scanRequested = Signal()
 
     def __init__(self, index, folder: str | os.PathLike, interval_s: float = 10.0,
                  parent: QObject | None = None):
@@ -80,15 +71,15 @@ class InboxWatcher(QObject):
         self.gui_ms = 0.0
         self._polling = False  # a poll is in flight
         self._stopped = True
-        self._thread: QThread | None = None
-        self._scanner: _InboxScanner | None = None
+        self._scans: WorkerThread | None = None  # kept after stop(): its scan may still be running
+        self._thread = None  # its QThread, while started
         self.timer = QTimer(self)
         self.timer.setInterval(max(1, round(interval_s * 1000)))
         self.timer.timeout.connect(self.poll)
 
     def start(self) -> None:
         """A first look at once, then one every interval."""
-        if self._thread is None:
+        if self._scans is None or self._scans.stopped:
             self._start_thread()
         self._stopped = False
         self.timer.start()
@@ -99,12 +90,9 @@ class InboxWatcher(QObject):
         """No more polls; the scan thread ends after the poll in flight (waited for up to `wait_s`)."""
         self._stopped = True
         self.timer.stop()
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            self._scanRequested.disconnect(self._scanner.scan)
-            thread.quit()
-            if wait_s > 0:
-                thread.wait(max(1, round(wait_s * 1000)))
+        self._thread = None
+        if self._scans is not None:
+            self._scans.stop(max(0, round(wait_s * 1000)))
 
     def is_polling(self) -> bool:
         return self._polling
@@ -115,28 +103,21 @@ class InboxWatcher(QObject):
             return
         started = time.perf_counter()
         self._polling = True
-        self._scanRequested.emit()
+        self._scans.run(_scan, self.state)
         self.gui_ms = (time.perf_counter() - started) * 1000
 
     def _start_thread(self) -> None:
-        # The thread's parent is the GUI thread's own QThread object, not this watcher: a scan
-        # stuck on a hung share outlives the window and the app's exit, where a QThread that
-        # Python owns would be destroyed while running (and Qt aborts the process). Once the
-        # scan thread ends, it and its scanner are deleted.
-        thread = QThread(self.thread())
-        thread.setObjectName("inbox")
-        scanner = _InboxScanner(self.state)
-        scanner.moveToThread(thread)
-        self._scanRequested.connect(scanner.scan)
-        scanner.scanned.connect(self._on_scanned)
-        thread.finished.connect(scanner.deleteLater)
-        thread.finished.connect(thread.deleteLater)
-        self.destroyed.connect(thread.quit)  # the window closed without stop()
-        self._thread, self._scanner = thread, scanner
-        thread.start()
+        # detached: the thread belongs to the GUI thread's own QThread object, not to Python: a
+        # scan stuck on a hung share outlives the window and the app's exit, where a QThread
+        # that Python owns would be destroyed while running (and Qt aborts the process). Once
+        # the scan thread ends, it deletes itself.
+        self._scans = WorkerThread("inbox", self, detached=True)
+        self._thread = self._scans.qthread
+        self._scans.finished.connect(self._on_scanned)
 
-    def _on_scanned(self, ready: list, count: int, scan_ms: float) -> None:
+    def _on_scanned(self, scanned: tuple) -> None:
         started = time.perf_counter()
+        ready, count, scan_ms = scanned
         self._polling = False
         self.scan_ms = scan_ms
         if ready and self._stopped:

@@ -1,10 +1,10 @@
 """Indexing for the desktop app: one long-lived worker thread owns the writer store.
 
     GUI thread                         "indexing" QThread                "scanning" QThread
-    IndexController                    _IndexWorker                      _Scanner
-      add_paths(paths) ─────── scan ──────────────────────────────────>  find_documents(paths)
-      _on_scanned(files) <──────────────────────────────────────────────  scanned
-        inbox.put(add) ── wake ──────> drain(): opens the store and the
+    IndexController                    _IndexWorker                      (each a WorkerThread)
+      add_paths(paths) ─────── job ───────────────────────────────────>  _scan(): find_documents
+      _on_scanned(files) <──────────────────────────────────────────────  finished
+        inbox.put(add) ── wake (job) > drain(): opens the store and the
                                        embedder (lazily, here), runs
       _on_progress(event) <── event ──── Indexer.run(files=files, cancel)
       _on_snapshot(docs)  <── event ──── store.list_documents()
@@ -33,8 +33,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal, Slot
 
+from desktop_app.controllers.worker_thread import WorkerThread
 from engine.errors import EngineError
 from engine.ingest.discover import Found, find_documents, normal_path
 from engine.paths import DEFAULT_COLLECTION, AppPaths
@@ -165,27 +166,21 @@ class _Live:
         return replace(document, status=self.status, error=self.error, pages_done=self.pages_done, **counts)
 
 
-# -- the workers (each lives on its own QThread) ------------------------------------------------
+# -- the work on the two threads ----------------------------------------------------------------
 
-class _Scanner(QObject):
-    """Finds the documents in dropped files and folders (a big folder must not stall the GUI,
-    nor wait behind a busy indexing run). This is the one discovery of a drop: the worker
-    hands these files to the indexer as they are."""
-
-    scanned = Signal(int, list, list)  # generation, files (normal paths), problems (messages)
-
-    @Slot(int, list)
-    def scan(self, generation: int, inputs: list) -> None:
-        try:
-            found = find_documents(inputs)
-        except Exception as exc:  # not an unreadable folder (that is in found): say so
-            log.exception("could not look for documents in %s", inputs)
-            self.scanned.emit(generation, [], [f"Could not look for documents in '{item}' ({exc})."
-                                               for item in inputs])
-            return
-        for item, why in found.unreadable:
-            log.warning("could not look for documents in %s: %s", item, why)
-        self.scanned.emit(generation, list(found.files), _problems(inputs, found))
+def _scan(generation: int, inputs: list) -> tuple[int, list, list]:
+    """Finds the documents in dropped files and folders, on the "scanning" thread (a big folder
+    must not stall the GUI, nor wait behind a busy indexing run): (generation, files (normal
+    paths), problems (messages)). This is the one discovery of a drop: the worker hands these
+    files to the indexer as they are."""
+    try:
+        found = find_documents(inputs)
+    except Exception as exc:  # not an unreadable folder (that is in found): say so
+        log.exception("could not look for documents in %s", inputs)
+        return generation, [], [f"Could not look for documents in '{item}' ({exc})." for item in inputs]
+    for item, why in found.unreadable:
+        log.warning("could not look for documents in %s: %s", item, why)
+    return generation, list(found.files), _problems(inputs, found)
 
 
 def _problems(inputs: list, found: Found) -> list[str]:
@@ -213,7 +208,7 @@ def _problems(inputs: list, found: Found) -> list[str]:
 
 class _IndexWorker(QObject):
     """Owns the writer IndexStore and the Embedder; both are opened here, on this thread, at
-    the first request, and closed here by close_and_quit()."""
+    the first request, and closed here by close() as the thread ends."""
 
     event = Signal(object)  # IndexProgress, or one of the records above
 
@@ -232,7 +227,6 @@ class _IndexWorker(QObject):
         self.opened_on_thread: int | None = None  # threading ident, for tests
         self.pause = None  # a threading.Event: while set, a run's embedding waits (pause_while)
 
-    @Slot()
     def drain(self) -> None:
         """Handle every waiting request: removals and refreshes first, then one run for the adds."""
         while requests := self._inbox.take_all():
@@ -244,12 +238,9 @@ class _IndexWorker(QObject):
                 self._run(adds)
 
     @Slot()
-    def close_and_quit(self) -> None:
-        try:
-            with self._reporting():
-                self._close()
-        finally:
-            QThread.currentThread().quit()
+    def close(self) -> None:
+        with self._reporting():
+            self._close()
 
     # -- requests --------------------------------------------------------------------------
 
@@ -437,10 +428,6 @@ class IndexController(QObject):
     # their format: PDFs indexed before PDFium read their text), now queued
     rereading = Signal(int)
 
-    _scanRequested = Signal(int, list)
-    _wake = Signal()
-    _closeRequested = Signal()
-
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, parent: QObject | None = None,
                  *, index_settings: IndexSettings | None = None, ocr: bool | None = None, clock=time.monotonic):
         super().__init__(parent)
@@ -468,28 +455,24 @@ class IndexController(QObject):
         self._emit_timer = QTimer(self, singleShot=True, interval=_EMIT_DELAY_MS)
         self._emit_timer.timeout.connect(self._emit_documents)
 
-        self._thread = QThread()
-        self._thread.setObjectName("indexing")
         self._worker = _IndexWorker(paths, collection, index_settings, self._inbox)
-        self._worker.moveToThread(self._thread)
-        self._scan_thread = QThread()
-        self._scan_thread.setObjectName("scanning")
-        self._scanner = _Scanner()
-        self._scanner.moveToThread(self._scan_thread)
-
-        self._wake.connect(self._worker.drain)
-        self._closeRequested.connect(self._worker.close_and_quit)
-        self._scanRequested.connect(self._scanner.scan)
-        self._scanner.scanned.connect(self._on_scanned)
+        # the store is closed on its thread as it ends; stopping cancels the run and drops the adds
+        self._index_jobs = WorkerThread("indexing", self, worker=self._worker, close=self._worker.close,
+                                        cancel=self._inbox.cancel_all, wait_ms=None)
+        self._scan_jobs = WorkerThread("scanning", self, wait_ms=None)
+        self._thread, self._scan_thread = self._index_jobs.qthread, self._scan_jobs.qthread
+        self._scan_jobs.finished.connect(self._on_scanned)
         self._worker.event.connect(self._on_worker_event)
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)  # a safety net; the window calls it first
-        self._thread.start()
-        self._scan_thread.start()
         self.refresh()
 
     # -- requests (GUI thread) -------------------------------------------------------------
+
+    def _wake(self) -> None:
+        """The worker handles what waits in the inbox (at once when idle, else after its run)."""
+        self._index_jobs.run(self._worker.drain)
 
     @property
     def busy(self) -> bool:
@@ -507,7 +490,7 @@ class IndexController(QObject):
         if self._closed or not inputs:
             return
         self._scans += 1
-        self._scanRequested.emit(self._generation, inputs)
+        self._scan_jobs.run(_scan, self._generation, inputs)
         self._update_busy()
 
     def cancel(self) -> None:
@@ -538,7 +521,7 @@ class IndexController(QObject):
             del self._live[path]
         self._hidden.add(path)
         self._inbox.put(_Request("remove", path))
-        self._wake.emit()
+        self._wake()
         self._schedule_emit()
         self._update_busy()
 
@@ -548,7 +531,7 @@ class IndexController(QObject):
         if path is None or self._closed:
             return
         self._queue(path, force=True)
-        self._wake.emit()
+        self._wake()
         self._schedule_emit()
         self._update_busy()
 
@@ -557,7 +540,7 @@ class IndexController(QObject):
         if self._closed:
             return
         self._inbox.put(_Request("refresh"))
-        self._wake.emit()
+        self._wake()
 
     def shutdown(self) -> None:
         """Cancel, let the worker close the store and the embedder on its thread, stop both
@@ -566,11 +549,9 @@ class IndexController(QObject):
             return
         self._closed = True
         self._emit_timer.stop()
-        self._inbox.cancel_all()
-        self._closeRequested.emit()
-        self._scan_thread.quit()
-        self._thread.wait()
-        self._scan_thread.wait()
+        self._scan_jobs.stop(0)
+        self._index_jobs.stop(None)
+        self._scan_jobs.stop(None)
         if self._busy:
             self._busy = False
             self.busyChanged.emit(False)
@@ -581,7 +562,7 @@ class IndexController(QObject):
         ticket = next(self._ocr_tickets)
         if not self._closed:
             self._inbox.put(_Request("ocr", normal_path(path), ticket=ticket, page=page))
-            self._wake.emit()
+            self._wake()
         return ticket
 
     def pause_while(self, flag) -> None:
@@ -623,7 +604,8 @@ class IndexController(QObject):
 
     # -- what the workers report (GUI thread) ----------------------------------------------
 
-    def _on_scanned(self, generation: int, files: list, problems: list) -> None:
+    def _on_scanned(self, scanned: tuple) -> None:
+        generation, files, problems = scanned
         self._scans -= 1
         if self._closed or generation != self._generation:
             self._update_busy()
@@ -636,7 +618,7 @@ class IndexController(QObject):
         for path in files:
             self._queue(path, force=False)
         if files:
-            self._wake.emit()
+            self._wake()
             self._schedule_emit()
         self._update_busy()
 

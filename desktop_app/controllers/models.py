@@ -9,9 +9,10 @@
     models.measure("qwen2.5-0.5b-instruct-q4_k_m")      # measured.emit(name, "" or why not)
     models.shutdown()                                   # from closeEvent
 
-One worker on one thread does everything in turn; the import itself runs in a child process
-(engine.models.prepare) whose progress the worker relays. Cancel is a threading.Event set
-directly, never a queued slot: the worker is busy while it imports.
+One thread (a WorkerThread) does everything in turn, each request a job; the import itself runs
+in a child process (engine.models.prepare) whose progress the worker relays. Cancel is a
+threading.Event set directly, never a queued slot: the thread is busy while it imports; shutdown
+sets it, and the flag a measure reads.
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 
-import shiboken6
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
+from desktop_app.controllers.worker_thread import WorkerThread
 from engine.errors import EngineError
 from engine.llm.speed import measure_speed
 from engine.models.catalog import LLMEntry, llm_entries, record_speed
@@ -66,37 +66,34 @@ class Measured:
     message: str  # "" when measured, else why not
 
 
-class ModelsWorker(QObject):
-    """Lives on the models thread: lists, imports (one file at a time) and removes."""
+class ModelsWorker:
+    """Runs on the models thread: lists, imports (one file at a time) and removes; what it does
+    goes out through `report` (the thread's event signal)."""
 
-    event = Signal(object)  # Listed, ImportProgress, ImportEnded, Removed, Measured
-
-    def __init__(self, paths: AppPaths, provider: str, closing: threading.Event):
-        super().__init__()
+    def __init__(self, paths: AppPaths, provider: str, closing: threading.Event, report):
         self.paths = paths
         self.provider = provider
         self._closing = closing  # set when the app closes: a measure stops at its next token
+        self._report = report
 
-    @Slot()
     def refresh(self) -> None:
         try:
             entries = tuple(llm_entries(self.paths))
         except EngineError as exc:
             log.warning("listing the models: %s", exc)
             entries = ()
-        self.event.emit(Listed(entries))
+        self._report(Listed(entries))
 
-    @Slot(object, object)
     def import_files(self, files: list, cancel: threading.Event) -> None:
         for file in files:
             if cancel.is_set():
                 break
-            self.event.emit(self._import(Path(file), cancel))
+            self._report(self._import(Path(file), cancel))
         self.refresh()
 
     def _import(self, file: Path, cancel: threading.Event) -> ImportEnded:
         def progress(fraction: float, message: str) -> None:
-            self.event.emit(ImportProgress(file.name, fraction, message))
+            self._report(ImportProgress(file.name, fraction, message))
 
         try:
             folder = import_model_in_child(file, self.paths, progress, cancel)
@@ -106,31 +103,28 @@ class ModelsWorker(QObject):
             return ImportEnded("", f"The import of '{file.name}' was cancelled; nothing was kept.")
         return ImportEnded(folder.name, f"'{folder.name}' is imported; choose it in Settings › Models.")
 
-    @Slot(str)
     def remove(self, name: str) -> None:
         try:
             remove_model(self.paths, name)
         except EngineError as exc:
-            self.event.emit(Removed(name, str(exc)))
+            self._report(Removed(name, str(exc)))
         else:
-            self.event.emit(Removed(name, ""))
+            self._report(Removed(name, ""))
         self.refresh()
 
-    @Slot(object)
     def measure(self, name: str | None) -> None:
         shown = name or "The built-in model"
         try:
             speed = measure_speed(self.paths, name, self.provider, self._closing)
         except EngineError as exc:
-            self.event.emit(Measured(shown, str(exc)))
+            self._report(Measured(shown, str(exc)))
             return
         if speed is None:
-            self.event.emit(Measured(shown, f"{shown} stopped too soon to measure its speed."))
+            self._report(Measured(shown, f"{shown} stopped too soon to measure its speed."))
         else:
-            self.event.emit(Measured(shown, ""))
+            self._report(Measured(shown, ""))
         self.refresh()
 
-    @Slot(object, float, int, str)
     def record_speed(self, folder: Path, tokens_per_s: float, new_tokens: int, provider: str) -> None:
         if record_speed(self.paths, folder, tokens_per_s, new_tokens, provider):
             self.refresh()
@@ -146,52 +140,31 @@ class ModelsController(QObject):
     measured = Signal(str, str)  # model name, "" or why it was not measured
     busyChanged = Signal(bool)  # True while an import runs
 
-    _refresh = Signal()
-    _import = Signal(object, object)
-    _remove = Signal(str)
-    _measure = Signal(object)
-    _record = Signal(object, float, int, str)
-
     def __init__(self, paths: AppPaths, provider: str = "auto", parent=None):
         super().__init__(parent)
         self.entries: list[LLMEntry] = []  # the latest listing
         self._cancel: threading.Event | None = None
-        self._closing = threading.Event()
+        self._closing = threading.Event()  # a measure's flag: set as the app closes
         self._pending = 0  # files of the running import not yet ended
-        self._thread = QThread()
-        self._thread.setObjectName("models")
-        self._worker = ModelsWorker(paths, provider, self._closing)
-        self._worker.moveToThread(self._thread)
-        self._refresh.connect(self._worker.refresh)
-        self._import.connect(self._worker.import_files)
-        self._remove.connect(self._worker.remove)
-        self._measure.connect(self._worker.measure)
-        self._record.connect(self._worker.record_speed)
-        self._worker.event.connect(self._on_event)
-        self._stops = [self._closing]  # set as the app closes: the import's cancel joins them
-        # safety nets, the window calls shutdown() first; a plain function: it runs while
-        # this object is being deleted
-        self.destroyed.connect(partial(_stop, self._thread, self._stops))
-        app = QCoreApplication.instance()
-        if app is not None:
-            app.aboutToQuit.connect(self.shutdown)
-        self._thread.start()
+        # stopped by the window's shutdown(), else as this object goes or the app quits
+        self._jobs = WorkerThread("models", self, wait_ms=15000)
+        self._worker = ModelsWorker(paths, provider, self._closing, self._jobs.report)
+        self._jobs.event.connect(self._on_event)
 
     def is_importing(self) -> bool:
         return self._cancel is not None
 
     def refresh(self) -> None:
-        self._refresh.emit()
+        self._jobs.run(self._worker.refresh)
 
     def import_files(self, files: list[str]) -> bool:
         """Imports `files` one after the other; False (and nothing done) while one is running."""
         if self._cancel is not None or not files:
             return False
         self._cancel = threading.Event()
-        self._stops[1:] = [self._cancel]
         self._pending = len(files)
         self.busyChanged.emit(True)
-        self._import.emit([str(f) for f in files], self._cancel)
+        self._jobs.run(self._worker.import_files, [str(f) for f in files], self._cancel, cancel=self._cancel)
         return True
 
     def cancel_import(self) -> None:
@@ -200,19 +173,19 @@ class ModelsController(QObject):
             self._cancel.set()
 
     def remove(self, name: str) -> None:
-        self._remove.emit(name)
+        self._jobs.run(self._worker.remove, name)
 
     def measure(self, name: str | None) -> None:
         """Measures how fast the model `name` (None: the built-in one) writes on this machine."""
-        self._measure.emit(name)
+        self._jobs.run(self._worker.measure, name, cancel=self._closing)
 
     def record_speed(self, folder: Path, tokens_per_s: float, new_tokens: int, provider: str) -> None:
         """Keeps the speed an answer of the model in `folder` was written at (see catalog)."""
-        self._record.emit(Path(folder), float(tokens_per_s), int(new_tokens), provider)
+        self._jobs.run(self._worker.record_speed, Path(folder), float(tokens_per_s), int(new_tokens), provider)
 
     def shutdown(self, timeout_ms: int = 15000) -> None:
         """Stops an import or a measure at its next step and ends the thread."""
-        _stop(self._thread, self._stops, timeout_ms)
+        self._jobs.stop(timeout_ms)
 
     def _on_event(self, event) -> None:
         if isinstance(event, Listed):
@@ -234,12 +207,3 @@ class ModelsController(QObject):
             self._cancel = None
             self.busyChanged.emit(False)
         self.importEnded.emit(event.name, event.message, event.failed)
-
-
-def _stop(thread: QThread, stops: list[threading.Event], timeout_ms: int = 15000) -> None:
-    for event in stops:
-        event.set()
-    if shiboken6.isValid(thread) and thread.isRunning():  # at the interpreter's exit it may be gone
-        thread.quit()
-        if not thread.wait(timeout_ms):
-            log.error("the models thread did not end within %d ms", timeout_ms)

@@ -6,16 +6,18 @@
     job.failed.connect(show_error)         # a sentence for the person
     job.start()
 
-The conversion itself runs in a child process (engine.models.prepare); the job's thread only
-relays the child's progress, and ends when the preparation does.
+The conversion itself runs in a child process (engine.models.prepare): numpy and onnx hold the GIL
+for long stretches, which would stall the window. The job's thread only relays the child's
+progress, and ends when the preparation does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Signal
 
+from desktop_app.controllers.worker_thread import WorkerThread
 from engine.errors import EngineError
 from engine.models.prepare import prepare_builtin_llm_in_child
 from engine.paths import AppPaths
@@ -27,39 +29,8 @@ class Progress:
     message: str
 
 
-@dataclass(frozen=True)
-class Prepared:
-    folder: str
-
-
-@dataclass(frozen=True)
-class Failed:
-    message: str  # a sentence for the person
-
-
-class PrepareWorker(QObject):
-    """Prepares the built-in model (converts its GGUF once) in a child process, relaying its
-    progress: numpy and onnx hold the GIL for long stretches, which would stall the window."""
-
-    event = Signal(object)  # Progress..., then Prepared or Failed
-
-    def __init__(self, paths: AppPaths):
-        super().__init__()
-        self.paths = paths
-
-    @Slot()
-    def run(self) -> None:
-        try:
-            folder = prepare_builtin_llm_in_child(
-                self.paths, lambda fraction, message: self.event.emit(Progress(fraction, message)))
-        except EngineError as exc:
-            self.event.emit(Failed(str(exc)))
-            return
-        self.event.emit(Prepared(str(folder)))
-
-
 class PrepareJob(QObject):
-    """A PrepareWorker on a thread of its own that ends when the preparation does."""
+    """The preparation on a thread of its own that ends when the preparation does."""
 
     progress = Signal(float, str)
     finished = Signal(str)
@@ -67,29 +38,32 @@ class PrepareJob(QObject):
 
     def __init__(self, paths: AppPaths, parent=None):
         super().__init__(parent)
-        self._thread = QThread()
-        self._thread.setObjectName("prepare")
-        self._worker = PrepareWorker(paths)
-        self._worker.moveToThread(self._thread)
-        self._thread.started.connect(self._worker.run)
-        self._worker.event.connect(self._on_event)
+        self.paths = paths
+        self._jobs = WorkerThread("prepare", self, expected=(EngineError,), wait_ms=60000, start=False)
+        self._jobs.event.connect(self._on_progress)
+        self._jobs.finished.connect(self._on_prepared)
+        self._jobs.failed.connect(self._on_failed)
 
     def start(self) -> None:
-        self._thread.start()
+        report = self._jobs.report
+        self._jobs.start()
+        self._jobs.run(prepare_builtin_llm_in_child, self.paths,
+                       lambda fraction, message: report(Progress(fraction, message)))
 
     def is_running(self) -> bool:
-        return self._thread.isRunning()
+        return self._jobs.is_running()
 
     def wait(self, timeout_ms: int = 60000) -> None:
-        self._thread.quit()
-        self._thread.wait(timeout_ms)
+        self._jobs.stop(timeout_ms)
 
-    def _on_event(self, event) -> None:
-        if isinstance(event, Progress):
-            self.progress.emit(event.fraction, event.message)
-            return
-        self.wait()  # the worker is done
-        if isinstance(event, Prepared):
-            self.finished.emit(event.folder)
-        else:
-            self.failed.emit(event.message)
+    def _on_progress(self, event: Progress) -> None:
+        self.progress.emit(event.fraction, event.message)
+
+    def _on_prepared(self, folder) -> None:
+        self.wait()  # the job is done
+        self.finished.emit(str(folder))
+
+    def _on_failed(self, exc: Exception) -> None:
+        self.wait()
+        if isinstance(exc, EngineError):  # another is a bug: the WorkerThread has shown it
+            self.failed.emit(str(exc))
