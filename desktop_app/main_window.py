@@ -549,10 +549,11 @@ class MainWindow(QMainWindow):
             self.show_notice(notice)
 
     def _show_rereading(self, count: int) -> None:
-        """Said once, when a collection's PDFs indexed by an earlier version are read again."""
+        """Said once, when a collection's documents read by an earlier version are read again."""
         manuals = "1 manual" if count == 1 else f"{count} manuals"
-        message = (f"Reading {manuals} again with the new PDF reader: words no longer run together, and "
-                   "citations mark the exact words. Answers use the earlier copy of each until it is done.")
+        message = (f"Reading {manuals} again, as this version reads them better: a PDF's words no longer run "
+                   "together, tables keep their rows, and citations mark the exact words. Answers use the "
+                   "earlier copy of each until it is done.")
         self.statusBar().showMessage(message, 15000)
         self.show_notice(message)
 

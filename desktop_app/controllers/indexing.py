@@ -425,7 +425,7 @@ class IndexController(QObject):
     failed = Signal(str)
     pageOcrRead = Signal(int, object)
     # once, at start: how many stored documents are read again (read with an older reading of
-    # their format: PDFs indexed before PDFium read their text), now queued
+    # their format: a PDF indexed before PDFium read its text, a table before its cells were rows), now queued
     rereading = Signal(int)
 
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, parent: QObject | None = None,

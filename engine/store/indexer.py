@@ -216,7 +216,8 @@ class Indexer:
 
 def outdated_files(documents: Iterable[StoredDocument]) -> list[str]:
     """The stored documents whose text comes from an older reading of their format (a PDF read
-    before PDFium read PDFs) and whose file is still there: the next run reads them again."""
+    before PDFium read PDFs, a table before its cells were rows) and whose file is still there:
+    the next run reads them again."""
     return [d.path for d in documents if d.status != "failed"
             and (d.text_version or 1) < text_version(d.path) and Path(d.path).is_file()]
 

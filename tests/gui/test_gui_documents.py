@@ -487,9 +487,10 @@ def test_the_run_fraction_counts_the_pages_of_the_current_document():
     assert "ETA 30 s" in progress_text(IndexProgress(0, 2, 0, "/x/a.pdf", 10.0, None, 0, 100, 4, 1), 0.25)
 
 
-def test_pdfs_indexed_by_an_earlier_version_are_read_again_at_start_and_said_once(qtbot, data_paths, docs):
-    """A collection whose PDF text came from pypdf (no text version): the window reads those
-    PDFs again in the background, once, and says so; the other documents stay as they are."""
+def test_documents_an_earlier_version_read_are_read_again_at_start_and_said_once(qtbot, data_paths, docs):
+    """A collection whose PDF text came from pypdf and whose Markdown kept its table pipes (no
+    text version): the window reads those again in the background, once, and says so; a plain
+    text file, read as before, stays as it is."""
     with open_collection(data_paths, "default", default_embedder(data_paths)) as store:
         from engine.store.indexer import Indexer
 
@@ -500,7 +501,7 @@ def test_pdfs_indexed_by_an_earlier_version_are_read_again_at_start_and_said_onc
     try:
         with qtbot.waitSignal(controller.rereading, timeout=RUN_S) as told:
             pass
-        assert told.args == [1]
+        assert told.args == [2]
         qtbot.waitUntil(lambda: not controller.busy and all_final(controller.documents()), timeout=RUN_S)
         with qtbot.assertNotEmitted(controller.rereading, wait=200):
             controller.refresh()
@@ -508,4 +509,4 @@ def test_pdfs_indexed_by_an_earlier_version_are_read_again_at_start_and_said_onc
         controller.shutdown()
     with open_collection(data_paths, "default", default_embedder(data_paths)) as store:
         versions = {Path(d.path).name: d.text_version for d in store.list_documents()}
-    assert versions == {"manual.pdf": 2, "oil.txt": None, "pump.md": None}
+    assert versions == {"manual.pdf": 2, "oil.txt": None, "pump.md": 2}
