@@ -76,7 +76,7 @@ def dev_data_dir(builtin_data_dir, manuals_dir) -> Path:
 
 @pytest.mark.slow
 def test_every_keyword_of_the_r_set_is_on_its_pages(manuals_dir):
-    from tests.qa.check_qa import check  # the mixed set's: tests/engine/test_qa.py
+    from tests.qa.check_qa import check  # the mixed set's: tests/engine/evaluation/test_qa.py
 
     assert check(SETS[0], manuals_dir) == []
 

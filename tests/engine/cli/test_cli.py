@@ -15,7 +15,7 @@ import pytest
 from engine.cli.main import main
 from engine.models.registry import BUILTIN_EMBEDDER, BUILTIN_LLM
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RUN_A_MODEL = [["models", "list"], ["generate"], ["ask"], ["chat"], ["eval"]]
 RUN_NO_MODEL = [["models", "prepare"], ["models", "import"], ["index"], ["docs", "list"], ["docs", "remove"],
                 ["admin", "set-pin"], ["admin", "clear-pin"], ["admin", "audit"]]

@@ -18,7 +18,7 @@ from engine.cli.main import main
 from engine.models.manifest import read_manifest
 from engine.models.registry import list_models
 from engine.paths import AppPaths
-from tests.engine.test_gguf_import import PROMPT, DECODE, _reference_steps, _run_decoder, dequantize_block_weight
+from tests.engine.models.test_gguf_import import PROMPT, DECODE, _reference_steps, _run_decoder, dequantize_block_weight
 from tests.helpers import gguf_factory
 
 # Bytes per super-block of 256, and where its f16 scale(s) d (and dmin) sit.

@@ -368,7 +368,7 @@ def test_a_real_manual_bundle_installs_and_the_assistant_finds_its_passage(tmp_p
     from engine.answer.retrieval import Retriever
     from engine.store.indexer import Indexer, default_embedder, open_collection
 
-    manual = Path(__file__).parents[1] / ".manuals" / "R-data.pdf"
+    manual = Path(__file__).parents[2] / ".manuals" / "R-data.pdf"
     shutil.copy(manual, tmp_path / manual.name)
     admin = AppPaths(tmp_path / "admin").ensure()
     embedder = default_embedder(AppPaths(builtin_data_dir))

@@ -18,9 +18,9 @@ from engine.fleet import kiosk as fleet_kiosk
 from engine.fleet.bundle import load_private_key, public_key_text, trusted_keys
 from engine.paths import APP_NAME, AppPaths
 from engine.store.index_store import IndexStore
-from tests.engine.test_bundle import MANUALS, NAME, add_manual, open_writer
+from tests.engine.fleet.test_bundle import MANUALS, NAME, add_manual, open_writer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CLI_FOLDER = Path(sys.executable).parent  # the venv's bin, where offline-assistant-cli is installed
 
 

@@ -13,7 +13,7 @@ import pytest
 from engine.encoders.embedder import Embedder
 from engine.encoders.embedder_graph import FUSED_OP, fuse_gelu, fuse_int8_matmuls
 from engine.models.registry import builtin_embedder_files
-from tests.engine.test_embedder_graph import int8_linear, run, tiny_model
+from tests.engine.encoders.test_embedder_graph import int8_linear, run, tiny_model
 
 # Varied lengths, as chunks of a manual are: a heading, sentences, a long paragraph, a table row.
 TEXTS = [

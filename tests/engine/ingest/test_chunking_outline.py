@@ -9,7 +9,7 @@ from engine.ingest import ParsePool
 from engine.ingest.chunking import chunk_document
 from engine.ingest.pdf import parse_pdf
 from engine.types import OutlineEntry, Page, ParsedDocument
-from tests.engine.test_chunking import prose, words
+from tests.engine.ingest.test_chunking import prose, words
 from tests.helpers.hostile_files import text_pdf
 
 

@@ -17,7 +17,7 @@ import pytest
 from engine.cli.main import main
 from engine.llm.remote import ENV_KEY, ENV_URL
 from engine.server.config import API_KEY_ENV
-from tests.engine.test_cli import REPO, private_env
+from tests.engine.cli.test_cli import REPO, private_env
 from tests.helpers.http_engines import MODEL_ID, WORDS, scripted_engine
 
 

@@ -21,7 +21,7 @@ from engine.store.indexer import Indexer, IndexSettings, open_collection
 from engine.types import StoredDocument
 from tests.helpers.tiny_embedder import write_tiny_embedder
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SETTINGS = IndexSettings(parse_time_limit_s=30, parse_memory_limit_mb=1024)
 
 
@@ -209,8 +209,8 @@ def _index_command(data_dir: Path, *inputs: Path) -> list[str]:
 @pytest.mark.slow
 def test_killing_the_indexing_process_never_breaks_the_collection(tmp_path, manuals_dir):
     """kill -9 the real CLI while it indexes, several times; each time the collection opens,
-    is consistent, and the next run carries on. (tests/test_crash_safety.py kills a writer 30
-    times at finer-grained moments.)"""
+    is consistent, and the next run carries on. (tests/engine/store/test_crash_safety.py kills a
+    writer 30 times at finer-grained moments.)"""
     docs = tmp_path / "docs"
     docs.mkdir()
     for name in ("R-data.pdf", "R-FAQ.pdf", "R-admin.pdf"):

@@ -22,7 +22,7 @@ from engine.paths import DB_NAME
 from engine.store.index_store import IndexStore
 from tests.helpers import crash_writer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 KILLS = 30
 DOCS = 400  # far more steps than 30 short runs get through, so every run is killed mid-plan
 WATCHDOG_S = 30

@@ -12,7 +12,7 @@ from engine.paths import DB_NAME, AppPaths
 from engine.store.index_store import SCHEMA_VERSION, IndexStore
 from engine.store.indexer import Indexer, IndexSettings, embedded_text, open_collection
 from engine.types import Chunk
-from tests.engine.test_index_store import open_store, vectors
+from tests.engine.store.test_index_store import open_store, vectors
 
 # The FTS index as format 1 shipped it: the text alone.
 FORMAT_1_FTS = """

@@ -20,7 +20,7 @@ from engine.types import Chunk, StoredDocument
 
 EMBEDDER = "test-embedder"
 DIM = 16
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def vectors(count: int, seed: int) -> np.ndarray:

@@ -26,7 +26,7 @@ from engine.paths import AppPaths
 from tests.helpers.pump_chat import index_into
 from tests.helpers.static_server import static_server
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

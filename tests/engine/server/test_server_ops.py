@@ -14,10 +14,10 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from engine.answer.metrics import PREFIX, Metrics
 from engine.errors import EngineError
-from tests.engine.test_metrics import histograms, parse, value
+from tests.engine.answer.test_metrics import histograms, parse, value
 from tests.helpers.tiny_server import tiny_client, tiny_data_dir
 
-DASHBOARD = Path(__file__).parents[2] / "packaging" / "grafana" / "offline-assistant-dashboard.json"
+DASHBOARD = Path(__file__).parents[3] / "packaging" / "grafana" / "offline-assistant-dashboard.json"
 REQUESTS = f"{PREFIX}_http_requests_total"
 LATENCY = f"{PREFIX}_http_request_seconds"
 RETRIEVAL = f"{PREFIX}_retrieval_score"

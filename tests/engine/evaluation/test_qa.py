@@ -26,15 +26,15 @@ from engine.llm.local import LocalLLM
 from engine.types import Passage, Span
 from tests.helpers.tiny_collection import fill, open_store
 
-DEV_SET = Path(__file__).resolve().parents[1] / "qa" / "r_manuals_dev.jsonl"
+DEV_SET = Path(__file__).resolve().parents[2] / "qa" / "r_manuals_dev.jsonl"
 # The wider set: gnuplot, KiCad, LilyPond and DocBook XSL manuals (tests/fetch_manuals.sh). Each line
 # also carries a "family" (QAItem.family), so that unanswerable questions have one too.
-MIXED_SET = Path(__file__).resolve().parents[1] / "qa" / "dev_mixed.jsonl"
+MIXED_SET = Path(__file__).resolve().parents[2] / "qa" / "dev_mixed.jsonl"
 MIXED_DOCS = {"gnuplot": {"gnuplot.pdf"}, "kicad": {"kicad-eeschema.html", "kicad-pcbnew.html"},
               "lilypond": {"lilypond-learning.pdf", "lilypond-usage.pdf"},
               "docbook-xsl": {"docbook-xsl-reference.pdf"}}
 # Issues 26 and 27: UPS hardware manuals, and a XeTeX-made FAQ whose words pypdf ran together
-MACHINE_SETS = {Path(__file__).resolve().parents[1] / "qa" / name: docs for name, docs in (
+MACHINE_SETS = {Path(__file__).resolve().parents[2] / "qa" / name: docs for name, docs in (
     ("dev_nut.jsonl", {"nut-user-manual.pdf", "nut-FAQ.pdf", "nut-cables.pdf"}),
     ("dev_debian_faq.jsonl", {"debian-faq.pdf"}))}
 

@@ -26,7 +26,7 @@ FRANCE = [{"role": "system", "content": "You are a helpful assistant."},
           {"role": "user", "content": "What is the capital of France?"}]
 STORY = [{"role": "user", "content": "Write a long story about a dragon who loves tea."}]
 SENTENCE = "The pump must be primed with water before it is started. "
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # Texts whose counts must be the model's own: prose, code, odd spacing, other scripts, and
 # the chat template's special tokens written as plain text.
 TEXTS = [*(f"{heading}. {body}" for heading, body in SECTIONS.items()), SENTENCE, " is this his?",

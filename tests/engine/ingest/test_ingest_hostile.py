@@ -20,7 +20,7 @@ from tests.helpers.hostile_files import HOSTILE, write_long_pdf, write_manual_pd
 LIMIT_S = 10.0
 SLACK_S = 2.0  # killing and reaping a worker past its limit
 KINDS = set(DocumentError._MESSAGES)
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpora" / "hostile-pdfs"
+CORPUS = Path(__file__).resolve().parents[3].parent / "shared" / "corpora" / "hostile-pdfs"
 
 
 @pytest.fixture(scope="module")

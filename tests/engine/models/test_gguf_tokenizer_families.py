@@ -14,7 +14,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from engine.models.gguf_tokenizer import write_tokenizer_files
-from tests.engine.test_gguf_tokenizer import genai_tokenizer, sentencepiece_vocab, write_gguf
+from tests.engine.models.test_gguf_tokenizer import genai_tokenizer, sentencepiece_vocab, write_gguf
 from tests.helpers.http_engines import llama_python
 from tests.helpers.tiny_vocab import byte_level_vocab
 
@@ -122,7 +122,7 @@ def llama_cpp_ids(requests: dict[str, list[str]]) -> dict[str, list[list[int]]]:
 
 @pytest.mark.slow
 def test_builtin_tokenizer_matches_llama_cpp(tmp_path):
-    from tests.engine.test_gguf_tokenizer import ROUND_TRIP_TEXTS, builtin_gguf
+    from tests.engine.models.test_gguf_tokenizer import ROUND_TRIP_TEXTS, builtin_gguf
 
     import gguf
 

@@ -22,7 +22,7 @@ from engine.cli.main import main
 from engine.types import DocumentOutcome, IndexProgress
 from tests.helpers.fake_clock import Clock
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def cli(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
@@ -157,7 +157,7 @@ def refusing_ask(monkeypatch, tmp_path, tiny_embedder) -> list[str]:
     """ask on the tiny collection with a relevance gate nothing passes: every question refused."""
     from engine.answer.assistant import Assistant, AssistantSettings
     from engine.answer.retrieval import Retriever
-    from tests.engine.test_assistant import ScriptedLLM
+    from tests.engine.answer.test_assistant import ScriptedLLM
     from tests.helpers.tiny_collection import fill, open_store
 
     @contextmanager

@@ -1,0 +1,1 @@
+"""Tests of engine/models/: the registry, GGUF import (weights, tokenizer, templates), checks."""

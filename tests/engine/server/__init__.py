@@ -1,0 +1,1 @@
+"""Tests of engine/server/: the HTTP server's routes, pool, security and remote engine."""
