@@ -6,282 +6,49 @@
     view.current_page()        # 1-based, as the citation and a PDF viewer count
     view.highlight_found()     # True when the passage was found on the page and is highlighted
 
-PDFs are rendered by QtPdf (QPdfDocument + QPdfView, one page at a time). The index holds the
-page's text as PDFium reads it, cleaned (engine.ingest.pdf_text); QtPdf holds PDFium's raw text
-of the same page. `span_on_page` cleans it the same way and maps the passage's stored span back
-to PDFium's characters, checked letter for letter, and those characters' boxes
-(QPdfDocument.getSelectionAtIndex) are painted over the page as a marker would: exactly the
-quoted words. Where the span does not fit (a collection indexed before, with pypdf's text; a
-saved conversation), the passage is found by its letters and digits (`locate_passage`). A PDF is opened off the GUI thread by a PdfOpener (QtPdf reads a damaged
-file whole to repair it), "Opening…" meanwhile. Other formats (and PDFs that QtPdf cannot open)
-are shown as text in a read-only QTextBrowser that never follows links, with the passage
-selected: their pages are read by a SourceReader (a parse pool child, within its time and
-memory limits, off the GUI thread; "Opening…" meanwhile), the same text the index holds, so the
-spans mark the passage exactly (found by its text when they are empty, as in conversations
-saved before spans were kept). The view itself never parses a document.
+SourceView is the coordinator: the title, the page and zoom buttons, the stack that shows one
+of a PDF page (pdf_page.PdfPageView), a text page (text_page.TextPage) or a message, and which
+of them shows a citation. PDFs are rendered by QtPdf (QPdfDocument + QPdfView, one page at a
+time), the passage marked from PDFium's characters (see pdf_page). A PDF is opened off the GUI
+thread by a PdfOpener (QtPdf reads a damaged file whole to repair it), "Opening…" meanwhile.
+Other formats (and PDFs that QtPdf cannot open) are shown as text (see text_page): their pages
+are read by a SourceReader (a parse pool child, within its time and memory limits, off the GUI
+thread; "Opening…" meanwhile). The view itself never parses a document.
 
-A scanned page (read by OCR when it was indexed) has no text for QtPdf to find: there the
-passage's spans (characters of the recognised text the index holds) pick the recognised words
-they overlap, whose boxes the index keeps (PageOcr.words), and those are painted, one box per
-line. The boxes are read from the store off the GUI thread by `ocr_source` (the window's
-IndexController: read_page_ocr(path, page) -> ticket, then pageOcrRead(ticket, PageOcr|None));
-sourceShown follows once they have arrived. Nothing is recognised again to show a page.
+On a scanned page (read by OCR when it was indexed) the passage is marked from the recognised
+words' boxes the index keeps. They are read from the store off the GUI thread by `ocr_source`
+(the window's IndexController: read_page_ocr(path, page) -> ticket, then pageOcrRead(ticket,
+PageOcr|None)); sourceShown follows once they have arrived.
 """
 
 from __future__ import annotations
 
 import html
 import logging
-from bisect import bisect_right
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSizeF, Qt, Signal
-from PySide6.QtGui import (
-    QColor,
-    QFont,
-    QFontMetrics,
-    QGuiApplication,
-    QKeySequence,
-    QPainter,
-    QShortcut,
-    QTextCharFormat,
-    QTextCursor,
-)
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QShortcut
 from PySide6.QtPdf import QPdfDocument
-from PySide6.QtPdfWidgets import QPdfView
 from PySide6.QtWidgets import (
-    QAbstractSlider,
     QHBoxLayout,
     QLabel,
     QSizePolicy,
     QStackedWidget,
-    QTextBrowser,
-    QTextEdit,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from desktop_app.controllers.sources import PdfOpener, SourceReader
-from engine.ingest.locate import locate_passage, same_letters, span_on_page
-from engine.types import Page, PageOcr, Span, pages_text
+from desktop_app.sources.pdf_page import ZOOM_MAX, ZOOM_MIN, PdfPageView
+from desktop_app.sources.text_page import TextPage, page_index, text_document
+from engine.types import PageOcr, Span, pages_text
 
 log = logging.getLogger(__name__)
 
 ZOOM_STEP = 1.25
-ZOOM_MIN, ZOOM_MAX = 0.25, 6.0
-FIT_WIDTH_MAX = 2.5  # a very wide window should not blow a page up to poster size
-FIT_MARGIN_PT = 12.0  # paper kept either side of the printed text when fitting its width
-FIT_TEXT_MIN = 0.6  # fit at least this share of the paper's width (a page with one short line)
-HIGHLIGHT = QColor(255, 226, 64, 150)  # marker yellow; multiplied onto the page, text stays black
-HIGHLIGHT_TEXT_BACKGROUND = QColor("#ffe566")
-MAX_CELL_CHARS = 30  # a longer cell wraps onto the next tab stop rather than widening them all
-HIGHLIGHT_TEXT_FOREGROUND = QColor("#1b1b1b")  # dark on yellow, in the dark theme too
 OCR_NOTE = "This page is a scan: its text was recognised (OCR), so check the page itself."
-
-
-def merge_line_boxes(rects: list[QRectF]) -> list[QRectF]:
-    """Character boxes merged into one box per run on a line, a little padded: a marker stroke."""
-    boxes: list[QRectF] = []
-    for rect in rects:  # in reading order, as PDFium gives them
-        if not rect.isValid():
-            continue
-        last = boxes[-1] if boxes else None
-        if last is not None:
-            overlap = min(rect.bottom(), last.bottom()) - max(rect.top(), last.top())
-            same_line = overlap > 0.5 * min(rect.height(), last.height())
-            gap = rect.left() - last.right()
-            if same_line and -last.height() < gap < 4 * max(rect.height(), last.height()):
-                boxes[-1] = last.united(rect)
-                continue
-        boxes.append(QRectF(rect))
-    return [box.adjusted(-1.5, -1.5, 1.5, 1.5) for box in boxes]
-
-
-def ocr_boxes(ocr: PageOcr, spans: tuple[Span, ...], page: int, page_size: QSizeF) -> list[QRectF]:
-    """The boxes (in points of a page of `page_size`) of the recognised words of `page` that
-    overlap the spans on it, one box per line: the passage marked on a scanned page."""
-    ranges = [(span.start, span.end) for span in spans if span.page == page and span.end > span.start]
-    sx = page_size.width() / ocr.width if ocr.width > 0 else 1.0  # the page as QtPdf sizes it
-    sy = page_size.height() / ocr.height if ocr.height > 0 else 1.0
-    rects = [QRectF(QPointF(x0 * sx, y0 * sy), QPointF(x1 * sx, y1 * sy))
-             for word in ocr.words for x0, y0, x1, y1 in [word.box]
-             if any(word.start < end and word.end > start for start, end in ranges)]
-    return apart(merge_line_boxes(rects))
-
-
-def _words_extent(ocr: PageOcr, page_size: QSizeF) -> QRectF:
-    """Where the recognised words lie on a page of `page_size` points (empty when none)."""
-    if not ocr.words or ocr.width <= 0 or ocr.height <= 0:
-        return QRectF()
-    sx, sy = page_size.width() / ocr.width, page_size.height() / ocr.height
-    return QRectF(QPointF(min(w.box[0] for w in ocr.words) * sx, min(w.box[1] for w in ocr.words) * sy),
-                  QPointF(max(w.box[2] for w in ocr.words) * sx, max(w.box[3] for w in ocr.words) * sy))
-
-
-def apart(boxes: list[QRectF]) -> list[QRectF]:
-    """Line boxes that overlap the next line down (a recogniser's boxes are generous) meet
-    half way instead, so that the marker reads as one stroke per line."""
-    boxes = sorted((QRectF(box) for box in boxes), key=lambda box: box.top())
-    for i, upper in enumerate(boxes):
-        for lower in boxes[i + 1:]:
-            beside = min(upper.right(), lower.right()) > max(upper.left(), lower.left())
-            if beside and lower.top() < upper.bottom() and lower.center().y() > upper.center().y():
-                middle = (upper.bottom() + lower.top()) / 2
-                upper.setBottom(min(upper.bottom(), middle))
-                lower.setTop(max(lower.top(), middle))
-    return boxes
-
-
-# -- the PDF page view -----------------------------------------------------------------------
-class _PdfPageView(QPdfView):
-    """A QPdfView, one page at a time, that paints the passage highlight over its page."""
-
-    userScrolled = Signal()
-
-    def __init__(self, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setPageMode(QPdfView.PageMode.SinglePage)
-        self.setZoomMode(QPdfView.ZoomMode.Custom)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)  # a stable fit width
-        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
-        self.highlight_page = -1  # 0-based, as QtPdf counts
-        self.highlight_boxes: list[QRectF] = []  # in page points
-        self.scan_text: tuple[int, QRectF] = (-1, QRectF())  # a scanned page's recognised words' extent
-        self.fit_width = True  # zoom follows the view's width until the user zooms
-        self.follow = True  # keep the highlight in view until the user scrolls
-        self.verticalScrollBar().actionTriggered.connect(self._on_user_scroll)
-        self.horizontalScrollBar().actionTriggered.connect(self._on_user_scroll)
-
-    def _on_user_scroll(self, action: int) -> None:
-        if action != QAbstractSlider.SliderAction.SliderNoAction:
-            self.follow = False
-            self.userScrolled.emit()
-
-    def screen_scale(self) -> float:
-        """Pixels per PDF point, as QPdfView computes it (its screen's logical DPI / 72 × zoom)."""
-        screen = QGuiApplication.primaryScreen()
-        dpi = screen.logicalDotsPerInch() if screen is not None else 96.0
-        return dpi / 72.0 * self.zoomFactor()
-
-    def page_rect(self) -> QRectF:
-        """Where the current page lies, in the view's document coordinates (as QPdfView lays
-        out a single page: centred, inside documentMargins)."""
-        document = self.document()
-        if document is None or document.status() != QPdfDocument.Status.Ready:
-            return QRectF()
-        page = self.pageNavigator().currentPage()
-        size = QSizeF(document.pagePointSize(page) * self.screen_scale()).toSize()
-        margins = self.documentMargins()
-        total_width = size.width() + margins.left() + margins.right()
-        x = (max(total_width, self.viewport().width()) - size.width()) // 2
-        return QRectF(x, margins.top(), size.width(), size.height())
-
-    def text_columns(self, page: int) -> tuple[float, float]:
-        """(left, right) in points of the page's printed text, with a little paper either side:
-        what "fit width" fits, since a manual's margins take a quarter of the width or more."""
-        document = self.document()
-        width = document.pagePointSize(page).width()
-        selection = document.getAllText(page)
-        box = selection.boundingRectangle() if selection.isValid() else QRectF()
-        if (not box.isValid() or box.width() <= 0) and self.scan_text[0] == page:
-            box = self.scan_text[1]  # a scan: QtPdf has no text, the recogniser found it here
-        if not box.isValid() or box.width() <= 0:
-            return 0.0, width
-        left = max(0.0, box.left() - FIT_MARGIN_PT)
-        right = min(width, box.right() + FIT_MARGIN_PT)
-        missing = FIT_TEXT_MIN * width - (right - left)
-        if missing > 0:  # little text: widen around it, within the paper
-            left = max(0.0, left - missing / 2)
-            right = min(width, left + FIT_TEXT_MIN * width)
-            left = min(left, right - FIT_TEXT_MIN * width)
-        return left, right
-
-    def fit_to_width(self) -> None:
-        document = self.document()
-        if document is None or document.status() != QPdfDocument.Status.Ready:
-            return
-        page = max(0, self.pageNavigator().currentPage())
-        if document.pagePointSize(page).width() <= 0:
-            return
-        left, right = self.text_columns(page)
-        margins = self.documentMargins()
-        available = self.viewport().width() - margins.left() - margins.right()
-        scale = self.screen_scale() / self.zoomFactor()
-        zoom = min(FIT_WIDTH_MAX, max(ZOOM_MIN, available / ((right - left) * scale)))
-        if abs(zoom - self.zoomFactor()) > 1e-3:
-            self.setZoomFactor(zoom)
-        # the printed text's left edge at the view's left (the page's margin scrolled away)
-        x = self.page_rect().left() + left * self.screen_scale() - margins.left()
-        self.horizontalScrollBar().setValue(int(max(0.0, x)))
-
-    def scroll_to_highlight(self) -> None:
-        if not self.highlight_boxes or self.highlight_page != self.pageNavigator().currentPage():
-            return
-        page = self.page_rect()
-        scale = self.screen_scale()
-        top = min(box.top() for box in self.highlight_boxes) * scale + page.top()
-        left = min(box.left() for box in self.highlight_boxes) * scale + page.left()
-        right = max(box.right() for box in self.highlight_boxes) * scale + page.left()
-        self.verticalScrollBar().setValue(int(max(0.0, top - self.viewport().height() * 0.2)))
-        bar = self.horizontalScrollBar()
-        if right - bar.value() > self.viewport().width() or left < bar.value():
-            bar.setValue(int(max(0.0, left - 24)))
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if self.fit_width:
-            self.fit_to_width()
-        if self.follow:
-            self.scroll_to_highlight()
-
-    def paintEvent(self, event) -> None:
-        super().paintEvent(event)
-        if not self.highlight_boxes or self.highlight_page != self.pageNavigator().currentPage():
-            return
-        page = self.page_rect()
-        scale = self.screen_scale()
-        painter = QPainter(self.viewport())
-        painter.translate(page.left() - self.horizontalScrollBar().value(),
-                          page.top() - self.verticalScrollBar().value())
-        painter.setCompositionMode(QPainter.CompositionMode.CompositionMode_Multiply)
-        painter.setPen(Qt.PenStyle.NoPen)
-        painter.setBrush(HIGHLIGHT)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        for box in self.highlight_boxes:
-            painter.drawRoundedRect(QRectF(box.topLeft() * scale, box.size() * scale), 2, 2)
-        painter.end()
-
-
-# -- the text view ---------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _TextDocument:
-    text: str
-    starts: tuple[int, ...]  # where each page begins in text
-    starts16: tuple[int, ...]  # the same, as QTextDocument positions (UTF-16 code units)
-    labels: tuple[str, ...]
-    numbers: tuple[int, ...]
-    exact: tuple[bool, ...]  # the page's text is as the index holds it (no line ends changed)
-
-
-def _text_document(pages: tuple[Page, ...]) -> _TextDocument:
-    """The document's pages as one text, as our parser reads them."""
-    parts, starts, starts16, labels, numbers, exact = [], [], [], [], [], []
-    at = at16 = 0
-    for page in pages:
-        text = page.text.replace("\r\n", "\n").replace("\r", "\n")
-        starts.append(at)
-        starts16.append(at16)
-        labels.append(page.label)
-        numbers.append(page.number)
-        exact.append(len(text) == len(page.text))
-        parts.append(text)
-        at += len(text) + 2
-        at16 += _utf16_offset(text, len(text)) + 2
-    return _TextDocument("\n\n".join(parts), tuple(starts), tuple(starts16), tuple(labels),
-                         tuple(numbers), tuple(exact))
 
 
 def _file_key(file: Path) -> tuple:
@@ -289,11 +56,6 @@ def _file_key(file: Path) -> tuple:
     stat = file.stat()
     return str(file.resolve()), stat.st_mtime_ns, stat.st_size
 
-
-def _utf16_offset(text: str, index: int) -> int:
-    """A Python index of `text` as a QTextDocument position (UTF-16 code units)."""
-    head = text[:index]
-    return index if head.isascii() else len(head.encode("utf-16-le", "surrogatepass")) // 2
 
 
 # -- the widget ------------------------------------------------------------------------------
@@ -360,11 +122,7 @@ class SourceView(QWidget):
         self._found = False
         self._highlighted = ""
         self._pdf_key: tuple | None = None
-        self._text_doc: _TextDocument | None = None
-        self._text_key: tuple | None = None
         self._title_name = ""
-        self._programmatic_scroll = False
-        self._text_zoom = 0.0  # points added to the application's font size in the text view
         self._pdf_zoom = 0.0  # the PDF zoom kept across pages and documents; 0.0: fit width
 
         self.title = _TitleLabel(self)
@@ -388,17 +146,12 @@ class SourceView(QWidget):
         self.note.setAccessibleName("Highlight status")
 
         self.document = QPdfDocument(self)
-        self.pdf_view = _PdfPageView(self)
+        self.pdf_view = PdfPageView(self)
         self.pdf_view.setDocument(self.document)
         self.pdf_view.setAccessibleName("Page of the manual")
         self.pdf_view.pageNavigator().currentPageChanged.connect(self._on_pdf_page_changed)
 
-        self.text_view = QTextBrowser(self)
-        self.text_view.setOpenLinks(False)
-        self.text_view.setOpenExternalLinks(False)
-        self.text_view.setReadOnly(True)
-        self.text_view.setAccessibleName("Text of the source")
-        self.text_view.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+        self.text_view = TextPage(self)
         self.text_view.verticalScrollBar().valueChanged.connect(self._on_text_scrolled)
 
         self.message = QLabel("Click a citation in an answer to see its source here.")
@@ -482,8 +235,8 @@ class SourceView(QWidget):
     def page_count(self) -> int:
         if self._mode == "pdf":
             return self.document.pageCount()
-        if self._mode == "text" and self._text_doc is not None:
-            return len(self._text_doc.starts)
+        if self._mode == "text" and self.text_view.text_doc is not None:
+            return len(self.text_view.text_doc.starts)
         return 0
 
     def highlight_found(self) -> bool:
@@ -547,7 +300,7 @@ class SourceView(QWidget):
         """The PDF zoom to use from now on (a remembered one): a factor, or 0.0 for fit width."""
         self._pdf_zoom = min(ZOOM_MAX, max(ZOOM_MIN, zoom)) if zoom > 0 else 0.0
         if self._mode == "pdf":
-            self._apply_pdf_zoom()
+            self.pdf_view.apply_zoom(self._pdf_zoom)
             self.pdf_view.scroll_to_highlight()
         self._update_controls()
 
@@ -558,12 +311,12 @@ class SourceView(QWidget):
     def fit_width(self) -> None:
         if self._mode == "pdf":
             self._pdf_zoom = 0.0
-            self._apply_pdf_zoom()
+            self.pdf_view.apply_zoom(self._pdf_zoom)
             self.pdf_view.scroll_to_highlight()
             self.zoomChosen.emit(0.0)
         elif self._mode == "text":
-            self._text_zoom = 0.0
-            self._apply_text_zoom()
+            self.text_view.zoom_points = 0.0
+            self.text_view.apply_zoom(self.font())
         self._update_controls()
 
     # -- PDF ---------------------------------------------------------------------------------
@@ -598,13 +351,6 @@ class SourceView(QWidget):
         old.close()
         old.deleteLater()
 
-    def _apply_pdf_zoom(self) -> None:
-        self.pdf_view.fit_width = self._pdf_zoom <= 0
-        if self.pdf_view.fit_width:
-            self.pdf_view.fit_to_width()
-        elif abs(self.pdf_view.zoomFactor() - self._pdf_zoom) > 1e-3:
-            self.pdf_view.setZoomFactor(self._pdf_zoom)
-
     def _show_pdf_page(self, page: int) -> bool:
         """Show the page with the passage highlighted. True when it is a scanned page whose
         word boxes have been asked for (the highlight follows in _on_page_ocr)."""
@@ -612,19 +358,12 @@ class SourceView(QWidget):
         count = self.document.pageCount()
         page = min(max(1, page), count)
         self._show_widget(self.pdf_view)
-        boxes, text = self._pdf_highlight(page - 1, self._passage)
+        boxes, text = self.pdf_view.find_passage(page - 1, self._passage, self._spans)
         waiting = not boxes and self._scanned_page(page)
-        self.pdf_view.highlight_page = page - 1
-        self.pdf_view.highlight_boxes = boxes
         self._found, self._highlighted = bool(boxes), text
         self._ocr_shown = False
-        self.pdf_view.scan_text = (-1, QRectF())  # known again once this page's words arrive
         self._page = page
-        self.pdf_view.follow = True
-        self.pdf_view.pageNavigator().jump(page - 1, QPointF(), self.pdf_view.zoomFactor())
-        self._apply_pdf_zoom()
-        self.pdf_view.scroll_to_highlight()
-        self.pdf_view.viewport().update()
+        self.pdf_view.show_page(page - 1, boxes, self._pdf_zoom)
         if waiting:
             self._ocr_wait = (self._ocr_source.read_page_ocr(self._path, page), page)
             self.note.setText("Finding the cited passage on the scanned page…")
@@ -643,8 +382,7 @@ class SourceView(QWidget):
             return False
         if page in self._ocr_pages:
             return True
-        selection = self.document.getAllText(page - 1)
-        return not (selection.isValid() and any(c.isalnum() for c in selection.text()))
+        return not self.pdf_view.has_text(page - 1)
 
     def _on_page_ocr(self, ticket: int, ocr) -> None:
         if self._ocr_wait is None or self._ocr_wait[0] != ticket:
@@ -653,43 +391,11 @@ class SourceView(QWidget):
         self._ocr_wait = None
         if self._mode != "pdf":
             return
-        boxes = []
-        if isinstance(ocr, PageOcr):
-            size = self.document.pagePointSize(page - 1)
-            boxes = ocr_boxes(ocr, self._spans, page, size)
-            self.pdf_view.scan_text = (page - 1, _words_extent(ocr, size))
-            self._apply_pdf_zoom()  # "fit width" fits the printed text of the scan, as on other pages
-        self.pdf_view.highlight_page = page - 1
-        self.pdf_view.highlight_boxes = boxes
+        boxes = self.pdf_view.mark_scan(page - 1, ocr, self._spans, self._pdf_zoom)
         self._found, self._ocr_shown = bool(boxes), isinstance(ocr, PageOcr)
         self._highlighted = self._passage if boxes else ""
-        if self.pdf_view.follow:
-            self.pdf_view.scroll_to_highlight()
-        self.pdf_view.viewport().update()
         self._set_note()
         self._shown()
-
-    def _pdf_highlight(self, page0: int, passage: str) -> tuple[list[QRectF], str]:
-        if not passage.strip():
-            return [], ""
-        selection = self.document.getAllText(page0)
-        page_text = selection.text() if selection.isValid() else ""
-        where = self._stored_span(page_text, page0 + 1, passage) or locate_passage(page_text, passage)
-        if where is None:
-            return [], ""
-        start, end = where
-        match = self.document.getSelectionAtIndex(page0, start, end - start)
-        if not match.isValid():
-            return [], ""
-        boxes = merge_line_boxes([polygon.boundingRect() for polygon in match.bounds()])
-        return boxes, match.text()
-
-    def _stored_span(self, page_text: str, page: int, passage: str) -> tuple[int, int] | None:
-        """PDFium's characters of the passage's span on `page`, when they hold its letters."""
-        spans = [span for span in self._spans if span.page == page and span.end > span.start]
-        if not spans:
-            return None
-        return span_on_page(page_text, min(s.start for s in spans), max(s.end for s in spans), passage)
 
     def _on_pdf_page_changed(self, page0: int) -> None:
         if self._mode == "pdf" and page0 + 1 != self._page:
@@ -706,8 +412,8 @@ class SourceView(QWidget):
         except OSError as error:
             self._show_message("error", page, f"“{file.name}” could not be read: {error}")
             return False
-        if key == self._text_key and self._text_doc is not None:
-            self._show_text_page(self._text_doc, page)
+        if key == self.text_view.text_key and self.text_view.text_doc is not None:
+            self._show_text_page(page)
             return False
         self._reading = (self.reader.read(file), page, key)
         self._show_message("opening", page, f"Opening “{file.name}”…")
@@ -728,11 +434,8 @@ class SourceView(QWidget):
             return  # superseded
         _, page, key = self._reading
         self._reading = None
-        document = _text_document(parsed.pages)
-        self.text_view.setPlainText(document.text)
-        self._set_cell_stops()
-        self._text_doc, self._text_key = document, key
-        self._show_text_page(document, page)
+        self.text_view.set_text(text_document(parsed.pages), key)
+        self._show_text_page(page)
         self._shown()
 
     def _on_read_failed(self, ticket: int, message: str) -> None:
@@ -743,117 +446,30 @@ class SourceView(QWidget):
         self._show_message("error", page, message)
         self._shown()
 
-    def _show_text_page(self, document: _TextDocument, page: int) -> None:
+    def _show_text_page(self, page: int) -> None:
         self._mode = "text"
         self._show_widget(self.text_view)
+        document = self.text_view.text_doc
         count = len(document.starts)
-        index = self._page_index(document, page)
+        index = page_index(document, page)
         self._page = document.numbers[index] if count else 1
         where = None
         if self._passage.strip() and count:
-            where = self._span_range(document) or self._located(document, index)
-        self._highlight_text(document, where, index)
+            where = self.text_view.find(index, self._passage, self._spans)
+        marked = self.text_view.mark(where, index)
+        if marked is not None:
+            self._found = True
+            self._highlighted, self._page = marked
         self._set_note()
         self._set_title()
 
-    def _span_range(self, document: _TextDocument) -> tuple[int, int] | None:
-        """The passage's characters in the document, from its stored spans, when they still
-        fit the file (None for empty spans, as saved before spans were kept)."""
-        starts, ends = [], []
-        for span in self._spans:
-            if span.end <= span.start or span.page not in document.numbers:
-                continue
-            index = document.numbers.index(span.page)
-            if not document.exact[index]:
-                return None  # line ends changed: the offsets no longer count the same
-            page_end = (document.starts[index + 1] - 2 if index + 1 < len(document.starts)
-                        else len(document.text))
-            begin = document.starts[index]
-            if begin + span.end > page_end:
-                return None
-            starts.append(begin + span.start)
-            ends.append(begin + span.end)
-        if not starts:
-            return None
-        where = min(starts), max(ends)
-        return where if same_letters(document.text[where[0]:where[1]], self._passage) else None
-
-    def _located(self, document: _TextDocument, index: int) -> tuple[int, int] | None:
-        """The passage found by its text: on its page and the next (it may run on across the
-        break), else anywhere."""
-        start = document.starts[index]
-        count = len(document.starts)
-        end = document.starts[index + 2] if index + 2 < count else len(document.text)
-        where = locate_passage(document.text, self._passage, start, end)
-        return where if where is not None else locate_passage(document.text, self._passage)
-
-    @staticmethod
-    def _page_index(document: _TextDocument, page: int) -> int:
-        if not document.numbers:
-            return 0
-        if page in document.numbers:
-            return document.numbers.index(page)
-        return min(max(0, page - 1), len(document.numbers) - 1)
-
-    def _highlight_text(self, document: _TextDocument, where: tuple[int, int] | None,
-                        index: int) -> None:
-        text = document.text
-        cursor = QTextCursor(self.text_view.document())
-        selections = []
-        if where is not None:
-            start, end = where
-            cursor.setPosition(_utf16_offset(text, start))
-            cursor.setPosition(_utf16_offset(text, end), QTextCursor.MoveMode.KeepAnchor)
-            marker = QTextEdit.ExtraSelection()
-            marker.cursor = QTextCursor(cursor)
-            char_format = QTextCharFormat()
-            char_format.setBackground(HIGHLIGHT_TEXT_BACKGROUND)
-            char_format.setForeground(HIGHLIGHT_TEXT_FOREGROUND)
-            marker.format = char_format
-            selections.append(marker)
-            self._found = True
-            self._highlighted = text[start:end]
-            self._page = document.numbers[self._index_at(document.starts, start)]
-        else:
-            cursor.setPosition(document.starts16[index] if document.starts16 else 0)
-        self.text_view.setExtraSelections(selections)
-        with self._quiet_scrolling():
-            self.text_view.setTextCursor(cursor)  # scrolls it into view, anywhere
-        # the start of the passage (or page) a little below the top, rather than at the bottom
-        self._scroll_text_to(cursor.selectionStart(), self.text_view.viewport().height() // 5)
-
-    def _scroll_text_to(self, position: int, below_top: int) -> None:
-        """Scroll so that `position` is `below_top` pixels under the top of the view."""
-        cursor = QTextCursor(self.text_view.document())
-        cursor.setPosition(position)
-        bar = self.text_view.verticalScrollBar()
-        with self._quiet_scrolling():
-            bar.setValue(bar.value() + self.text_view.cursorRect(cursor).top() - below_top)
-
-    @contextmanager
-    def _quiet_scrolling(self):
-        """Our own scrolling: the page shown is the one we chose, not the one at the top."""
-        self._programmatic_scroll = True
-        try:
-            yield
-        finally:
-            self._programmatic_scroll = False
-
-    @staticmethod
-    def _index_at(starts: tuple[int, ...], position: int) -> int:
-        """The index of the page that `position` lies on, given the pages' starts."""
-        return max(0, bisect_right(starts, position) - 1)
-
     def _on_text_scrolled(self) -> None:
-        if self._mode != "text" or self._text_doc is None or self._programmatic_scroll:
+        text_doc = self.text_view.text_doc
+        if self._mode != "text" or text_doc is None or self.text_view.programmatic_scroll:
             return
-        if not self._text_doc.numbers:
+        if not text_doc.numbers:
             return
-        viewport = self.text_view.viewport()
-        probe = viewport.rect().topLeft() + QPoint(0, viewport.height() // 4)
-        position = self.text_view.cursorForPosition(probe).position()
-        index = self._index_at(self._text_doc.starts16, position)
-        number = self._text_doc.numbers[index]
+        number = self.text_view.page_at_top()
         if number != self._page:
             self._page = number
             self._set_title()
@@ -868,55 +484,29 @@ class SourceView(QWidget):
                 if page - 1 == self.pdf_view.highlight_page:
                     self.pdf_view.scroll_to_highlight()
                 self._set_title()
-        elif self._mode == "text" and self._text_doc is not None:
-            numbers = self._text_doc.numbers
-            if page in numbers:
-                self._page = page
-                start = self._text_doc.starts[numbers.index(page)]
-                cursor = QTextCursor(self.text_view.document())
-                cursor.setPosition(_utf16_offset(self._text_doc.text, start))
-                with self._quiet_scrolling():
-                    self.text_view.setTextCursor(cursor)
-                self._scroll_text_to(cursor.position(), 0)
-                self._set_title()
+        elif self._mode == "text" and self.text_view.go_to(page):
+            self._page = page
+            self._set_title()
         self._update_controls()
 
     def _zoom(self, factor: float) -> None:
         if self._mode == "pdf":
             self._pdf_zoom = min(ZOOM_MAX, max(ZOOM_MIN, self.pdf_view.zoomFactor() * factor))
-            self._apply_pdf_zoom()
+            self.pdf_view.apply_zoom(self._pdf_zoom)
             self.pdf_view.scroll_to_highlight()
             self.zoomChosen.emit(self._pdf_zoom)
         elif self._mode == "text":
             base = self.font().pointSizeF()
             step = 2.0 if factor > 1 else -2.0
-            size = min(base * ZOOM_MAX, max(6.0, base + self._text_zoom + step))
-            self._text_zoom = size - base
-            self._apply_text_zoom()
+            size = min(base * ZOOM_MAX, max(6.0, base + self.text_view.zoom_points + step))
+            self.text_view.zoom_points = size - base
+            self.text_view.apply_zoom(self.font())
         self._update_controls()
-
-    def _apply_text_zoom(self) -> None:
-        """The text view's font: the application's plus the zoom, so that it follows a change
-        of font size in the settings (QTextEdit.zoomIn would pin it)."""
-        font = QFont(self.font())
-        font.setPointSizeF(self.font().pointSizeF() + self._text_zoom)
-        self.text_view.setFont(font)
-        self._set_cell_stops()
-
-    def _set_cell_stops(self) -> None:
-        """Tab stops past the widest table cell shown (a tab sets cells apart, as ingestion reads
-        tables), so that "Base plate<tab>M16" never runs together; capped for a long cell."""
-        metrics = self.text_view.fontMetrics()
-        cells = [cell for line in self.text_view.toPlainText().splitlines() if "\t" in line
-                 for cell in line.split("\t")[:-1]]
-        widest = max((metrics.horizontalAdvance(cell[:MAX_CELL_CHARS]) for cell in cells), default=0)
-        self.text_view.setTabStopDistance(max(widest, metrics.horizontalAdvance("x" * 8)) +
-                                          metrics.horizontalAdvance("   "))
 
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() == QEvent.Type.FontChange:
-            self._apply_text_zoom()
+            self.text_view.apply_zoom(self.font())
 
     def _show_widget(self, widget: QWidget) -> None:
         """Show the page, the text or the message; focusing the view focuses it (Ctrl+4)."""
@@ -937,21 +527,15 @@ class SourceView(QWidget):
 
     def _set_title(self) -> None:
         label = ""
-        if self._mode == "text" and self._text_doc is not None and self._text_doc.numbers:
-            index = self._page_index(self._text_doc, self._page)
-            label = self._text_doc.labels[index]
-        printed = self._printed_label() if self._mode == "pdf" else ""
+        text_doc = self.text_view.text_doc
+        if self._mode == "text" and text_doc is not None and text_doc.numbers:
+            label = text_doc.labels[page_index(text_doc, self._page)]
+        printed = self.pdf_view.printed_label(self._page) if self._mode == "pdf" else ""
         where = pages_text((self._page,), (printed or str(self._page),))
         if label and label != self._title_name:
             where += f" ({label})"
         self.title.set_full_text(f"{self._title_name} — {where}")
         self.title.setToolTip(self._path)
-
-    def _printed_label(self) -> str:
-        """The shown PDF page's printed label (as the citations name it), "" when it is just
-        its number. QtPdf reads the same /PageLabels tree as the indexer, for any page."""
-        label = " ".join(self.document.pageLabel(self._page - 1).split())
-        return label if label and label != str(self._page) else ""
 
     def _set_note(self) -> None:
         scan = f" {OCR_NOTE}" if self._ocr_shown else ""
@@ -966,8 +550,9 @@ class SourceView(QWidget):
     def _update_controls(self) -> None:
         paged = self._mode in ("pdf", "text")
         count = self.page_count()
-        if self._mode == "text" and self._text_doc is not None and self._text_doc.numbers:
-            numbers = self._text_doc.numbers
+        text_doc = self.text_view.text_doc
+        if self._mode == "text" and text_doc is not None and text_doc.numbers:
+            numbers = text_doc.numbers
             first, last = numbers[0], numbers[-1]
         else:
             first, last = 1, count
