@@ -66,7 +66,7 @@ class _HTMLText(HTMLParser):
             self._end_line()
             self._heading = (_SECTION_HEADINGS[tag], [])
         elif tag in _CELLS and "".join(self._line).strip():
-            self._line[-1] = self._line[-1].rstrip()
+            self._line[-1] = self._line[-1].rstrip(" ")  # an empty cell keeps its tab
             self._line.append("\t")  # cells apart, as a PDF's are: the lead reads a row
         elif tag in _BLOCKS:
             self._end_line()

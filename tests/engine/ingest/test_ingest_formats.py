@@ -394,3 +394,10 @@ def test_find_documents_gives_normal_paths_once_and_says_which_inputs_gave_nothi
     assert found.files == (normal_path(tmp_path / "docs" / "pump.md"),)
     assert found.empty == ("empty",) and found.missing == ("gone.pdf",) and found.unreadable == ()
     assert normal_path("docs/pump.md") == str(tmp_path / "docs" / "pump.md")
+
+
+def test_an_html_table_keeps_an_empty_cell_in_its_column(tmp_path):
+    path = tmp_path / "codes.html"
+    path.write_text("<html><body><table><tr><th>Code</th><th>Reset</th><th>Meaning</th></tr>"
+                    "<tr><td> E1 </td><td></td><td>Fan stalled</td></tr></table></body></html>", encoding="utf-8")
+    assert "Code\tReset\tMeaning\nE1\t\tFan stalled" in parse_file(path).pages[0].text
