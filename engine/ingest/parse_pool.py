@@ -61,7 +61,7 @@ from engine.errors import DocumentError, EngineProcessError
 from engine.hashing import sha256_file
 from engine.ingest.discover import is_supported
 from engine.ingest.ocr_pages import OcrOptions
-from engine.types import OutlineEntry, Page, PageOcr, PageProgress, ParsedDocument
+from engine.types import CancelFlag, OutlineEntry, Page, PageOcr, PageProgress, ParsedDocument
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.atomic_file import write_atomic
-from engine.models.manifest import MANIFEST, read_manifest
+from engine.models.manifest import read_manifest
 from engine.models.registry import BUILTIN_LLM, ModelInfo, list_models
-from engine.paths import AppPaths
+from engine.paths import MANIFEST, AppPaths
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from engine.errors import ModelError
-from engine.models.manifest import MANIFEST, atomic_folder, write_manifest
+from engine.models.manifest import atomic_folder, write_manifest
+from engine.paths import MANIFEST
 
 CONFIG = "genai_config.json"
 MAX_CONTEXT = 1 << 20

@@ -16,6 +16,7 @@ import onnx
 from gguf import GGUFReader
 
 from engine.errors import ModelError
+from engine.hashing import sha256_file
 from engine.models.chat_templates import settle_chat_template
 from engine.models.decoder_graph import DecoderSpec, DecoderWeights, LayerRope, build_decoder
 from engine.models.external_data import ExternalData
@@ -25,7 +26,7 @@ from engine.models.gguf_weights import (
     CHUNK_VALUES, BlockWeight, concat_rows, embedding_weight, matmul_weight, quantize_blocks, recording, summarize,
     to_float,
 )
-from engine.models.manifest import atomic_folder, sha256_file, write_manifest
+from engine.models.manifest import atomic_folder, write_manifest
 from engine.models.versions import GGUF_CONVERTER
 
 Progress = Callable[[float, str], None]
