@@ -1,20 +1,19 @@
 """Reading a cited document's pages for the source view, off the GUI thread.
 
-    GUI thread                          "sources" WorkerThread (started at the first read)
+    GUI thread                          "sources" QThread (runs while there is a read to do)
     SourceReader
-      read(path) -> ticket ── job ─────> _Reader.work(): pool.imap([path], cancel) — a
+      read(path) -> ticket ── latest ──> _ReadThread.run(): pool.imap([path], cancel) — a
                                          ParsePool child parses it, within the pool's time
                                          and memory limits
       pagesRead(ticket, document) <───── the ParsedDocument
       readFailed(ticket, message) <───── why not (the pool's DocumentError, in words)
 
 Only the latest read counts: a newer one sets the older one's cancel flag (the pool looks at
-it every 0.1 s while it waits and kills a child still parsing; a job superseded before it
-started does nothing), and nothing is sent for it. The pool is closed when no read is left: an
-idle reader holds no child. The thread is the controllers' WorkerThread
-(controllers/worker_thread.py), which stops it, waited for, when the reader is deleted with its
-parent and when the application quits; shutdown() does the same at once. (A document read again
-is served from the view's copy, so the child's start is paid once per document shown.)
+it every 0.1 s while it waits and kills a child still parsing), and nothing is sent for it.
+The thread ends, closing its pool, when no read is left: an idle reader holds no thread and no
+child. shutdown() cancels the read and waits for the thread; it also runs when the reader is
+deleted with its parent, and when the application quits. (A document read again is served
+from the view's copy, so the child's start is paid once per document shown.)
 
 The pool runs without OCR (ParsePool's default): showing a document never recognises its
 scanned pages again (seconds a page). A PDF is shown by QtPdf, and the view marks a passage on
@@ -33,69 +32,82 @@ import shutil
 import tempfile
 import threading
 import weakref
+from functools import partial
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+import shiboken6
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 from PySide6.QtPdf import QPdfDocument
 
-from desktop_app.controllers.worker_thread import WorkerThread
 from engine.errors import EngineError
 from engine.ingest.parse_pool import ParsePool
 
 log = logging.getLogger(__name__)
 
 
-class _Pending:
-    """How many jobs are queued or running, under a lock: the GUI thread adds them, the
-    jobs' thread drops them."""
+class _Latest:
+    """The latest read asked for, handed from the GUI thread to the read thread."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._count = 0
+        self._job: tuple[int, str, threading.Event] | None = None
+        self.flag = threading.Event()  # the cancel flag of the latest read
 
-    def add(self) -> None:
+    def put(self, ticket: int, path: str) -> None:
         with self._lock:
-            self._count += 1
+            self.flag.set()
+            self.flag = threading.Event()
+            self._job = (ticket, path, self.flag)
 
-    def drop(self) -> None:
+    def take(self) -> tuple[int, str, threading.Event] | None:
         with self._lock:
-            self._count -= 1
+            job, self._job = self._job, None
+            return job
 
-    def last(self) -> bool:
-        """Only the job ending now is left: what it held may be closed."""
+    def waiting(self) -> bool:
         with self._lock:
-            return self._count <= 1
+            return self._job is not None
 
-    def __bool__(self) -> bool:
+    def cancel(self) -> None:
         with self._lock:
-            return self._count > 0
+            self.flag.set()
+            self._job = None
 
 
-class _Work:
-    """What the jobs do, on their thread. It holds no reference to its QObject (no cycle)."""
+class _LatestThread(QThread):
+    """Does the latest job asked for, until none is left; done(ticket, result) for each one
+    that was not superseded before its result was ready."""
+
+    done = Signal(int, object)
+
+    def __init__(self, latest: _Latest, name: str):
+        super().__init__()
+        self.setObjectName(name)
+        self._latest = latest
+
+    def run(self) -> None:
+        try:
+            while (job := self._latest.take()) is not None:
+                ticket, path, cancel = job
+                result = self.work(path, cancel)
+                if result is not None:  # one superseded meanwhile is dropped by its ticket, on
+                    self.done.emit(ticket, result)  # the GUI thread (a QPdfDocument lives there)
+        finally:
+            self.close()
 
     def work(self, path: str, cancel: threading.Event):
         """The result for `path`, or None when it was superseded (nothing is sent)."""
         raise NotImplementedError
 
     def close(self) -> None:
-        """Runs when no job is left, and as the thread ends: an idle reader holds nothing."""
+        """Runs as the thread ends: an idle reader holds nothing."""
 
 
-def _job(work: _Work, pending: _Pending, ticket: int, path: str, cancel: threading.Event):
-    """One job, on the thread: (ticket, result), None as the result when it was superseded."""
-    try:
-        return ticket, (None if cancel.is_set() else work.work(path, cancel))
-    finally:
-        if pending.last():
-            work.close()
-        pending.drop()
-
-
-class _Reader(_Work):
+class _ReadThread(_LatestThread):
     """Parses in a ParsePool child, owned while there is work: a ParsedDocument or a message."""
 
-    def __init__(self, limits: dict):
+    def __init__(self, latest: _Latest, limits: dict):
+        super().__init__(latest, "sources")
         self._limits = limits
         self.pool: ParsePool | None = None
 
@@ -120,7 +132,7 @@ class _Reader(_Work):
             self.pool = None
 
 
-class _PdfWork(_Work):
+class _PdfThread(_LatestThread):
     """Opens a PDF with QtPdf: a QPdfDocument handed over to the GUI thread, or why not.
 
     QtPdf's load holds Python's GIL (PySide6 does not release it there), so a file whose
@@ -129,7 +141,8 @@ class _PdfWork(_Work):
     first; a damaged file is saved once, repaired, to a temporary copy that QtPdf opens at once.
     """
 
-    def __init__(self, gui_thread: QThread, copies: "_Copies"):
+    def __init__(self, latest: _Latest, gui_thread: QThread, copies: "_Copies"):
+        super().__init__(latest, "pdf")
         self._gui_thread = gui_thread
         self._copies = copies
 
@@ -193,55 +206,62 @@ class _Copies:
 
 
 class _LatestJobs(QObject):
-    """The latest job asked for, done on a WorkerThread (started at the first): tickets,
-    cancel, shutdown. done(ticket, result) carries only the latest job's result."""
+    """The GUI thread's side of a _LatestThread: tickets, cancel, start on demand, shutdown.
+    done(ticket, result) carries only the latest job's result."""
 
     done = Signal(int, object)
 
-    def __init__(self, name: str, work: _Work, parent: QObject | None = None):
+    def __init__(self, thread: _LatestThread, latest: _Latest, parent: QObject | None = None):
         super().__init__(parent)
         self._ticket = 0
         self._closed = False
-        self._work = work
-        self._pending = _Pending()
-        self._cancel = threading.Event()  # the cancel flag of the latest job
-        # no limit on the waits (the owner's end, the app's quit): a job ends within 0.1 s of
-        # its cancel flag, and the thread must not be destroyed while it runs
-        self._jobs = WorkerThread(name, self, close=work.close, wait_ms=None, start=False)
-        self._jobs.finished.connect(self._on_done)
+        self._latest = latest
+        self._thread = thread
+        self._thread.done.connect(self._on_done)
+        self._thread.finished.connect(self._on_thread_finished)
+        # a plain function, not a method: it runs while this object is being deleted
+        self.destroyed.connect(partial(_stop, self._thread, self._latest))
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
 
     def read(self, path: str | Path) -> int:
         """Do the job for `path` off the GUI thread; returns the ticket its result will carry."""
         self._ticket += 1
         if not self._closed:
-            self._cancel.set()  # only the latest counts
-            self._cancel = threading.Event()
-            self._pending.add()
-            self._jobs.start()
-            self._jobs.run(_job, self._work, self._pending, self._ticket, str(path), self._cancel,
-                           cancel=self._cancel)
+            self._latest.put(self._ticket, str(path))
+            self._start()
         return self._ticket
 
     def cancel(self) -> None:
         """Nothing more arrives for the jobs asked for so far."""
         self._ticket += 1
-        self._cancel.set()
+        self._latest.cancel()
 
     def busy(self) -> bool:
         """Whether a job is waiting or going on (also one cancelled, until it has ended)."""
-        return bool(self._pending)
+        return self._thread.isRunning() or self._latest.waiting()
 
     def shutdown(self) -> None:
         """Stop the job in progress and wait for the thread. Safe to call twice."""
         if not self._closed:
             self._closed = True
             self.cancel()
-            self._jobs.stop(None)
+            _stop(self._thread, self._latest)
 
-    @Slot(object)
-    def _on_done(self, done: tuple) -> None:
-        ticket, result = done
-        if result is not None and ticket == self._ticket and not self._closed:
+    def _start(self) -> None:
+        if not self._thread.isRunning():
+            self._thread.start()
+
+    @Slot()
+    def _on_thread_finished(self) -> None:
+        # a job asked for while the thread was ending: it was not taken, so start again
+        if self._latest.waiting() and not self._closed:
+            self._start()
+
+    @Slot(int, object)
+    def _on_done(self, ticket: int, result) -> None:
+        if ticket == self._ticket and not self._closed:
             self.done.emit(ticket, result)
 
 
@@ -256,7 +276,8 @@ class SourceReader(_LatestJobs):
     readFailed = Signal(int, str)  # ticket, a message for the user
 
     def __init__(self, parent: QObject | None = None, **limits):
-        super().__init__("sources", _Reader(limits), parent)
+        latest = _Latest()
+        super().__init__(_ReadThread(latest, limits), latest, parent)
         self.done.connect(self._relay)
 
     def _relay(self, ticket: int, result) -> None:
@@ -275,7 +296,13 @@ class PdfOpener(_LatestJobs):
     """
 
     def __init__(self, parent: QObject | None = None):
-        copies = _Copies()
-        super().__init__("pdf", _PdfWork(QThread.currentThread(), copies), parent)
+        latest, copies = _Latest(), _Copies()
+        super().__init__(_PdfThread(latest, QThread.currentThread(), copies), latest, parent)
         self.destroyed.connect(copies.remove)  # after the thread has stopped (the base's first)
 
+
+def _stop(thread: _LatestThread, latest: _Latest) -> None:
+    """Cancel the job and wait for the thread (which closes what it holds as it ends)."""
+    latest.cancel()
+    if shiboken6.isValid(thread):  # at the interpreter's exit it may be gone first
+        thread.wait()
