@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -77,10 +76,6 @@ class PageText:
         if end == start:
             return self.index[start], self.index[start]
         return self.index[start], self.index[end - 1] + 1
-
-    def clean_offset(self, raw: int) -> int:
-        """The cleaned text's offset of raw character `raw` (or of the next one kept)."""
-        return bisect_right(self.index, raw - 1, 0, len(self.text))
 
 
 def clean_text(raw: str, words: "HyphenWords | None" = None) -> str:
