@@ -33,7 +33,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.answer.assistant import AssistantSettings, open_assistant  # noqa: E402
+from engine.answer.assistant import AssistantSettings  # noqa: E402
+from engine.answer.session import open_assistant  # noqa: E402
 from engine.encoders.embedder import Embedder  # noqa: E402
 from engine.evaluation.qa import load_qa  # noqa: E402
 from engine.models.registry import prepare_builtin_llm, resolve_embedder  # noqa: E402

@@ -115,7 +115,7 @@ def _measure(items, retriever: Retriever) -> dict:
 
 
 def _answers(items, embedder) -> dict:
-    from engine.answer.assistant import open_assistant
+    from engine.answer.session import open_assistant
     from engine.models.registry import prepare_builtin_llm
 
     paths = AppPaths(CACHE / f"retrieval-{CHOSEN_SIZE}")
@@ -135,7 +135,8 @@ def _latency(items) -> list[dict]:
     """Question to first token, retrieval included, per prompt budget: interleaved, medians."""
     from dataclasses import replace
 
-    from engine.answer.assistant import AssistantSettings, open_assistant
+    from engine.answer.assistant import AssistantSettings
+    from engine.answer.session import open_assistant
     from engine.models.registry import prepare_builtin_llm
 
     questions = [item.question for item in items if item.answerable][:LATENCY_QUESTIONS]

@@ -243,7 +243,7 @@ class Operator(QObject):
         controller.engineRestarting.connect(self._on_restarting)
 
     def _child_pid(self) -> int:
-        llm = self.window.assistant.worker._llm  # set once modelReady came
+        llm = self.window.assistant.worker.llm  # set once modelReady came
         return llm.pid if llm is not None and llm.pid else 0
 
     def _on_done(self, event) -> None:
@@ -380,9 +380,9 @@ def open_kiosk(paths, llm_folder: Path | None, answer=None, settings=None, load_
     window.assistant.modelFailed.connect(lambda message: (failed.append(message), loop.quit()))
     QTimer.singleShot(int(load_timeout_s * 1000), loop.quit)
     window.show()
-    if window.assistant.worker._llm is None:
+    if window.assistant.worker.llm is None:
         loop.exec()
-    if failed or window.assistant.worker._llm is None:
+    if failed or window.assistant.worker.llm is None:
         window.close()
         raise RuntimeError(f"the model did not load: {failed or 'timed out'}")
     app.processEvents()

@@ -23,9 +23,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from engine.answer.answer_guard import AnswerGuard
 from engine.answer.grounding import (
@@ -44,7 +42,7 @@ from engine.answer.retrieval import Retriever
 from engine.answer.sentence_check import SUPPORTED_SHARE, check_sentences, has_content, unsupported_actions
 from engine.answer.timing import StageTimes
 from engine.errors import EngineError
-from engine.paths import DEFAULT_COLLECTION, AppPaths
+from engine.paths import AppPaths
 from engine.types import CancelFlag, CheckedSentence, Citation, LanguageModel, Passage, Quote
 
 log = logging.getLogger(__name__)
@@ -241,42 +239,6 @@ class Assistant:
         stats.timings_s["total"] = sum(v for k, v in stats.timings_s.items() if k != "total")
         self.metrics.record_answer(stats)
         return DoneEvent(answer, stats, lead=lead, sentences=sentences)
-
-
-@contextmanager
-def open_assistant(paths: AppPaths, collection: str = DEFAULT_COLLECTION, llm_folder: Path | None = None,
-                   provider: str = "auto", settings: AssistantSettings | None = None, metrics=None,
-                   use_reranker: bool = True, engine_url: str | None = None, engine_key: str | None = None,
-                   engine_model: str | None = None) -> Iterator[Assistant]:
-    """An Assistant on a collection (read-only), the built-in embedder, the reranker (imported,
-    else built-in; none if it cannot load), and the LLM: in its own process, or with
-    `engine_url` a remote OpenAI-compatible engine (engine.llm.remote); all closed on exit. A
-    collection that damage left with nothing to answer from raises CollectionDamagedError saying
-    what happened (not "no manuals are indexed yet"); what was repaired is in store.open_report."""
-    from engine.store.indexer import default_embedder, open_collection
-
-    embedder = default_embedder(paths)
-    store = open_collection(paths, collection, embedder, read_only=True)
-    try:
-        store.refuse_if_emptied()
-        reranker = imported_reranker(paths) if use_reranker else None
-        with _chosen_llm(paths, llm_folder, provider, engine_url, engine_key, engine_model) as llm:
-            yield Assistant(Retriever(store, embedder, reranker), llm, settings, metrics)
-    finally:
-        store.close()
-
-
-def _chosen_llm(paths: AppPaths, llm_folder: Path | None, provider: str, engine_url: str | None,
-                engine_key: str | None, engine_model: str | None):
-    """The remote engine when a URL is given, else the local model in its own process."""
-    if engine_url:
-        from engine.llm.remote import remote_llm
-
-        return remote_llm(paths, engine_url, engine_key, engine_model)
-    from engine.llm.process import LLMClient
-    from engine.models.registry import resolve_llm
-
-    return LLMClient(llm_folder or resolve_llm(paths), provider)
 
 
 def imported_reranker(paths: AppPaths):

@@ -6,6 +6,7 @@ import contextlib
 import json
 import sys
 import threading
+from dataclasses import replace
 
 from engine.cli.common import (
     CANCELLED_EXIT,
@@ -74,18 +75,30 @@ def _answering_options():
 
 @contextlib.contextmanager
 def _open(args, paths):
-    """The assistant; what opening the collection repaired is printed first, on stderr, and a
-    damaged collection's error is said once (by main), not also by the log."""
-    from engine.answer.assistant import open_assistant
+    """The answering session; what opening the collection repaired is printed first, on stderr,
+    and a damaged collection's error is said once (by main), not also by the log."""
+    from engine.answer.session import AnswerSession, SessionConfig
+    from engine.config import load_settings
+    from engine.llm.supervisor import ModelChoice
 
     _refuse_a_missing_collection(args, paths)  # before minutes of preparing the model
     url, key, model = engine_of(args, paths)
     folder = None if url else llm_folder(paths, args.model)  # a remote engine needs no local model
-    with collection_told(), open_assistant(paths, args.collection, folder, args.provider,
-                                           use_reranker=not args.no_rerank, engine_url=url,
-                                           engine_key=key, engine_model=model) as assistant:
-        print_repairs(assistant.retriever.store.open_report.get("repaired"))
-        yield assistant
+    settings = replace(load_settings(paths.settings_file), use_reranker=not args.no_rerank)
+    choice = ModelChoice(args.provider, folder, args.model, url, key, model)
+    with collection_told(), AnswerSession(paths, args.collection, _tell) as session:
+        session.open(SessionConfig(settings, args.provider, model=choice))
+        print_repairs(session.assistant().retriever.store.open_report.get("repaired"))
+        yield session
+
+
+def _tell(record) -> None:
+    """What the model's supervisor says that a person at the command line should know: the
+    remote engine went away, and what answers instead."""
+    from engine.llm.supervisor import EngineUnreachable
+
+    if isinstance(record, EngineUnreachable):
+        print(visible(record.message), file=sys.stderr)
 
 
 # -- ask and chat --------------------------------------------------------------------------
@@ -100,8 +113,8 @@ def _refuse_a_missing_collection(args, paths) -> None:
 def _ask(args, paths) -> int:
     """0 answered; NOT_COVERED_EXIT when the manuals do not cover the question; 1 an error."""
     cancel = threading.Event()
-    with _open(args, paths) as assistant, ctrl_c_sets(cancel):
-        events = assistant.ask(args.question, cancel=cancel)
+    with _open(args, paths) as session, ctrl_c_sets(cancel):
+        events = session.ask(args.question, cancel=cancel)
         if args.json:
             record = _print_json(args.question, events)
             answerable = None if record is None else record.get("stats", {}).get("answerable")
@@ -118,7 +131,7 @@ def _ask(args, paths) -> int:
 def _chat(args, paths) -> int:
     history: list[dict] = []
     print("Ask about your manuals. An empty line or Ctrl-D ends; Ctrl-C stops an answer.", file=sys.stderr)
-    with _open(args, paths) as assistant:
+    with _open(args, paths) as session:
         while True:
             try:
                 question = input("\n> ").strip()
@@ -128,7 +141,7 @@ def _chat(args, paths) -> int:
                 break
             cancel = threading.Event()
             with ctrl_c_sets(cancel):
-                done = _print_answer(assistant.ask(question, history, cancel))
+                done = _print_answer(session.ask(question, history, cancel))
             if done is not None:
                 history += [{"role": "user", "content": question},
                             {"role": "assistant", "content": done.answer}]
@@ -303,7 +316,8 @@ def _eval(args, paths) -> int:
 def _eval_parts(args, paths):
     """(retriever, assistant) with the LLM, or (retriever, None) for --retrieval-only."""
     if not args.retrieval_only:
-        with _open(args, paths) as assistant:
+        with _open(args, paths) as session:
+            assistant = session.assistant()
             yield assistant.retriever, assistant
         return
     from engine.answer.assistant import imported_reranker

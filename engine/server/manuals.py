@@ -60,7 +60,7 @@ async def ask(body: AskRequest, request: Request):
 
     def events():
         with ticket.lease(cancel) as slot:  # waits in this thread for a free LLM process
-            for event in state.assistant(name, slot).ask(body.question, history, cancel):
+            for event in state.session(name, slot).ask(body.question, history, cancel):
                 if event.kind == "passages":
                     state.metrics.record_retrieval(event.relevance)
                 yield event

@@ -3,7 +3,7 @@
     state.pool            the LLM processes (or a remote engine's slots) and their queue
     state.embedder        the built-in embedder (one ONNX session; thread-safe)
     state.metrics         the Prometheus metrics of answers and requests
-    state.assistant(name, slot)   an Assistant on a collection, for one leased slot
+    state.session(name, slot)     the AnswerSession of a collection on one leased slot
     state.documents(name) the collection's documents
 
 Loading (the embedder, then each LLM process) runs in a background thread, so that /health
@@ -42,10 +42,11 @@ class ServerState:
         self.embedder = None
         self._given_embedder = embedder  # a loaded one (tests); None: the built-in one, loaded here
         self.load_error: str | None = None  # why loading failed, for /ready
-        self._stores: dict[tuple[str, int], object] = {}  # (collection, slot or -1) -> IndexStore
+        self._stores: dict[str, object] = {}  # collection -> the IndexStore of listings
+        self._sessions: dict[tuple[str, int], object] = {}  # (collection, slot) -> AnswerSession
         self._stores_lock = threading.Lock()
         self._loader: threading.Thread | None = None
-        self._reranker = None  # loaded at the first question; False when none is imported
+        self._shared_reranker = None  # loaded at the first question; False when none is imported
 
     def _llm_maker(self):
         """What makes one slot's unloaded LLM: a RemoteLLM on the engine, else a model process."""
@@ -109,9 +110,10 @@ class ServerState:
         self.pool.close()
         with self._stores_lock:
             stores, self._stores = list(self._stores.values()), {}
-        for store in stores:
-            store.close()
-        for encoder in (self.embedder, self._reranker):
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for part in sessions + stores:
+            part.close()
+        for encoder in (self.embedder, self._shared_reranker):
             if encoder and encoder is not self._given_embedder:  # a given one is its owner's
                 encoder.close()
 
@@ -127,37 +129,46 @@ class ServerState:
                                      "(offline-assistant-cli index --collection NAME FILES).")
         return name
 
-    def store(self, name: str, slot: int = -1):
-        """The collection's read-only store for one slot (-1: the one for listings). A slot
-        is used by one request at a time, so its SQLite handle is never shared."""
+    def store(self, name: str):
+        """The collection's read-only store for listings, shared by them under the lock."""
         from engine.store.indexer import open_collection
 
-        key = (self.check_collection(name), slot)
+        name = self.check_collection(name)
         with self._stores_lock:
-            store = self._stores.get(key)
+            store = self._stores.get(name)
             if store is None:
-                store = open_collection(self.paths, key[0], self._require_embedder(), read_only=True)
+                store = open_collection(self.paths, name, self._require_embedder(), read_only=True)
                 store.refuse_if_emptied()
-                self._stores[key] = store
+                self._stores[name] = store
             return store
 
-    def assistant(self, name: str, slot):
-        """An Assistant on collection `name` with the leased slot's LLM."""
-        from engine.answer.assistant import Assistant, imported_reranker
-        from engine.answer.retrieval import Retriever
+    def session(self, name: str, slot):
+        """The AnswerSession of collection `name` on the leased slot, with the settings file as
+        it is now. A slot serves one request at a time, so its session's SQLite handle is never
+        shared; the slot's model stays the pool's (restarted at its lease), the encoders the server's."""
+        from engine.answer.session import AnswerSession, SessionConfig
         from engine.config import load_settings
+        from engine.llm.supervisor import GivenModel
 
-        settings = load_settings(self.paths.settings_file)
-        reranker = self._reranker_once(imported_reranker) if settings.use_reranker else None
-        retriever = Retriever(self.store(name, slot.index), self._require_embedder(), reranker)
-        return Assistant(retriever, slot.llm, settings.assistant_settings(), self.metrics)
+        key = (self.check_collection(name), slot.index)
+        with self._stores_lock:
+            session = self._sessions.get(key)
+            if session is None:
+                session = AnswerSession(self.paths, key[0], metrics=self.metrics, model=GivenModel(slot.llm),
+                                        embedder=self._require_embedder(), reranker=self._reranker)
+                self._sessions[key] = session
+        return session.open(SessionConfig(load_settings(self.paths.settings_file)))
 
-    def _reranker_once(self, load):
-        if self.config.use_reranker and self._reranker is None:
+    def _reranker(self):
+        """The imported reranker, loaded once for every session (None when none is, or when the
+        server's config turns it off)."""
+        from engine.answer.assistant import imported_reranker
+
+        if self.config.use_reranker and self._shared_reranker is None:
             with self._stores_lock:
-                if self._reranker is None:
-                    self._reranker = load(self.paths) or False  # False: none is imported
-        return self._reranker or None
+                if self._shared_reranker is None:
+                    self._shared_reranker = imported_reranker(self.paths) or False  # False: none is imported
+        return self._shared_reranker or None
 
     def documents(self, name: str) -> list:
         store = self.store(name)

@@ -131,7 +131,7 @@ def test_retrieval_and_the_gate_on_both_sets_meet_the_floors(dev_data_dir):
 
 @pytest.mark.slow
 def test_answers_on_a_sample_of_every_family_meet_the_floors(dev_data_dir):
-    from engine.answer.assistant import open_assistant
+    from engine.answer.session import open_assistant
     from engine.evaluation.scoring import evaluate, summarize
 
     with open_assistant(AppPaths(dev_data_dir), COLLECTION) as assistant:

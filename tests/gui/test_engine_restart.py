@@ -9,10 +9,10 @@ import signal
 
 import pytest
 
-from desktop_app.controllers.assistant import RESTARTING, restart_delay
 from desktop_app.main_window import MainWindow
 from engine.answer.assistant import ErrorEvent
 from engine.config import Settings
+from engine.llm.supervisor import RESTARTING, restart_delay
 from engine.paths import AppPaths
 from tests.helpers.events import wait_event
 from tests.helpers.pump_chat import (
@@ -42,7 +42,7 @@ def controller(qtbot, indexed, tiny_llm_dir):
 
 def kill_model(qtbot, controller) -> int:
     """Kills the idle model's process; returns the new process id once the model is back."""
-    pid = controller.worker._llm.pid
+    pid = controller.worker.llm.pid
     seen = record(controller, "engineRestarting", "modelReady")
     with qtbot.waitSignal(controller.modelReady, timeout=LOAD_MS):
         os.kill(pid, signal.SIGKILL)
@@ -65,7 +65,7 @@ def test_a_killed_idle_model_process_is_restarted_and_answers_again(qtbot, contr
     controller.engineRestarting.connect(restarting.append)
     new_pid = kill_model(qtbot, controller)
     assert restarting and "restarting" in restarting[0]
-    assert controller.worker._llm.pid == new_pid
+    assert controller.worker.llm.pid == new_pid
     events = answer_of(qtbot, controller)
     assert events[-1].kind == "done" and events[-1].answer
     # and again: a second death is noticed just the same
@@ -80,7 +80,7 @@ def test_a_question_while_the_model_cannot_be_restarted_says_so(qtbot, controlle
         raise engine.llm.process.EngineProcessError("no process can be started")
 
     monkeypatch.setattr(engine.llm.process.LLMClient, "load", broken_load)
-    pid = controller.worker._llm.pid
+    pid = controller.worker.llm.pid
     seen = record(controller, "engineRestarting")
     os.kill(pid, signal.SIGKILL)
     qtbot.waitUntil(lambda: len(seen) >= 2, timeout=LOAD_MS)

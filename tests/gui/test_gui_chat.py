@@ -18,7 +18,6 @@ from PySide6.QtWidgets import QApplication
 
 from desktop_app.chat.bubbles import NOT_FOUND_TITLE, AnswerBubble
 from desktop_app.chat.view import ChatView
-from desktop_app.controllers.assistant import NO_MANUALS
 from engine.answer.assistant import (
     AnswerStats,
     DoneEvent,
@@ -28,6 +27,7 @@ from engine.answer.assistant import (
     TextEvent,
 )
 from engine.answer.grounding import Relevance
+from engine.answer.session import NO_MANUALS
 from engine.config import Settings
 from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
@@ -126,7 +126,7 @@ def test_stop_before_the_first_piece_drops_the_whole_answer(qtbot, controller):
 
 def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat):
     controller = chat._controller
-    llm = controller.worker._llm
+    llm = controller.worker.llm
     pid = llm.pid
     freeze_the_model_once_passages_are_shown(controller.worker, monkeypatch, pid)
     with wait_event(qtbot, controller.answerEvent, ErrorEvent, timeout=ANSWER_MS) as failed:
@@ -143,7 +143,7 @@ def test_engine_process_crash_shows_error_and_restarts(qtbot, monkeypatch, chat)
     # the window survives and the next question starts a fresh model process
     with wait_event(qtbot, controller.answerEvent, DoneEvent, timeout=ANSWER_MS):
         assert chat.ask(QUESTION)
-    assert controller.worker._llm.pid not in (None, pid)
+    assert controller.worker.llm.pid not in (None, pid)
 
 
 def freeze_the_model_once_passages_are_shown(worker, monkeypatch, pid: int) -> None:
@@ -173,12 +173,12 @@ def test_no_collection_yet_says_to_add_documents(qtbot, tmp_path, tiny_llm_dir):
 
 
 def test_new_settings_reopen_only_what_changed(qtbot, controller):
-    pid = controller.worker._llm.pid
+    pid = controller.worker.llm.pid
     controller.apply_settings(Settings(passages=2, max_new_tokens=16))
     events = answer_of(qtbot, controller)
     done = events[-1]
     assert done.stats.new_tokens <= 40  # ANSWER overrides the settings' generation length
-    assert len(events[0].passages) <= 3 and controller.worker._llm.pid == pid
+    assert len(events[0].passages) <= 3 and controller.worker.llm.pid == pid
 
 
 # -- the view ----------------------------------------------------------------------------------

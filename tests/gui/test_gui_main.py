@@ -321,7 +321,7 @@ def test_the_window_never_stalls_while_indexing_and_answering(qtbot, data, built
     heartbeat.stop()
     assert all(status_of(window, m) == "ready" for m in manuals)
     assert answered and answered[0].stats.answerable and answered[0].stats.new_tokens > 0
-    gui_mb, child_mb = rss_mb(), rss_mb(window.assistant.worker._llm.pid)
+    gui_mb, child_mb = rss_mb(), rss_mb(window.assistant.worker.llm.pid)
     with capsys.disabled():
         print(f"\n[stall] longest event-loop stall {heartbeat.longest_ms} ms over {heartbeat.ticks} ticks, "
               f"(longest GC pause {heartbeat.longest_gc_ms:.0f} ms), {len(answered)} answers while indexing; "

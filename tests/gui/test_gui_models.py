@@ -279,7 +279,7 @@ def test_the_chosen_model_is_saved_and_answers_the_next_question(qtbot, indexed_
         window.chat.input.setPlainText("How do I prime the pump?")
         assert window.chat.send()
     assert finished.args[0].stats.provider  # answered by the model's process
-    assert window.assistant.worker._model_folder == indexed_copy.models / "tiny-b"
+    assert window.assistant.worker.session.model.model_folder == indexed_copy.models / "tiny-b"
 
 
 @pytest.mark.slow

@@ -29,7 +29,6 @@ from engine.answer.assistant import (
     PassagesEvent,
     TextEvent,
     _citations,
-    open_assistant,
     quote_text,
     refers_back,
     retrieval_query,
@@ -38,6 +37,7 @@ from engine.answer.grounding import Prompt, build_prompt, cited_numbers, example
 from engine.answer.lead import best_units
 from engine.answer.query import Query
 from engine.answer.retrieval import RetrievalSettings, Retriever
+from engine.answer.session import open_assistant
 from engine.llm.local import GenerationStream, LocalLLM
 from engine.llm.process import LLMClient
 from engine.types import Citation, GenerationStats, Passage, Span

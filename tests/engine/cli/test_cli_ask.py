@@ -284,6 +284,19 @@ def test_ask_streams_an_answer_then_names_its_sources(common, capsys, recorded_p
 
 
 @pytest.mark.slow
+def test_an_engine_that_cannot_be_reached_leaves_the_local_model_answering(common, capsys):
+    """The window's rule, met by the CLI through the same supervisor (engine/llm/supervisor.py)."""
+    from tests.helpers.http_engines import refused_url
+
+    url = refused_url()
+    assert main(["ask", "How do I prime the pump?", "--json", "--engine-url", url, *common]) == 0
+    out, err = capsys.readouterr()
+    record = json.loads(out)
+    assert record["stats"]["provider"] == "cpu" and record["stats"]["new_tokens"] > 0
+    assert f"The engine at {url}: it cannot be reached" in err and "Answering with the local model" in err
+
+
+@pytest.mark.slow
 def test_ask_json_prints_one_object_with_answer_citations_and_stats(common, capsys, recorded_prompts):
     assert main(["ask", "How do I prime the pump?", "--json", *common]) == 0
     out = capsys.readouterr().out

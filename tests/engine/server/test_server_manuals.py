@@ -259,13 +259,13 @@ def test_a_client_that_leaves_a_stream_cancels_its_answer(paths, tiny_llm_dir, t
 
     app = create_app(ServerConfig(paths), tiny_llm_dir, embedder=tiny_embedder)
     state = app.state.server
-    real, spies = state.assistant, []
+    real, spies = state.session, []
 
     def spied(name, slot):
         spies.append(_WaitsForCancel(real(name, slot)))
         return spies[-1]
 
-    state.assistant = spied
+    state.session = spied
     with live_server(app) as base_url:
         assert state.wait_loaded(60)
         with httpx.stream("POST", base_url + "/v1/ask", json={"question": FILTER_Q, "stream": True},
