@@ -96,7 +96,7 @@ def scripted_ask(monkeypatch, hostile_data):
     from engine.answer.assistant import Assistant, AssistantSettings
     from engine.answer.retrieval import Retriever
     from engine.store.indexer import default_embedder, open_collection
-    from tests.engine.answer.test_assistant import ScriptedLLM
+    from tests.helpers.scripted_llm import ScriptedLLM
 
     @contextmanager
     def scripted(args, paths):

@@ -9,7 +9,6 @@ test runs the real built-in models through open_assistant.
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -38,9 +37,10 @@ from engine.answer.lead import best_units
 from engine.answer.query import Query
 from engine.answer.retrieval import RetrievalSettings, Retriever
 from engine.answer.session import open_assistant
-from engine.llm.local import GenerationStream, LocalLLM
+from engine.llm.local import LocalLLM
 from engine.llm.process import LLMClient
-from engine.types import Citation, GenerationStats, Passage, Span
+from engine.types import Citation, Passage, Span
+from tests.helpers.scripted_llm import ScriptedLLM
 from tests.helpers.streamed_pieces import PIECES, SIZES, feed, pieces_of
 from tests.helpers.tiny_collection import fill, open_store
 
@@ -564,41 +564,6 @@ def test_without_a_cancel_flag_the_guard_is_set_only_by_its_own_cuts():
 
 
 # -- a scripted model through the whole path -------------------------------------------------
-
-class ScriptedLLM:
-    """A model that writes `script`, `size` characters a piece, whatever it is asked, with
-    "{marker}" replaced by the prompt's fence marker. Like LocalLLM it checks the cancel flag
-    before each piece. One token per two characters (real tokenizers give about four), so the
-    prompt's fixed pieces leave room for the small test passages within the default budget."""
-
-    context_length = 1_000_000
-
-    def __init__(self, script: str, size: int = 3):
-        self.script = script
-        self.size = size
-        self.written = 0  # the pieces written for the last request
-
-    def count_tokens(self, text: str) -> int:
-        return (len(text) + 1) // 2
-
-    def template_tokens(self, messages: int) -> int:
-        return 0  # the prompt reserves grounding.TEMPLATE_TOKENS all the same
-
-    def stream(self, messages, *, max_new_tokens, temperature, cancel=None) -> GenerationStream:
-        marker = re.search(r"<<([0-9a-f]+)>>", messages[-1]["content"])
-        return GenerationStream(self._write(self.script.replace("{marker}", marker.group(1)), cancel))
-
-    def _write(self, text: str, cancel):
-        self.written, finish = 0, "stop"
-        for piece in pieces_of(text, self.size):
-            if cancel is not None and cancel.is_set():
-                finish = "cancelled"
-                break
-            self.written += 1
-            yield piece
-        yield GenerationStats(prompt_tokens=1, new_tokens=self.written, time_to_first_token_s=0.0,
-                              tokens_per_s=0.0, total_s=0.0, finish_reason=finish, provider="scripted")
-
 
 @pytest.mark.parametrize("size", SIZES)
 def test_the_fence_never_reaches_the_screen_and_its_closing_ends_the_answer(store, tiny_embedder, recorded_prompts, size):

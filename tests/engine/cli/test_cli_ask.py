@@ -215,7 +215,7 @@ def scripted_ask(monkeypatch, tmp_path, tiny_embedder) -> list[str]:
     """ask on the tiny collection and embedder with a model that writes SCRIPT."""
     from engine.answer.assistant import Assistant, AssistantSettings
     from engine.answer.retrieval import Retriever
-    from tests.engine.answer.test_assistant import ScriptedLLM
+    from tests.helpers.scripted_llm import ScriptedLLM
     from tests.helpers.tiny_collection import fill, open_store
 
     @contextmanager

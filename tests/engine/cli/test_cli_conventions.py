@@ -157,7 +157,7 @@ def refusing_ask(monkeypatch, tmp_path, tiny_embedder) -> list[str]:
     """ask on the tiny collection with a relevance gate nothing passes: every question refused."""
     from engine.answer.assistant import Assistant, AssistantSettings
     from engine.answer.retrieval import Retriever
-    from tests.engine.answer.test_assistant import ScriptedLLM
+    from tests.helpers.scripted_llm import ScriptedLLM
     from tests.helpers.tiny_collection import fill, open_store
 
     @contextmanager
