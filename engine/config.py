@@ -51,6 +51,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")  # a lone one cannot be written as UT
 NONE_MEANS = {"model": "(the built-in model)", "inbox_folder": "(none: no watched inbox folder)",
               "engine_url": "(none: the local model answers)", "engine_key": "(none)",
               "engine_model": "(the first model the engine lists)",
+              "server_url": "(none: answers are made on this machine)", "server_key": "(none)",
               "bundle_source": "(none: no bundle updates; a folder, a network share or an http(s):// URL)"}
 ENGINE_TEXT_MAX = 2048  # an engine URL, key or model name longer than this is a mistake
 
@@ -78,6 +79,10 @@ class Settings:
     engine_url: str | None = None  # http(s)://host:port, with or without /v1; None: the local model
     engine_key: str | None = field(default=None, repr=False)  # never in a log; or OFFLINE_ASSISTANT_ENGINE_KEY
     engine_model: str | None = None  # the engine's model name; None: the first one it lists
+    # a thin kiosk: whole answers (retrieval included) from a central `serve`; this machine's own
+    # collection and model answer only while that server cannot be reached
+    server_url: str | None = None  # http(s)://host:port of the central server; None: answer here
+    server_key: str | None = field(default=None, repr=False)  # its API key; or OFFLINE_ASSISTANT_SERVER_KEY
     # a kiosk fleet (engine/fleet, docs/fleet.md): signed index bundles published by an administrator
     bundle_source: str | None = None  # a folder, a network share or an http(s):// URL; None: no updates
     bundle_keys: tuple[str, ...] = ()  # base64 Ed25519 public keys (32 bytes) whose bundles are accepted
@@ -179,7 +184,7 @@ def _checked(name: str, value, default):
         if len(value) > FOLDER_MAX or "\0" in value:
             return default, "'inbox_folder' is not a usable folder path; no inbox folder is watched"
         return value, ""
-    if name in ("engine_url", "engine_key", "engine_model"):
+    if name in ("engine_url", "engine_key", "engine_model", "server_url", "server_key"):
         return _engine_text(name, value)
     if name == "bundle_source":
         return _bundle_source(value)
@@ -211,7 +216,7 @@ def _checked(name: str, value, default):
 
 
 def _engine_text(name: str, value):
-    """engine_url (an http or https address), engine_key or engine_model; "" means none."""
+    """engine_url or server_url (an http or https address), a key, or engine_model; "" means none."""
     if value is None:
         return None, ""
     if not isinstance(value, str):
@@ -221,9 +226,9 @@ def _engine_text(name: str, value):
         return None, ""
     if len(value) > ENGINE_TEXT_MAX or any(ord(c) < 32 for c in value):
         return None, f"'{name}' is not usable (too long, or a control character); it is left unset"
-    if name == "engine_url" and not re.match(r"https?://[^/\s]+", value):
-        return None, (f"'engine_url' must start with http:// or https://, not {value[:80]!r}; "
-                      "the local model answers")
+    if name.endswith("_url") and not re.match(r"https?://[^/\s]+", value):
+        return None, (f"'{name}' must start with http:// or https://, not {value[:80]!r}; "
+                      f"{NONE_MEANS[name][7:-1]}")
     return value, ""
 
 

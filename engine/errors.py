@@ -25,6 +25,11 @@ class EngineProcessError(EngineError):
     """The separate engine process died or could not be started."""
 
 
+class CentralServerError(EngineError):
+    """A thin kiosk's central server (settings.server_url) could not be reached or used: the
+    message names it and what happens instead."""
+
+
 class RemoteEngineError(EngineError):
     """A remote OpenAI-compatible engine could not be reached or did not answer properly
     (refused, timed out, a wrong key, busy, a server error, a broken stream). `url` is the

@@ -333,6 +333,18 @@ class Passage:
         return {**asdict(self), "document": self.document, "pages": list(self.pages),
                 "ocr_pages": list(self.ocr_pages)}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "Passage":
+        """A Passage back from to_dict() (a central server's /v1/ask sends them so)."""
+        spans = tuple(Span(int(s["page"]), int(s["start"]), int(s["end"])) for s in data.get("spans") or ())
+        return cls(int(data.get("document_id") or 0), str(data.get("path") or ""), str(data.get("title") or ""),
+                   tuple(int(c) for c in data.get("chunk_ids") or ()), spans or (Span(1, 0, 0),),
+                   str(data.get("text") or ""), tuple(str(h) for h in data.get("heading_path") or ()),
+                   float(data.get("score") or 0.0), float(data.get("similarity") or 0.0),
+                   data.get("keyword_score"), data.get("rerank_score"), int(data.get("anchor") or 0),
+                   tuple((int(n), str(label)) for n, label in data.get("page_labels") or ()),
+                   tuple(int(p) for p in data.get("ocr_pages") or ()))
+
 
 @dataclass(frozen=True)
 class Quote:
@@ -357,7 +369,7 @@ class Quote:
 
     def to_dict(self) -> dict:
         found = {"number": self.number, "text": self.text, "document": self.document,
-                 "path": self.passage.path, "page": self.page,
+                 "path": self.passage.path, "document_id": self.passage.document_id, "page": self.page,
                  "page_label": self.passage.page_label(self.page),
                  "span": [self.span.page, self.span.start, self.span.end], "kind": self.kind}
         if self.focus is not None:
@@ -374,8 +386,9 @@ class Quote:
         page, start, end = (int(v) for v in data.get("span") or [data.get("page") or 1, 0, 0])
         path = str(data.get("path") or data.get("document") or "")
         text = str(data.get("text") or "")
-        passage = Passage(document_id=0, path=path, title=str(data.get("document") or path), chunk_ids=(),
-                          spans=(Span(page, start, end),), text=text, heading_path=(), score=0.0,
+        passage = Passage(document_id=int(data.get("document_id") or 0), path=path,
+                          title=str(data.get("document") or path), chunk_ids=(), spans=(Span(page, start, end),),
+                          text=text, heading_path=(), score=0.0,
                           similarity=0.0, page_labels=_labels_of([page], [data.get("page_label")]),
                           ocr_pages=tuple(int(p) for p in data.get("ocr_pages") or ()))
         focus = data.get("focus")
@@ -403,7 +416,7 @@ class Citation:
 
     def to_dict(self) -> dict:
         p = self.passage
-        return {"number": self.number, "document": p.document, "path": p.path,
+        return {"number": self.number, "document": p.document, "path": p.path, "document_id": p.document_id,
                 "pages": list(p.pages), "page": p.page, "page_label": p.page_label(p.page),
                 "page_labels": [p.page_label(n) for n in p.pages], "ocr_pages": list(p.ocr_pages),
                 "quote": self.quote, "cited": self.cited,
@@ -425,8 +438,9 @@ class Citation:
             spans = tuple(Span(p, 0, 0) for p in pages)
             anchor = pages.index(page) if page in pages else 0
         path = str(data.get("path") or data.get("document") or "")
-        passage = Passage(document_id=0, path=path, title=str(data.get("document") or path),
-                          chunk_ids=(), spans=spans, text=str(data.get("text") or ""),
+        passage = Passage(document_id=int(data.get("document_id") or 0), path=path,
+                          title=str(data.get("document") or path), chunk_ids=(), spans=spans,
+                          text=str(data.get("text") or ""),
                           heading_path=tuple(data.get("heading_path") or ()), score=0.0,
                           similarity=0.0, anchor=anchor,
                           page_labels=_labels_of(pages, data.get("page_labels") or ()),

@@ -11,6 +11,10 @@ a chat on the command line or a server's slot lives.
 It opens the parts an Assistant needs (the embedder, the collection read-only, the reranker when
 the settings want it) and keeps them between questions; the model's life (remote or local,
 fallback, restarts) is its ModelSupervisor's. The rules all front ends meet:
+- with a central server (settings.server_url: a thin kiosk) whole answers come from it; when it
+  cannot be reached, or fails mid-answer, the session says so (EngineUnreachable) and this
+  machine's own collection and model answer, if it has a collection, for SERVER_RETRY_S; the
+  first question after that goes to the server again;
 - a question the remote engine fails mid-answer is asked again on the local model (if any);
 - an installed bundle that switched the collection to another folder (engine.fleet) is read from
   the next question on: the answer in flight ends on the old store first;
@@ -20,22 +24,25 @@ fallback, restarts) is its ModelSupervisor's. The rules all front ends meet:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from engine.answer.assistant import Assistant, AssistantSettings, ErrorEvent, Event, imported_reranker
+from engine.answer.central import CentralServer, chosen_server
 from engine.answer.retrieval import Retriever
 from engine.config import Settings
-from engine.errors import CollectionDamagedError, EngineError
-from engine.llm.supervisor import ModelChoice, ModelSupervisor
+from engine.errors import CentralServerError, CollectionDamagedError, EngineError
+from engine.llm.supervisor import REMOTE_RETRY_S, EngineUnreachable, ModelChoice, ModelOpened, ModelSupervisor
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.types import CancelFlag
 
 log = logging.getLogger(__name__)
 
 NO_MANUALS = "No manuals are indexed yet: drop PDF manuals on the window, or use Add documents…"
+SERVER_RETRY_S = REMOTE_RETRY_S  # answering here after the central server failed, until the next try
 
 
 @dataclass(frozen=True)
@@ -71,10 +78,15 @@ class AnswerSession:
 
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION,
                  report: Callable[[object], None] = _ignore, metrics=None, model=None, embedder=None,
-                 reranker: Callable[[], object] | None = None):
+                 reranker: Callable[[], object] | None = None, clock: Callable[[], float] = time.monotonic):
         self.paths = paths
         self.collection = collection
         self.model = model or ModelSupervisor(paths, report)
+        self._report = report
+        self.server: CentralServer | None = None  # a thin kiosk's central server
+        self._server_at: tuple = (None, None)  # its (url, key) as the settings give them
+        self._local_until: float | None = None  # clock(): answering here until then (server failed)
+        self._clock = clock
         self.metrics = metrics
         self._config: SessionConfig | None = None
         self._given = (embedder, reranker)
@@ -88,18 +100,85 @@ class AnswerSession:
     def open(self, config: SessionConfig) -> AnswerSession:
         """(Re)opens what `config` changes: the embedder, now rather than at the first question
         (loading it holds the GIL), and the model (its process only when the model or the
-        provider changed). EngineError when the model cannot be opened."""
+        provider changed). EngineError when the model cannot be opened. With a central server
+        that answers, nothing of this machine's is opened until the server fails."""
         self._config = config
         self._assistant = None
-        self._open_embedder()
         self.model.configure(config.model_choice())
+        if self._use_server(config):
+            try:
+                self.server.check()
+            except CentralServerError as exc:
+                if not self._server_failed(str(exc)):
+                    return self  # nothing here to answer from either
+            else:
+                self._report(ModelOpened(self.server.status()))
+                return self
+        self._open_embedder()
         self.model.open()
         return self
 
+    def _use_server(self, config: SessionConfig) -> bool:
+        """Whether a central server answers; a changed address or key opens a new client."""
+        wanted = chosen_server(config.settings)
+        if self.server is not None and wanted != self._server_at:
+            self.server.close()
+            self.server = None
+        if wanted[0] and self.server is None:
+            self.server, self._server_at = CentralServer(*wanted), wanted
+            self._local_until = None
+        return self.server is not None
+
+    def _server_failed(self, message: str) -> bool:
+        """Says the server failed and what answers meanwhile; False when nothing can here."""
+        from engine.store.health import collection_exists
+
+        self._local_until = self._clock() + SERVER_RETRY_S
+        if not collection_exists(self.paths, self.collection):
+            self._report(EngineUnreachable(f"{message} This kiosk has no manuals of its own to answer from; "
+                                           "ask again once the server is back."))
+            return False
+        self._report(EngineUnreachable(f"{message} Answering from this kiosk's own manuals meanwhile."))
+        return True
+
     def ask(self, question: str, history: Sequence[dict] = (), cancel: CancelFlag | None = None,
             ) -> Iterator[Event]:
-        """Assistant.ask's events. A remote engine's failure is not one of them: the question is
-        asked again on the local model, or ends with that error when there is none."""
+        """Assistant.ask's events, from the central server when there is one. A failure of the
+        server or of the remote engine is not one of them: the question is asked again here, or
+        ends with that error when nothing here can answer it."""
+        if self.server is not None and not self._answering_locally():
+            failure = yield from self._from_server(question, history, cancel)
+            if failure is None:
+                return
+            if not self._server_failed(failure):
+                yield ErrorEvent(f"{failure} This kiosk has no manuals of its own to answer from; ask again "
+                                 "once the server is back.", CentralServerError.__name__)
+                return
+        yield from self._here(question, history, cancel)
+
+    def _answering_locally(self) -> bool:
+        """Within SERVER_RETRY_S of the server's failure, when this machine has manuals (with
+        none, every question tries the server again)."""
+        from engine.store.health import collection_exists
+
+        return (self._local_until is not None and self._clock() < self._local_until
+                and collection_exists(self.paths, self.collection))
+
+    def _from_server(self, question: str, history: Sequence[dict], cancel) -> Iterator[Event]:
+        """The server's events; returns its failure's message, or None when it answered."""
+        came_back = self._local_until is not None
+        try:
+            yield from self.server.ask(question, history, cancel)
+        except CentralServerError as exc:
+            log.warning("the central server failed: %s", exc)
+            return str(exc)
+        if came_back:
+            self._local_until = None
+            self._report(ModelOpened(self.server.status()))
+        return None
+
+    def _here(self, question: str, history: Sequence[dict], cancel) -> Iterator[Event]:
+        """The answer of this machine's own collection and model."""
         try:
             events = self.assistant().ask(question, history, cancel)
         except EngineError as exc:
@@ -202,9 +281,12 @@ class AnswerSession:
             return ""
 
     def close(self) -> None:
-        """Closes the model, the collection, the reranker and the embedder."""
+        """Closes the model, the collection, the reranker, the embedder and the server's client."""
         self._assistant = None
         self.model.close()
+        if self.server is not None:
+            self.server.close()
+            self.server = None
         for name in ("store", "_reranker", "_embedder"):
             part = getattr(self, name)
             setattr(self, name, None)

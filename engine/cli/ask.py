@@ -77,18 +77,22 @@ def _answering_options():
 def _open(args, paths):
     """The answering session; what opening the collection repaired is printed first, on stderr,
     and a damaged collection's error is said once (by main), not also by the log."""
+    from engine.answer.central import chosen_server
     from engine.answer.session import AnswerSession, SessionConfig
     from engine.config import load_settings
     from engine.llm.supervisor import ModelChoice
 
-    _refuse_a_missing_collection(args, paths)  # before minutes of preparing the model
-    url, key, model = engine_of(args, paths)
-    folder = None if url else llm_folder(paths, args.model)  # a remote engine needs no local model
     settings = replace(load_settings(paths.settings_file), use_reranker=not args.no_rerank)
+    thin = chosen_server(settings)[0] is not None  # a central server answers: nothing here is needed
+    if not thin:
+        _refuse_a_missing_collection(args, paths)  # before minutes of preparing the model
+    url, key, model = engine_of(args, paths)
+    folder = None if url or thin else llm_folder(paths, args.model)  # a remote engine needs no local model
     choice = ModelChoice(args.provider, folder, args.model, url, key, model)
     with collection_told(), AnswerSession(paths, args.collection, _tell) as session:
         session.open(SessionConfig(settings, args.provider, model=choice))
-        print_repairs(session.assistant().retriever.store.open_report.get("repaired"))
+        if not thin:
+            print_repairs(session.assistant().retriever.store.open_report.get("repaired"))
         yield session
 
 

@@ -14,12 +14,14 @@ import base64
 import json
 import logging
 import threading
+from pathlib import Path
 from typing import Literal
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
+from engine.answer.events_json import event_data
 from engine.errors import EngineError
 from engine.server.bridge import call_in_thread, iterate_in_thread
 from engine.server.replies import PromptTooLong, body_for, error_reply, named_body, named_reply
@@ -72,42 +74,18 @@ async def ask(body: AskRequest, request: Request):
     return _ask_reply(body.question, name, answered)
 
 
-def event_data(event) -> dict:
-    """One Assistant event as JSON, in the engine's own serialisations."""
-    if event.kind == "passages":
-        return {"answerable": event.answerable, "relevance": event.relevance.to_dict(),
-                "passages": [p.to_dict() for p in event.passages]}
-    if event.kind == "lead":
-        return {"quotes": [_quote(q) for q in event.quotes]}
-    if event.kind == "text":
-        return {"text": event.text}
-    if event.kind == "citations":
-        return {"citations": [_citation(c) for c in event.citations]}
-    if event.kind == "done":
-        return {"answer": event.answer, "answerable": event.stats.answerable,
-                "lead": [_quote(q) for q in event.lead],
-                "sentences": [_sentence(event.answer, s) for s in event.sentences],
-                "stats": event.stats.to_dict()}
-    return named_body(event.message, event.error)
-
-
-def _quote(quote) -> dict:
-    return {**quote.to_dict(), "title": quote.passage.title}
-
-
-def _citation(citation) -> dict:
-    return {**citation.to_dict(), "title": citation.passage.title}
-
-
-def _sentence(answer: str, sentence) -> dict:
-    return {**sentence.to_dict(), "text": answer[sentence.start:sentence.end]}
+def event_json(event) -> dict:
+    """One Assistant event as JSON (engine.answer.events_json); an error as the error body."""
+    if event.kind == "error":
+        return named_body(event.message, event.error)
+    return event_data(event)
 
 
 async def _sse(events):
     """The events as server-sent events; a failure becomes an `error` event, the stream's last."""
     try:
         async for event in events:
-            yield _sse_line(event.kind, event_data(event))
+            yield _sse_line(event.kind, event_json(event))
     except EngineError as exc:
         yield _sse_line("error", body_for(exc))
     except Exception as exc:
@@ -146,6 +124,24 @@ async def documents(request: Request, collection: str | None = None):
     name = state.check_collection(collection)
     found = await call_in_thread(lambda: state.documents(name), threading.Event())
     return {"object": "list", "collection": name, "data": [doc.to_dict() for doc in found]}
+
+
+@router.get("/v1/documents/{document_id}/file", summary="A document's file (a thin kiosk shows cited pages from it)")
+async def document_file(document_id: int, request: Request, collection: str | None = None):
+    """The file of one document of the collection, by its id (a passage's document_id), never by
+    a path. Its ETag is the SHA-256 the document was indexed from: If-None-Match with it gets 304."""
+    state = request.app.state.server
+    name = state.check_collection(collection)
+    found = await call_in_thread(lambda: state.documents(name), threading.Event())
+    document = next((doc for doc in found if doc.id == document_id), None)
+    file = Path(document.path) if document is not None else None
+    if file is None or not file.is_file():
+        return error_reply(404, f"The collection '{name}' has no document {document_id} whose file is on this server; "
+                                "ask again: the collection may have been updated.", code="document_not_found")
+    tag = f'"{document.sha256}"'
+    if request.headers.get("if-none-match") == tag:
+        return Response(status_code=304, headers={"ETag": tag})
+    return FileResponse(file, headers={"ETag": tag}, filename=file.name)
 
 
 # -- POST /v1/embeddings ---------------------------------------------------------------------

@@ -20,8 +20,9 @@ STARTUP_TIMEOUT_S = 60
 
 
 @contextlib.contextmanager
-def live_server(app, host: str = "127.0.0.1") -> Iterator[str]:
-    config = uvicorn.Config(app, host=host, port=0, log_level="warning", lifespan="on",
+def live_server(app, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """`port` 0: one the kernel chooses; a given one serves a server that comes back on it."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                             timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="live-uvicorn", daemon=True)

@@ -8,6 +8,7 @@ names.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from engine.encoders.embedder import Embedder
@@ -32,6 +33,16 @@ def fill(store: IndexStore, embedder: Embedder, manuals: dict[str, list[str]] = 
                            title=Path(path).stem, page_count=len(pages), chunks=chunks,
                            embeddings=embedder.encode_documents(pages))
     return store
+
+
+def add_file(store: IndexStore, embedder: Embedder, file: Path, text: str) -> None:
+    """Writes `text` to `file` and stores it as one indexed page, with the file's real SHA-256
+    (bundles and the server's document route check it)."""
+    file.write_text(text, encoding="utf-8")
+    store.add_document(str(file), hashlib.sha256(file.read_bytes()).hexdigest(), size=file.stat().st_size,
+                       mtime=1.0, title=file.stem, page_count=1,
+                       chunks=[Chunk(page=1, start=0, end=len(text), text=text)],
+                       embeddings=embedder.encode_documents([text]))
 
 
 def open_store(folder: Path, embedder: Embedder) -> IndexStore:

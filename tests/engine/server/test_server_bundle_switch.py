@@ -5,24 +5,17 @@ server's routes with an LLM process on the tiny model."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from engine.fleet import bundle as fleet
 from engine.paths import AppPaths
-from engine.store.index_store import IndexStore
-from engine.types import Chunk
+from tests.helpers.tiny_collection import add_file, open_store
 from tests.helpers.tiny_server import tiny_client
 
 
 def add_manual(paths: AppPaths, embedder, file: Path, text: str) -> None:
-    file.write_text(text, encoding="utf-8")
-    with IndexStore.open(paths.collection("default"), embedder_id=embedder.model_id,
-                         dimension=embedder.dimension) as store:
-        store.add_document(str(file), hashlib.sha256(file.read_bytes()).hexdigest(), size=file.stat().st_size,
-                           mtime=1.0, title=file.stem, page_count=1,
-                           chunks=[Chunk(page=1, start=0, end=len(text), text=text)],
-                           embeddings=embedder.encode_documents([text]))
+    with open_store(paths.collection("default"), embedder) as store:
+        add_file(store, embedder, file, text)
 
 
 def install(admin: AppPaths, kiosk: AppPaths, key, tmp_path: Path, version: int, embedder) -> None:

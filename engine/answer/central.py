@@ -1,0 +1,144 @@
+"""CentralServer: whole answers from a central `serve`, for a thin kiosk (settings.server_url).
+
+    server = CentralServer("http://answers.plant:8765", key)
+    server.check()                                   # CentralServerError when it cannot serve
+    for event in server.ask(question, history, cancel, collection):
+        ...                                          # the typed events a local Assistant yields
+    copy = server.document(passage, folder)          # the cited document, as a local file
+
+Retrieval, the gate, the lead and the model all run on the server (/v1/ask, streamed); the
+events come back typed as engine.answer.events_json reads them, so the window, the kiosk and
+`ask` draw them as their own. A cited document is fetched by its id (/v1/documents/{id}/file)
+and kept in a folder by the server's name for it; the SHA-256 it was indexed from (the reply's
+ETag) decides whether the copy kept is still the server's. AnswerSession decides when to use it and what
+answers instead (engine/answer/session.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+
+from engine.answer.events_json import event_of
+from engine.atomic_file import write_atomic
+from engine.errors import CentralServerError
+from engine.llm.supervisor import ModelStatus
+from engine.types import CancelFlag, Passage
+
+CONNECT_TIMEOUT_S = 2.0  # a kiosk says "cannot be reached" within this, not after a minute
+READ_TIMEOUT_S = 120.0  # the longest wait for the next event (a busy server queues questions)
+ENV_URL = "OFFLINE_ASSISTANT_SERVER_URL"
+ENV_KEY = "OFFLINE_ASSISTANT_SERVER_KEY"
+
+
+def chosen_server(settings, environ=os.environ) -> tuple[str | None, str | None]:
+    """(url, key) of the central server, or (None, None): the environment, then the settings."""
+    url = environ.get(ENV_URL) or settings.server_url
+    if not url:
+        return None, None
+    return url, environ.get(ENV_KEY) or settings.server_key
+
+
+class CentralServer:
+    def __init__(self, url: str, key: str | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 read_timeout_s: float = READ_TIMEOUT_S):
+        self.url = url.rstrip("/").removesuffix("/v1")
+        self.key = key or None
+        self.name = urlsplit(self.url).netloc
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        self._client = httpx.Client(timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+                                    headers=headers)
+
+    def status(self) -> ModelStatus:
+        """What the status bar shows while the server answers."""
+        return ModelStatus(f"server {self.name}", f"server:{self.name}", None)
+
+    def check(self) -> None:
+        """CentralServerError unless the server is ready to answer (/ready)."""
+        reply = self._request("GET", "/ready")
+        self._refuse_failed(reply)
+
+    def ask(self, question: str, history: Sequence[dict] = (), cancel: CancelFlag | None = None,
+            collection: str | None = None) -> Iterator:
+        """The answer's events as the server streams them. CentralServerError when it cannot be
+        reached, refuses the request, or the stream breaks before its last event."""
+        body = {"question": question, "history": list(history), "stream": True}
+        if collection:
+            body["collection"] = collection
+        try:
+            with self._client.stream("POST", self.url + "/v1/ask", json=body) as reply:
+                if reply.status_code != 200:
+                    reply.read()
+                    self._refuse_failed(reply)
+                yield from self._events(reply, cancel)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+
+    def _events(self, reply: httpx.Response, cancel) -> Iterator:
+        kind, ended = None, False
+        for line in reply.iter_lines():
+            if cancel is not None and cancel.is_set():
+                return  # leaving closes the connection: the server stops the answer
+            if line.startswith("event: "):
+                kind = line[7:].strip()
+            elif line.startswith("data: ") and kind is not None:
+                event = self._event(kind, line[6:])
+                ended = kind in ("done", "error")
+                yield event
+        if not ended:
+            raise CentralServerError(f"The server at {self.name} broke off the answer.")
+
+    def _event(self, kind: str, data: str):
+        try:
+            return event_of(kind, json.loads(data))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CentralServerError(f"The server at {self.name} sent an answer this kiosk cannot "
+                                     f"read ({kind}: {exc}); is it a different version?") from exc
+
+    def document(self, passage: Passage, folder: Path) -> Path:
+        """The passage's document as a file in `folder` (fetched, or the copy kept there when the
+        server says it is unchanged)."""
+        suffix = Path(passage.path.replace("\\", "/")).suffix.lower()[:16]
+        copy = Path(folder) / self.name.replace(":", "_") / f"{passage.document_id}{suffix}"
+        headers = {}
+        tag = copy.with_name(copy.name + ".sha256")
+        if copy.is_file() and tag.is_file():
+            headers["If-None-Match"] = f'"{tag.read_text(encoding="ascii").strip()}"'
+        reply = self._request("GET", f"/v1/documents/{passage.document_id}/file", headers=headers)
+        if reply.status_code == 304:
+            return copy
+        self._refuse_failed(reply)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(copy, reply.content)
+        write_atomic(tag, reply.headers.get("ETag", "").strip('"').encode("ascii", "replace"))
+        return copy
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _request(self, method: str, path: str, **kwargs) -> httpx.Response:
+        try:
+            return self._client.request(method, self.url + path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from exc
+
+    def _unreachable(self, exc: httpx.HTTPError) -> CentralServerError:
+        what = "did not answer in time" if isinstance(exc, httpx.TimeoutException) else "cannot be reached"
+        return CentralServerError(f"The server at {self.name} {what} ({type(exc).__name__}).")
+
+    def _refuse_failed(self, reply: httpx.Response) -> None:
+        if reply.status_code < 400:
+            return
+        if reply.status_code == 401:
+            raise CentralServerError(f"The server at {self.name} refused this kiosk's key; set server_key "
+                                     "(or OFFLINE_ASSISTANT_SERVER_KEY) to the server's API key.")
+        try:
+            said = reply.json()["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            said = reply.text[:200]
+        raise CentralServerError(f"The server at {self.name} answered {reply.status_code}: {said}")

@@ -1,0 +1,100 @@
+"""A thin kiosk (settings.server_url): whole answers from a central `serve` on loopback, the
+cited document fetched from it, and this machine's own manuals answering while the server is
+away, until it is back. Real parts: the server's routes in uvicorn with an LLM process on the
+tiny model, manuals stored as real files with the tiny embedder, the tiny LLM here too."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+from engine.answer.assistant import DoneEvent, ErrorEvent, PassagesEvent
+from engine.answer.central import CentralServer
+from engine.answer.session import SERVER_RETRY_S, AnswerSession, SessionConfig
+from engine.config import Settings
+from engine.llm.supervisor import EngineUnreachable, ModelOpened
+from engine.paths import AppPaths
+from engine.server.app import create_app
+from engine.server.config import ServerConfig
+from tests.helpers.http_engines import refused_url
+from tests.helpers.live_server import live_server
+from tests.helpers.tiny_collection import add_file, open_store
+
+QUESTION = "How do I close the strainer valve?"
+VALVE = "Close strainer valve before removing basket."
+
+
+def data_dir(root, embedder, text: str) -> AppPaths:
+    """A data dir whose default collection holds one manual, a real file under `root`."""
+    paths = AppPaths(root).ensure()
+    with open_store(paths.collection("default"), embedder) as store:
+        add_file(store, embedder, root / "valve.md", text)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def central(tmp_path_factory, tiny_embedder) -> AppPaths:
+    return data_dir(tmp_path_factory.mktemp("central"), tiny_embedder, VALVE)
+
+
+def thin(paths: AppPaths, url: str, embedder, llm_dir=None, clock=time.monotonic,
+         **settings) -> tuple[AnswerSession, list]:
+    said = []
+    session = AnswerSession(paths, report=said.append, embedder=embedder, clock=clock)
+    session.open(SessionConfig(Settings(server_url=url, **settings), "cpu", llm_dir))
+    return session, said
+
+
+def test_answers_come_from_the_server_and_nothing_opens_here(central, tmp_path, tiny_llm_dir, tiny_embedder):
+    app = create_app(ServerConfig(central, api_key="k"), tiny_llm_dir, embedder=tiny_embedder)
+    with live_server(app) as url:
+        assert app.state.server.wait_loaded(60)
+        session, said = thin(AppPaths(tmp_path / "kiosk").ensure(), url, tiny_embedder, server_key="k")
+        with session:
+            events = list(session.ask(QUESTION))
+            assert session.model.llm is None and session.store is None  # no model, no collection here
+            cited = events[0].passages[0]
+            copy = session.server.document(cited, tmp_path / "cache")
+            again = session.server.document(cited, tmp_path / "cache")
+            unchanged = httpx.get(f"{url}/v1/documents/{cited.document_id}/file", headers={
+                "Authorization": "Bearer k", "If-None-Match": f'"{copy.with_name(copy.name + ".sha256").read_text()}"'})
+            wrong_key = CentralServer(url, "nope")
+            with pytest.raises(Exception, match="refused this kiosk's key"):
+                wrong_key.check()
+            wrong_key.close()
+    assert [type(r) for r in said] == [ModelOpened] and said[0].status.provider.startswith("server:127.0.0.1:")
+    assert isinstance(events[0], PassagesEvent) and isinstance(events[-1], DoneEvent)
+    assert cited.path == str(central.root / "valve.md") and events[-1].stats.new_tokens > 0
+    assert copy.read_text(encoding="utf-8") == VALVE and again == copy and unchanged.status_code == 304
+
+
+def test_while_the_server_is_away_this_kiosk_answers_then_the_server_again(
+        central, tmp_path, tiny_llm_dir, tiny_embedder):
+    kiosk = data_dir(tmp_path / "kiosk", tiny_embedder, "Local copy. " + VALVE)
+    url, skipped = refused_url(), [0.0]
+    session, said = thin(kiosk, url, tiny_embedder, tiny_llm_dir, clock=lambda: time.monotonic() + skipped[0])
+    with session:
+        here = list(session.ask(QUESTION))
+        app = create_app(ServerConfig(central), tiny_llm_dir, embedder=tiny_embedder)
+        with live_server(app, port=int(url.rsplit(":", 1)[1])):  # the server is back
+            assert app.state.server.wait_loaded(60)
+            skipped[0] = SERVER_RETRY_S  # the retry time has passed
+            back = list(session.ask(QUESTION))
+        gone = list(session.ask(QUESTION))  # the server stopped: said again, answered here
+    assert [type(r) for r in said] == [EngineUnreachable, ModelOpened, ModelOpened, EngineUnreachable]
+    assert "cannot be reached" in said[0].message and "this kiosk's own manuals" in said[0].message
+    assert said[1].status.pid is not None and said[2].status.provider == f"server:{url[7:]}"
+    assert here[0].passages[0].path == str(kiosk.root / "valve.md") and here[-1].stats.provider == "cpu"
+    assert back[0].passages[0].path == str(central.root / "valve.md") and isinstance(back[-1], DoneEvent)
+    assert isinstance(gone[-1], DoneEvent) and gone[0].passages[0].path == str(kiosk.root / "valve.md")
+
+
+def test_without_manuals_here_the_question_says_the_server_is_away(tmp_path, tiny_embedder):
+    session, said = thin(AppPaths(tmp_path / "kiosk").ensure(), refused_url(), tiny_embedder)
+    with session:
+        (error,) = list(session.ask(QUESTION))
+    assert isinstance(said[0], EngineUnreachable) and "no manuals of its own" in said[0].message
+    assert isinstance(error, ErrorEvent) and error.error == "CentralServerError"
+    assert "cannot be reached" in error.message and session.model.llm is None
