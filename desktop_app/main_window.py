@@ -43,6 +43,7 @@ from desktop_app.panels.models import model_files
 from desktop_app.panels.settings import SettingsDialog
 from desktop_app.sources.view import SourceView
 from desktop_app.theme import apply_theme
+from engine.answer.central import CentralServer, chosen_server
 from engine.config import Settings, load_settings, save_settings
 from engine.conversations import ConversationStore
 from engine.errors import EngineError
@@ -114,6 +115,7 @@ class MainWindow(QMainWindow):
         self.conversations = ConversationsPanel(ConversationStore(paths.conversations))
         self.documents = DocumentsPanel(self.index)
         self.source = SourceView(ocr_source=self.index)  # scanned pages: word boxes from the store
+        self._fetch_sources_from_server()
         self._build_layout()
         self._build_actions()
         self._build_status_bar()
@@ -128,6 +130,12 @@ class MainWindow(QMainWindow):
         else:
             self.assistant.start()
         self.chat.focus_input()
+
+    def _fetch_sources_from_server(self) -> None:
+        """A thin kiosk (settings.server_url) opens cited pages from the central server's files."""
+        url, key = chosen_server(self.settings)
+        self.source.fetch_documents_from(CentralServer(url, key) if url else None,
+                                         self.paths.root / "cache" / "central")
 
     # -- building -------------------------------------------------------------------------
     def fit_to(self, available: QRect) -> None:
@@ -416,6 +424,8 @@ class MainWindow(QMainWindow):
                             "they apply until the app is closed.")
         self._apply_look()
         self.index.set_ocr(settings.ocr)
+        if chosen_server(old) != chosen_server(settings):
+            self._fetch_sources_from_server()
         if replace(old, font_size=settings.font_size, theme=settings.theme,
                    source_zoom=settings.source_zoom, ocr=settings.ocr) == settings:
             return

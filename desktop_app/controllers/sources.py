@@ -22,6 +22,9 @@ a scanned page from the word boxes the index keeps (SourceView, IndexController.
 A PDF is opened the same way by a PdfOpener, on a "pdf" thread: QtPdf's load reads a damaged
 file whole to rebuild its cross-reference table (1.1 s for a 29 MB manual here), which on the
 GUI thread would freeze the window. The QPdfDocument it opened moves to the GUI thread.
+
+On a thin kiosk a DocumentFetcher, on a "fetch" thread, brings a cited document that is not on
+this machine from the central server first (engine.answer.central).
 """
 
 from __future__ import annotations
@@ -50,16 +53,16 @@ class _Latest:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._job: tuple[int, str, threading.Event] | None = None
+        self._job: tuple[int, object, threading.Event] | None = None
         self.flag = threading.Event()  # the cancel flag of the latest read
 
-    def put(self, ticket: int, path: str) -> None:
+    def put(self, ticket: int, path) -> None:
         with self._lock:
             self.flag.set()
             self.flag = threading.Event()
             self._job = (ticket, path, self.flag)
 
-    def take(self) -> tuple[int, str, threading.Event] | None:
+    def take(self) -> tuple[int, object, threading.Event] | None:
         with self._lock:
             job, self._job = self._job, None
             return job
@@ -225,11 +228,12 @@ class _LatestJobs(QObject):
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
 
-    def read(self, path: str | Path) -> int:
-        """Do the job for `path` off the GUI thread; returns the ticket its result will carry."""
+    def read(self, job) -> int:
+        """Do the job (a path; the fetcher's: a passage) off the GUI thread; returns the ticket
+        its result will carry."""
         self._ticket += 1
         if not self._closed:
-            self._latest.put(self._ticket, str(path))
+            self._latest.put(self._ticket, str(job) if isinstance(job, Path) else job)
             self._start()
         return self._ticket
 
@@ -299,6 +303,35 @@ class PdfOpener(_LatestJobs):
         latest, copies = _Latest(), _Copies()
         super().__init__(_PdfThread(latest, QThread.currentThread(), copies), latest, parent)
         self.destroyed.connect(copies.remove)  # after the thread has stopped (the base's first)
+
+
+class _FetchThread(_LatestThread):
+    """Fetches a cited document from a thin kiosk's central server (engine.answer.central)."""
+
+    def __init__(self, latest: _Latest, server, folder: Path):
+        super().__init__(latest, "fetch")
+        self._server = server
+        self._folder = folder
+
+    def work(self, passage, cancel: threading.Event):
+        try:
+            copy = self._server.document(passage, self._folder)
+        except EngineError as error:
+            return str(error)
+        except OSError as error:
+            return f"“{passage.document}” could not be kept on this kiosk ({error.strerror or error})."
+        return None if cancel.is_set() else copy
+
+
+class DocumentFetcher(_LatestJobs):
+    """A thin kiosk's cited documents, fetched from its central server on a thread of its own
+    (the network never holds the GUI thread). done(ticket, Path | str): the local copy, or why
+    there is none."""
+
+    def __init__(self, server, folder: Path, parent: QObject | None = None):
+        latest = _Latest()
+        super().__init__(_FetchThread(latest, server, Path(folder)), latest, parent)
+        self.server = server  # its owner closes it once this is shut down
 
 
 def _stop(thread: _LatestThread, latest: _Latest) -> None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
@@ -40,7 +41,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from desktop_app.controllers.sources import PdfOpener, SourceReader
+from desktop_app.controllers.sources import DocumentFetcher, PdfOpener, SourceReader
 from desktop_app.sources.pdf_page import ZOOM_MAX, ZOOM_MIN, PdfPageView
 from desktop_app.sources.text_page import TextPage, page_index, text_document
 from engine.types import PageOcr, Span, pages_text
@@ -117,6 +118,8 @@ class SourceView(QWidget):
         self._ocr_pages: tuple[int, ...] = ()  # the passage's pages that were read by OCR
         self._reading: tuple[int, int, tuple] | None = None  # ticket, page, file key
         self._opening_pdf: tuple[int, int, tuple, Path] | None = None  # ticket, page, file key, file
+        self._fetcher: DocumentFetcher | None = None  # a thin kiosk's (fetch_documents_from)
+        self._fetching: tuple[int, object] | None = None  # ticket, the passage being fetched
         self._page = 0  # 1-based; 0 when nothing is shown
         self._mode = "empty"  # empty | opening | pdf | text | missing | error
         self._found = False
@@ -195,6 +198,19 @@ class SourceView(QWidget):
         self._ocr_source = source
         source.pageOcrRead.connect(self._on_page_ocr)
 
+    def fetch_documents_from(self, server, folder: Path) -> None:
+        """On a thin kiosk: a cited document that is not on this machine is fetched from the
+        central server (an engine.answer.central.CentralServer) and kept in `folder`; None: it
+        is shown as missing."""
+        if self._fetcher is not None:
+            self._fetching = None
+            self._fetcher.shutdown()
+            self._fetcher.deleteLater()
+            self._fetcher.server.close()
+        self._fetcher = DocumentFetcher(server, folder, self) if server is not None else None
+        if self._fetcher is not None:
+            self._fetcher.done.connect(self._on_fetched)
+
     def show_citation(self, citation) -> None:
         """Open the cited passage (an engine Citation) at its page, highlighted."""
         self.show_passage(citation.passage)
@@ -214,6 +230,11 @@ class SourceView(QWidget):
         page = passage.page if passage.spans else 1
         file = Path(self._path)
         self._title_name = file.name
+        if self._fetcher is not None and self._fetcher.server.holds(passage):
+            self._fetching = (self._fetcher.read(passage), passage)
+            self._show_message("opening", page, f"Fetching “{file.name}” from the server…")
+            self._update_controls()
+            return  # sourceShown follows when it is here
         if not file.is_file():
             self._show_message("missing", page,
                                f"“{file.name}” was moved or deleted; add it again to see this "
@@ -420,8 +441,21 @@ class SourceView(QWidget):
         self._update_controls()
         return True
 
+    def _on_fetched(self, ticket: int, result) -> None:
+        if self._fetching is None or self._fetching[0] != ticket:
+            return  # superseded
+        passage, self._fetching = self._fetching[1], None
+        if isinstance(result, str):
+            self._show_message("error", passage.page, result)
+            self._shown()
+            return
+        self.show_passage(replace(passage, path=str(result)))
+
     def _stop_reading(self) -> None:
         self._ocr_wait = None  # boxes still on their way are for the page shown before
+        if self._fetching is not None:
+            self._fetching = None
+            self._fetcher.cancel()
         if self._opening_pdf is not None:
             self._opening_pdf = None
             self.pdf_opener.cancel()

@@ -4,14 +4,15 @@
     server.check()                                   # CentralServerError when it cannot serve
     for event in server.ask(question, history, cancel, collection):
         ...                                          # the typed events a local Assistant yields
-    copy = server.document(passage, folder)          # the cited document, as a local file
+    copy = server.document(passage, folder)          # a cited document, as a local file
 
 Retrieval, the gate, the lead and the model all run on the server (/v1/ask, streamed); the
 events come back typed as engine.answer.events_json reads them, so the window, the kiosk and
-`ask` draw them as their own. A cited document is fetched by its id (/v1/documents/{id}/file)
-and kept in a folder by the server's name for it; the SHA-256 it was indexed from (the reply's
-ETag) decides whether the copy kept is still the server's. AnswerSession decides when to use it and what
-answers instead (engine/answer/session.py).
+`ask` draw them as their own. Each passage's path becomes where its document is on the server,
+{url}/v1/documents/{id}/{file name}: never a path of this machine's that happens to exist. A
+cited document is fetched from there and kept in a folder by the server's name for it; the
+SHA-256 it was indexed from (the reply's ETag) decides whether the copy kept is still current.
+AnswerSession decides when to use it and what answers instead (engine/answer/session.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -50,6 +52,7 @@ class CentralServer:
         self.url = url.rstrip("/").removesuffix("/v1")
         self.key = key or None
         self.name = urlsplit(self.url).netloc
+        self._documents = self.url + "/v1/documents/"
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         self._client = httpx.Client(timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
                                     headers=headers)
@@ -95,21 +98,45 @@ class CentralServer:
 
     def _event(self, kind: str, data: str):
         try:
-            return event_of(kind, json.loads(data))
+            event = event_of(kind, json.loads(data))
         except (ValueError, KeyError, TypeError) as exc:
             raise CentralServerError(f"The server at {self.name} sent an answer this kiosk cannot "
                                      f"read ({kind}: {exc}); is it a different version?") from exc
+        return self._located(event)
+
+    def _located(self, event):
+        """`event` with each passage's path where its document is on this server."""
+        def at(passage: Passage) -> Passage:
+            return replace(passage, path=f"{self._documents}{int(passage.document_id)}/{passage.document}")
+
+        if event.kind == "passages":
+            return replace(event, passages=tuple(at(p) for p in event.passages))
+        if event.kind == "lead":
+            return replace(event, quotes=tuple(replace(q, passage=at(q.passage)) for q in event.quotes))
+        if event.kind == "citations":
+            return replace(event, citations=tuple(replace(c, passage=at(c.passage)) for c in event.citations))
+        if event.kind == "done":
+            return replace(event, lead=tuple(replace(q, passage=at(q.passage)) for q in event.lead))
+        return event
+
+    def holds(self, passage: Passage) -> bool:
+        """Whether `passage` came from this server (its path is one of the server's documents)."""
+        return passage.path.startswith(self._documents)
 
     def document(self, passage: Passage, folder: Path) -> Path:
-        """The passage's document as a file in `folder` (fetched, or the copy kept there when the
-        server says it is unchanged)."""
-        suffix = Path(passage.path.replace("\\", "/")).suffix.lower()[:16]
-        copy = Path(folder) / self.name.replace(":", "_") / f"{passage.document_id}{suffix}"
-        headers = {}
+        """The passage's document (one of this server's) as a file in `folder`: fetched, or the
+        copy kept there when the server says it is unchanged."""
+        if not self.holds(passage):
+            raise CentralServerError(f"“{passage.document}” is not a document of the server at {self.name}.")
+        number, _, name = passage.path[len(self._documents):].partition("/")
+        name = Path(name).name  # the server's word for it: never a path out of `folder`
+        copy = Path(folder) / self.name.replace(":", "_") / str(int(number)) / (
+            name if name not in ("", ".", "..") else "document")
         tag = copy.with_name(copy.name + ".sha256")
+        headers = {}
         if copy.is_file() and tag.is_file():
             headers["If-None-Match"] = f'"{tag.read_text(encoding="ascii").strip()}"'
-        reply = self._request("GET", f"/v1/documents/{passage.document_id}/file", headers=headers)
+        reply = self._request("GET", f"/v1/documents/{int(number)}/{quote(name)}", headers=headers)
         if reply.status_code == 304:
             return copy
         self._refuse_failed(reply)

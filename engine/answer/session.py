@@ -131,10 +131,8 @@ class AnswerSession:
 
     def _server_failed(self, message: str) -> bool:
         """Says the server failed and what answers meanwhile; False when nothing can here."""
-        from engine.store.health import collection_exists
-
         self._local_until = self._clock() + SERVER_RETRY_S
-        if not collection_exists(self.paths, self.collection):
+        if not self._has_manuals():
             self._report(EngineUnreachable(f"{message} This kiosk has no manuals of its own to answer from; "
                                            "ask again once the server is back."))
             return False
@@ -159,10 +157,22 @@ class AnswerSession:
     def _answering_locally(self) -> bool:
         """Within SERVER_RETRY_S of the server's failure, when this machine has manuals (with
         none, every question tries the server again)."""
+        return self._local_until is not None and self._clock() < self._local_until and self._has_manuals()
+
+    def _has_manuals(self) -> bool:
+        """Whether this machine's own collection holds anything to answer from."""
         from engine.store.health import collection_exists
 
-        return (self._local_until is not None and self._clock() < self._local_until
-                and collection_exists(self.paths, self.collection))
+        if not collection_exists(self.paths, self.collection):
+            return False
+        try:
+            if self.store is None:
+                self._open_embedder()
+                self.store = self._open_store()
+            return self.store.stats()["chunks"] > 0
+        except EngineError as exc:
+            log.info("no manuals here to answer from: %s", exc)
+            return False
 
     def _from_server(self, question: str, history: Sequence[dict], cancel) -> Iterator[Event]:
         """The server's events; returns its failure's message, or None when it answered."""

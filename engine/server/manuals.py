@@ -126,18 +126,20 @@ async def documents(request: Request, collection: str | None = None):
     return {"object": "list", "collection": name, "data": [doc.to_dict() for doc in found]}
 
 
-@router.get("/v1/documents/{document_id}/file", summary="A document's file (a thin kiosk shows cited pages from it)")
-async def document_file(document_id: int, request: Request, collection: str | None = None):
-    """The file of one document of the collection, by its id (a passage's document_id), never by
-    a path. Its ETag is the SHA-256 the document was indexed from: If-None-Match with it gets 304."""
+@router.get("/v1/documents/{document_id}/{name}", summary="A document's file (a thin kiosk shows cited pages from it)")
+async def document_file(document_id: int, name: str, request: Request, collection: str | None = None):
+    """The file of one document of the collection, by its id (a passage's document_id) and its
+    file name, never by a path. Its ETag is the SHA-256 the document was indexed from:
+    If-None-Match with it gets 304."""
     state = request.app.state.server
-    name = state.check_collection(collection)
-    found = await call_in_thread(lambda: state.documents(name), threading.Event())
+    collection = state.check_collection(collection)
+    found = await call_in_thread(lambda: state.documents(collection), threading.Event())
     document = next((doc for doc in found if doc.id == document_id), None)
     file = Path(document.path) if document is not None else None
-    if file is None or not file.is_file():
-        return error_reply(404, f"The collection '{name}' has no document {document_id} whose file is on this server; "
-                                "ask again: the collection may have been updated.", code="document_not_found")
+    if file is None or file.name != name or not file.is_file():
+        return error_reply(404, f"The collection '{collection}' has no document {document_id} named “{name}” "
+                                "on this server; ask again: the collection may have been updated.",
+                           code="document_not_found")
     tag = f'"{document.sha256}"'
     if request.headers.get("if-none-match") == tag:
         return Response(status_code=304, headers={"ETag": tag})

@@ -58,7 +58,7 @@ def test_answers_come_from_the_server_and_nothing_opens_here(central, tmp_path, 
             cited = events[0].passages[0]
             copy = session.server.document(cited, tmp_path / "cache")
             again = session.server.document(cited, tmp_path / "cache")
-            unchanged = httpx.get(f"{url}/v1/documents/{cited.document_id}/file", headers={
+            unchanged = httpx.get(cited.path, headers={
                 "Authorization": "Bearer k", "If-None-Match": f'"{copy.with_name(copy.name + ".sha256").read_text()}"'})
             wrong_key = CentralServer(url, "nope")
             with pytest.raises(Exception, match="refused this kiosk's key"):
@@ -66,7 +66,7 @@ def test_answers_come_from_the_server_and_nothing_opens_here(central, tmp_path, 
             wrong_key.close()
     assert [type(r) for r in said] == [ModelOpened] and said[0].status.provider.startswith("server:127.0.0.1:")
     assert isinstance(events[0], PassagesEvent) and isinstance(events[-1], DoneEvent)
-    assert cited.path == str(central.root / "valve.md") and events[-1].stats.new_tokens > 0
+    assert cited.path == f"{url}/v1/documents/{cited.document_id}/valve.md" and events[-1].stats.new_tokens > 0
     assert copy.read_text(encoding="utf-8") == VALVE and again == copy and unchanged.status_code == 304
 
 
@@ -87,7 +87,7 @@ def test_while_the_server_is_away_this_kiosk_answers_then_the_server_again(
     assert "cannot be reached" in said[0].message and "this kiosk's own manuals" in said[0].message
     assert said[1].status.pid is not None and said[2].status.provider == f"server:{url[7:]}"
     assert here[0].passages[0].path == str(kiosk.root / "valve.md") and here[-1].stats.provider == "cpu"
-    assert back[0].passages[0].path == str(central.root / "valve.md") and isinstance(back[-1], DoneEvent)
+    assert back[0].passages[0].path == f"{url}/v1/documents/1/valve.md" and isinstance(back[-1], DoneEvent)
     assert isinstance(gone[-1], DoneEvent) and gone[0].passages[0].path == str(kiosk.root / "valve.md")
 
 
