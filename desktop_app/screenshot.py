@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     stats = finished[0].stats
     print(f"wrote {out}: answerable={stats.answerable} tokens={stats.new_tokens} "
           f"citations={[c.number for c in answer.state.citations]}; resident memory: "
-          f"window process {_rss_mb('self')}, model process {_rss_mb(window.assistant.worker.llm.pid)}")
+          f"window process {_rss_mb('self')}, model process {_rss_mb(getattr(window.assistant.worker.llm, 'pid', None))}")
     window.close()
     return 0
 

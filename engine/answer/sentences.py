@@ -40,6 +40,7 @@ _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Ch
                                r"\s+\S.{0,80}$")
 _PAGE_HEADER = re.compile(r"^\s*(?:(?:Chapter|Appendix|Part)\s+\S+:.*\s\d+|\d+\s+.{0,60}|.{0,60}\s\d+|\d+"
                           r"|[ivxlc]+)\s*$", re.IGNORECASE)
+_LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
 LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
 DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
 CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
@@ -236,6 +237,8 @@ def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int
     start, end = block[0][0], block[-1][1]
     sentences, at = [], start
     for match in SENTENCE_END.finditer(text, start, end):
+        if _LIST_MARKER.fullmatch(text[at:match.start() + 1].strip()):
+            continue  # a list item's "2." ends no sentence: it stays with its item
         sentences.append((at, match.start() + len(match.group(0).rstrip())))
         at = match.end()
     sentences.append((at, end))

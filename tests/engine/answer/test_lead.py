@@ -225,3 +225,14 @@ def test_each_citation_quotes_its_passage_s_best_unit():
     best = best_units(Query.of("When must the valve be closed?"), [first, second])
     assert best[1].text == "Close the valve when the pump runs."
     assert best[2].text == "Prime the pump with water before you start it."
+
+
+def test_a_numbered_item_is_one_unit_with_its_number():
+    """A list item's "2." is no sentence of its own: the lead quotes the item, and its span
+    highlights the item, not the number alone (seen on the NUT user manual's page 39)."""
+    text = ('What happens then:\n2. The UPS reaches low battery (a "critical" UPS), that is to say, '
+            "upsc displays: OB LB")
+    quotes = lead_sentences("What does LB mean when upsc shows the UPS status?", [passage(text)], weights=TERMS_ONLY)
+    item = text.index("2. The UPS")
+    assert quotes[0].kind == "item" and quotes[0].span == Span(3, item, len(text))
+    assert not any(q.text.strip() == "2." or q.span.end - q.span.start <= 3 for q in quotes)
