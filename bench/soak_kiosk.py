@@ -19,7 +19,7 @@ Writes "## Kiosk soak (issue 7)" of docs/benchmarks.md (from every model's last 
 bench/.cache/soak/result-MODEL.json; --no-doc leaves both alone). Exit code 1 when an answer
 was incomplete or files or threads grew.
 
-tests/gui/test_soak.py runs a short version of the same loop (`run_soak`).
+tests/gui/kiosk/test_soak.py runs a short version of the same loop (`run_soak`).
 """
 
 from __future__ import annotations
@@ -433,7 +433,7 @@ def manual_for(model: str) -> tuple[list[Path], list[str]]:
     faq = ROOT / "tests" / ".manuals" / "R-FAQ.pdf"
     if model == "builtin" and faq.is_file():
         return [faq], R_QUESTIONS + OFF_TOPIC
-    from tests.gui.test_gui_chat import PUMP_PAGES
+    from tests.helpers.pump_chat import PUMP_PAGES
     from tests.helpers.pdf_factory import write_pdf
 
     pdf = CACHE / "pump.pdf"
@@ -445,7 +445,7 @@ def manual_for(model: str) -> tuple[list[Path], list[str]]:
 
 
 def ensure_indexed(paths, files: list[Path]) -> None:
-    from tests.gui.test_gui_chat import index_into
+    from tests.helpers.pump_chat import index_into
 
     marker = paths.collections / "soak-indexed.json"
     wanted = sorted(str(f) for f in files)
@@ -550,7 +550,7 @@ def report(runs: list[dict]) -> str:
                      f"{s['widgets_warm']} → {s['widgets_end']} (top-level {s['top_widgets_warm']} → "
                      f"{s['top_widgets_end']}), Python objects {s['gc_objects_warm']:,} → "
                      f"{s['gc_objects_end']:,} ({s['gc_slope_per_1000']:+,} per 1,000 q).")
-    lines += ["", "The short version runs in the test suite: `tests/gui/test_soak.py` (150 questions on the "
+    lines += ["", "The short version runs in the test suite: `tests/gui/kiosk/test_soak.py` (150 questions on the "
               "tiny LLM, marked slow).", ""]
     return "\n".join(lines)
 

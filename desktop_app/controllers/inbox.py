@@ -9,7 +9,7 @@ when a folder is replaced, and needs one watch per subfolder. Each poll lists th
 its subfolders on the watcher's own QThread, not the GUI thread: 2,000 files take 12-22 ms to
 list on a local disk, and a network share can take seconds, or hang. The GUI thread only asks
 (a job queued on that thread) and hands the result on when it comes back: about 0.1 ms a poll, 1-2 ms for a batch of 2,000 files
-(tests/gui/test_gui_inbox.py). A poll that is still running when the next is due skips that one.
+(tests/gui/controllers/test_gui_inbox.py). A poll that is still running when the next is due skips that one.
 
 Which files are ready (whole, supported, not hidden or temporary) is the engine's rule
 (engine.ingest.inbox.InboxState). New and changed stable files go to the IndexController, the

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.gui.test_kiosk_session import need, start_x, x
-from tests.gui.test_watchdog import fast_data_dir
+from tests.gui.kiosk.test_kiosk_session import need, start_x, x
+from tests.gui.kiosk.test_watchdog import fast_data_dir
 
 pytestmark = [
     pytest.mark.slow,

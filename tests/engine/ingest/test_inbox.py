@@ -1,6 +1,6 @@
 """The inbox's rules without Qt (engine/ingest/inbox.py): a file is ready once it is the same on
 two polls in a row; hidden, temporary and unsupported files are never ready. The GUI's watcher
-and its thread are tested in tests/gui/test_gui_inbox.py."""
+and its thread are tested in tests/gui/controllers/test_gui_inbox.py."""
 
 from __future__ import annotations
 

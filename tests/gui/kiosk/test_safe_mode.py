@@ -1,6 +1,6 @@
 """The app's own part in staying up: the safe-mode screen after a crash loop and its "Try again",
 the last error kept by the crash hook, the watchdog heartbeat from the GUI thread, and
-faulthandler's crash log. (The app under a supervisor, killed and frozen: tests/gui/test_watchdog.py.)"""
+faulthandler's crash log. (The app under a supervisor, killed and frozen: tests/gui/kiosk/test_watchdog.py.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from desktop_app.kiosk.safe_mode import NO_ERROR, RESTART_EXIT_CODE, SafeModeWin
 from engine.kiosk import crash_loop
 from engine.paths import AppPaths
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ERROR = "Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: the pump exploded"
 
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QWidget
 
 from desktop_app.kiosk.keyboard import BACKSPACE, ENTER, SHIFT, SPACE
 from desktop_app.kiosk.lockdown import MIN_FONT_PT, TOUCH_PX, touch_px
-from tests.gui import test_gui_kiosk
+from tests.gui.kiosk import test_gui_kiosk
 from tests.helpers.pump_chat import ANSWER_MS
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py

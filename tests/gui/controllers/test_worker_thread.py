@@ -13,7 +13,7 @@ from PySide6.QtCore import QObject, QThread
 
 from desktop_app.controllers.worker_thread import WorkerThread
 from engine.errors import EngineError
-from tests.gui.test_controller_lifetime import freed_without_the_cyclic_gc
+from tests.gui.controllers.test_controller_lifetime import freed_without_the_cyclic_gc
 
 WAIT_MS = 5000
 

@@ -8,7 +8,7 @@ from engine.answer.assistant import AnswerStats
 from engine.answer.grounding import Relevance
 from engine.answer.sentence_check import check_sentences
 from engine.types import Citation, Passage, Span
-from tests.gui.test_gui_chat import finished_bubble
+from tests.gui.chat.test_gui_chat import finished_bubble
 from tests.helpers.rich_text import anchor_hrefs
 
 MANUAL = ("Firmware updates for the X200 are on [the official X200 support site]"

@@ -31,7 +31,7 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="systemd's notify protocol: Linux"),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 WATCHDOG_S = 5.0  # WatchdogSec, as in the unit (2 s gave false kills on a loaded 2-core machine)
 RESTART_S = 0.5  # RestartSec
 START_TIMEOUT_S = 60.0  # TimeoutStartSec: a start with no READY=1 is killed

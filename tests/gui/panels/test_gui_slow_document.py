@@ -11,7 +11,7 @@ import pytest
 from desktop_app.controllers.indexing import IndexController
 from desktop_app.panels.documents import DocumentsPanel, slow_document_text
 from engine.paths import AppPaths
-from tests.gui.test_gui_documents import RUN_S, SETTINGS, Gate, statuses
+from tests.gui.panels.test_gui_documents import RUN_S, SETTINGS, Gate, statuses
 from tests.helpers.pdf_factory import write_pdf
 
 

@@ -28,7 +28,7 @@ from engine.paths import AppPaths
 from tests.helpers.pdf_factory import write_pdf
 from tests.helpers.pump_chat import ANSWER, LOAD_MS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 

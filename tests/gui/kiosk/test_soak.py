@@ -23,7 +23,7 @@ from engine.paths import AppPaths
 from tests.helpers.pdf_factory import write_pdf
 from tests.helpers.pump_chat import PUMP_PAGES, index_into
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SOAK_SCRIPT = ROOT / "bench" / "soak_kiosk.py"
 QUESTIONS = 150
 WARMUP = 30  # a fifth: the model's and the embedder's buffers reach their size in the first rounds
@@ -56,7 +56,7 @@ def soak_here(data: Path, llm: Path, out: Path) -> None:
 
 def soak_in_a_child(data: Path, llm: Path, out: Path):
     """The SoakResult of soak_here run in a new Python process."""
-    code = ("import sys; from pathlib import Path; from tests.gui.test_soak import soak_here; "
+    code = ("import sys; from pathlib import Path; from tests.gui.kiosk.test_soak import soak_here; "
             "soak_here(*map(Path, sys.argv[1:4]))")
     done = subprocess.run([sys.executable, "-c", code, str(data), str(llm), str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=900, check=False)

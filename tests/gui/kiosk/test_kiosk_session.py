@@ -33,14 +33,14 @@ from pathlib import Path
 import pytest
 
 from desktop_app.kiosk.x11_guard import WINDOW_LOST_EXIT_CODE
-from tests.gui.test_watchdog import fast_data_dir
+from tests.gui.kiosk.test_watchdog import fast_data_dir
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="an X session: Linux"),
 ]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SESSION = REPO / "packaging" / "linux" / "offline-assistant-kiosk-session"
 SERVER_FLAGS = REPO / "packaging" / "linux" / "50-offline-assistant-kiosk.conf"
 SCREEN = (1280, 800)

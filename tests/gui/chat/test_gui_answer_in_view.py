@@ -1,7 +1,7 @@
 """Where the chat rests when an answer ends (issue 29): the view follows the stream while the
 newest answer fits, and once it does not, its start stays in view, with the manual's own words
 (the lead) first, instead of scrolling on to the model's sentences and the list of passages. On
-hand-built engine events streamed one by one (no model); the kiosk's case is in test_gui_kiosk.py."""
+hand-built engine events streamed one by one (no model); the kiosk's case is in kiosk/test_gui_kiosk.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, QPoint, QRect, QSize, QTimer, Signal
 from desktop_app.chat.view import ChatView
 from engine.answer.assistant import CitationsEvent, DoneEvent, LeadEvent, PassagesEvent, TextEvent
 from engine.types import Quote, Span
-from tests.gui.test_gui_answer_marks import citation, passage, settle, stats
+from tests.gui.chat.test_gui_answer_marks import citation, passage, settle, stats
 
 pytestmark = pytest.mark.usefixtures("same_look_after")  # tests/conftest.py
 
