@@ -6,6 +6,8 @@
 It wires the parts and owns their threads: the IndexController (indexing), the
 AssistantController (answers; the model in its child process) and, on first start, the
 preparation of the built-in model, and the ModelsController (importing and removing models).
+The panels own their dialogs (panels/models.py: the import and preparation boxes;
+panels/settings.py: the settings dialog); the window keeps its own notices, errors and About.
 Files and folders dropped anywhere on the window are indexed; a dropped .gguf is a model to
 import instead.
 """
@@ -20,11 +22,9 @@ from PySide6.QtCore import QEvent, QPoint, QRect, QSize, Qt, QTimer, QUrl
 from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
-    QDialog,
     QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressDialog,
     QSplitter,
     QStyle,
     QToolBar,
@@ -36,17 +36,15 @@ from desktop_app.chat.view import ChatView
 from desktop_app.controllers.assistant import AssistantController
 from desktop_app.controllers.indexing import IndexController
 from desktop_app.controllers.models import ModelsController
-from desktop_app.controllers.prepare import PrepareJob
 from desktop_app.panels.conversations import ConversationsPanel
 from desktop_app.panels.documents import DocumentsPanel
-from desktop_app.panels.models import model_files
-from desktop_app.panels.settings import SettingsDialog
+from desktop_app.panels.models import ImportBox, Preparation, model_files
+from desktop_app.panels.settings import edit_settings
 from desktop_app.sources.view import SourceView
 from desktop_app.theme import apply_theme
 from engine.answer.central import CentralServer, chosen_server
 from engine.config import Settings, load_settings, save_settings
 from engine.conversations import ConversationStore
-from engine.errors import EngineError
 from engine.kiosk import sd_notify
 from engine.models.prepare import needs_preparation
 from engine.paths import DEFAULT_COLLECTION, AppPaths
@@ -95,9 +93,6 @@ class MainWindow(QMainWindow):
         self.notice_box: QMessageBox | None = None
         self.settings = settings if settings is not None else load_settings(paths.settings_file, self._notices)
         self._closed = False
-        self._prepare_job: PrepareJob | None = None
-        self.prepare_dialog: QProgressDialog | None = None
-        self.import_dialog: QProgressDialog | None = None  # for a .gguf dropped on the window
         self._model_folder: Path | None = None  # the local model answering, for its speed
         self.setWindowTitle(TITLE)
         self.setObjectName("mainWindow")
@@ -110,6 +105,8 @@ class MainWindow(QMainWindow):
                                              assistant_settings, start=False, parent=self)
         self.index.pause_while(self.assistant.answering)  # an answer gets the CPU; indexing waits
         self.models = ModelsController(paths, provider, parent=self)
+        self.model_import = ImportBox(self.models, self)  # for a .gguf dropped on the window
+        self.preparation = Preparation(paths, self)
         self.chat = ChatView()
         self.chat.attach(self.assistant)
         self.conversations = ConversationsPanel(ConversationStore(paths.conversations))
@@ -291,8 +288,9 @@ class MainWindow(QMainWindow):
         self.assistant.modelFailed.connect(self._show_model_failure)
         self.assistant.engineRestarting.connect(self._show_model_restarting)
         self.assistant.engineUnreachable.connect(self.show_notice)  # said once, beside the status bar
-        self.models.importProgress.connect(self._on_import_progress)
         self.models.importEnded.connect(self._on_import_ended)
+        self.preparation.prepared.connect(self._on_prepared)
+        self.preparation.failed.connect(self._on_prepare_failed)
         QWidget.setTabOrder(self.conversations.list, self.chat.input)
         QWidget.setTabOrder(self.chat.input, self.chat.send_button)
         QWidget.setTabOrder(self.chat.send_button, self.documents.add_button)
@@ -354,66 +352,22 @@ class MainWindow(QMainWindow):
         if not self.models.import_files(files):
             self.statusBar().showMessage("A model is being imported; wait for it, or cancel it.", 10000)
             return False
-        self._show_import_dialog(f"Importing {Path(files[0]).name}…")
+        self.model_import.show(f"Importing {Path(files[0]).name}…")
         return True
-
-    def _progress_box(self, text: str, title: str, name: str, cancel: str | None = None) -> QProgressDialog:
-        """A progress box that leaves the window usable (documents added, questions asked
-        meanwhile), shown at once and kept open at 100 % until it is closed."""
-        dialog = QProgressDialog(text, cancel or "", 0, 100, self)
-        dialog.setWindowTitle(title)
-        if cancel is None:
-            dialog.setCancelButton(None)
-        dialog.setWindowModality(Qt.WindowModality.NonModal)
-        dialog.setMinimumDuration(0)
-        dialog.setAutoClose(False)
-        dialog.setAutoReset(False)
-        dialog.setAccessibleName(name)
-        dialog.setValue(0)
-        return dialog
-
-    def _show_import_dialog(self, text: str) -> None:
-        dialog = self._progress_box(text, "Importing a model", "Importing a model", "&Cancel")
-        dialog.setObjectName("importDialog")
-        dialog.canceled.connect(self.models.cancel_import)
-        self._close_import_dialog()
-        self.import_dialog = dialog
-        dialog.show()
-
-    def _on_import_progress(self, file: str, fraction: float, message: str) -> None:
-        if self.import_dialog is not None:
-            self.import_dialog.setValue(int(round(fraction * 100)))
-            self.import_dialog.setLabelText(f"Importing {file}: {message}")
 
     def _on_import_ended(self, _name: str, message: str, failed: bool) -> None:
         self.statusBar().showMessage(message, 15000)
-        dropped_here = self.import_dialog is not None  # else the Models page says it
-        if not self.models.is_importing():
-            self._close_import_dialog()
+        dropped_here = self.model_import.end()  # else the Models page says it
         if failed and dropped_here:
             self.show_notice(message)  # a box that does not block
 
-    def _close_import_dialog(self) -> None:
-        if self.import_dialog is not None:
-            self.import_dialog.canceled.disconnect(self.models.cancel_import)  # close() emits it
-            self.import_dialog.close()
-            self.import_dialog.deleteLater()
-            self.import_dialog = None
-
     # -- settings -------------------------------------------------------------------------
     def open_settings(self, models_page: bool = False) -> bool:
-        dialog = SettingsDialog(self.settings, self._imported_llm_names(), self._reranker_available(), self,
-                                models=self.models)
-        if models_page:
-            dialog.show_models()
-        accepted = dialog.exec() == QDialog.DialogCode.Accepted
-        settings = dialog.settings()
-        dialog.deleteLater()
-        if self.models.is_importing() and self.import_dialog is None:
-            self._show_import_dialog("Importing a model…")  # its page is closed: progress stays in view
-        if accepted:
+        settings = edit_settings(self.settings, self.paths, self.models, self, models_page=models_page)
+        self.model_import.keep_in_view()  # its page is closed: progress stays in view
+        if settings is not None:
             self.apply_settings(settings)
-        return accepted
+        return settings is not None
 
     def apply_settings(self, settings: Settings) -> None:
         old, self.settings = self.settings, settings
@@ -429,10 +383,10 @@ class MainWindow(QMainWindow):
         if replace(old, font_size=settings.font_size, theme=settings.theme,
                    source_zoom=settings.source_zoom, ocr=settings.ocr) == settings:
             return
-        if self._preparing() or needs_preparation(self.paths, settings, self._llm_folder):
+        if self.preparation.running() or needs_preparation(self.paths, settings, self._llm_folder):
             # the built-in model, chosen again on the Models page, is prepared first (once);
             # the assistant opens it with these settings when it is ready
-            if not self._preparing():
+            if not self.preparation.running():
                 self._prepare_model()
             return
         self.assistant.apply_settings(settings)
@@ -449,65 +403,22 @@ class MainWindow(QMainWindow):
         except OSError as exc:
             log.warning("the source zoom could not be saved: %s", exc)
 
-    def _imported_llm_names(self) -> list[str]:
-        from engine.models.registry import BUILTIN_LLM, list_models
-
-        try:
-            return [m.name for m in list_models(self.paths, "cpu")
-                    if m.kind == "llm" and m.name != BUILTIN_LLM.name and m.status == "ready"]
-        except EngineError as exc:
-            log.warning("listing models: %s", exc)
-            return []
-
-    def _reranker_available(self) -> bool:
-        from engine.models.registry import resolve_reranker
-
-        try:
-            return resolve_reranker(self.paths) is not None
-        except EngineError:
-            return False
-
     # -- first start ----------------------------------------------------------------------
     def _prepare_model(self) -> None:
         self.chat.set_ready(False, "Preparing the built-in model (once, about 10 s); "
                                    "you can add documents meanwhile.")
         self.model_label.setText("Model: preparing…")
-        self.prepare_dialog = self._progress_box("Preparing the built-in model…", "First start",
-                                                 "Preparing the built-in model")
-        job = PrepareJob(self.paths, self)
-        job.progress.connect(self._on_prepare_progress)
-        job.finished.connect(self._on_prepared)
-        job.failed.connect(self._on_prepare_failed)
-        self._prepare_job = job
-        job.start()
-        if self.isVisible():  # else once it is: shown first, a window manager put it behind the window
-            self.prepare_dialog.show()
-
-    def _on_prepare_progress(self, fraction: float, message: str) -> None:
-        if self.prepare_dialog is not None:
-            self.prepare_dialog.setValue(int(round(fraction * 100)))
-            self.prepare_dialog.setLabelText(f"Preparing the built-in model: {message}")
-
-    def _preparing(self) -> bool:
-        return self._prepare_job is not None and self._prepare_job.is_running()
+        self.preparation.start()
 
     def _on_prepared(self, _folder: str) -> None:
-        self._close_prepare_dialog()
         self.chat.set_ready(True)
         self.assistant.apply_settings(self.settings)  # those chosen while it was prepared
         self.assistant.start()
 
     def _on_prepare_failed(self, message: str) -> None:
-        self._close_prepare_dialog()
         self.chat.set_ready(False, "The built-in model could not be prepared; see the message.")
         self.model_label.setText("Model: not available")
         self.show_error(message)
-
-    def _close_prepare_dialog(self) -> None:
-        if self.prepare_dialog is not None:
-            self.prepare_dialog.close()
-            self.prepare_dialog.deleteLater()
-            self.prepare_dialog = None
 
     # -- status ---------------------------------------------------------------------------
     def _show_model(self, status) -> None:
@@ -617,16 +528,13 @@ class MainWindow(QMainWindow):
             self.assistant.shutdown()
             self.index.shutdown()
             self.models.shutdown()
-            self._close_import_dialog()
-            if self._preparing():
-                self._prepare_job.wait()
-            self._close_prepare_dialog()
+            self.model_import.close()
+            self.preparation.close()
         super().closeEvent(event)
 
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
-        if self.prepare_dialog is not None and not self.prepare_dialog.isVisible():
-            QTimer.singleShot(0, self.prepare_dialog, self.prepare_dialog.show)  # once the window is mapped
+        self.preparation.window_shown()
 
     def changeEvent(self, event) -> None:  # noqa: N802
         super().changeEvent(event)

@@ -5,6 +5,9 @@
                       in_use="qwen2.5-0.5b", locked=settings.kiosk)
     page.chosen()        # None: the built-in model; else an imported model's name
 
+    box = ImportBox(models_controller, window)   # an import's progress where the page is not open
+    preparation = Preparation(paths, window)     # the built-in model's first start, with its box
+
 Shows what the engine's catalog says, never computes it. On a kiosk (`locked`) the page only
 shows: the model is the administrator's choice, made in the settings file.
 """
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QDir, Qt
+from PySide6.QtCore import QDir, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -25,6 +28,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QMessageBox,
     QProgressBar,
+    QProgressDialog,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -33,8 +37,10 @@ from PySide6.QtWidgets import (
 )
 
 from desktop_app.controllers.models import ModelsController
+from desktop_app.controllers.prepare import PrepareJob
 from engine.models.catalog import MEASURE_TOKENS, MIN_TOKENS, LLMEntry, size_text
 from engine.models.registry import BUILTIN_LLM
+from engine.paths import AppPaths
 
 BUILTIN = f"{BUILTIN_LLM.name} (built-in)"
 NAME_CHARS = 48  # a longer name is elided (its tooltip holds it whole)
@@ -349,6 +355,124 @@ class ModelsPage(QWidget):
             return
         event.acceptProposedAction()
         self.import_files(files)
+
+
+# -- the window's boxes for models -----------------------------------------------------------------
+def progress_box(parent: QWidget, text: str, title: str, name: str, cancel: str | None = None) -> QProgressDialog:
+    """A progress box that leaves the window usable (documents added, questions asked
+    meanwhile), shown at once and kept open at 100 % until it is closed."""
+    dialog = QProgressDialog(text, cancel or "", 0, 100, parent)
+    dialog.setWindowTitle(title)
+    if cancel is None:
+        dialog.setCancelButton(None)
+    dialog.setWindowModality(Qt.WindowModality.NonModal)
+    dialog.setMinimumDuration(0)
+    dialog.setAutoClose(False)
+    dialog.setAutoReset(False)
+    dialog.setAccessibleName(name)
+    dialog.setValue(0)
+    return dialog
+
+
+class ImportBox(QObject):
+    """The progress of an import that the Models page does not show (a .gguf dropped on the
+    window, or the page closed while it imports), in a box of the window's with Cancel."""
+
+    def __init__(self, controller: ModelsController, window: QWidget):
+        super().__init__(window)  # the window is reached as parent(): no reference cycle
+        self._controller = controller
+        self.dialog: QProgressDialog | None = None
+        controller.importProgress.connect(self._on_progress)
+
+    def show(self, text: str) -> None:
+        dialog = progress_box(self.parent(), text, "Importing a model", "Importing a model", "&Cancel")
+        dialog.setObjectName("importDialog")
+        dialog.canceled.connect(self._controller.cancel_import)
+        self.close()
+        self.dialog = dialog
+        dialog.show()
+
+    def keep_in_view(self) -> None:
+        """Once the Models page is closed, an import it started stays in view here."""
+        if self._controller.is_importing() and self.dialog is None:
+            self.show("Importing a model…")
+
+    def end(self) -> bool:
+        """An import ended: the box closes unless another import runs. Whether it was shown."""
+        shown = self.dialog is not None
+        if not self._controller.is_importing():
+            self.close()
+        return shown
+
+    def close(self) -> None:
+        if self.dialog is not None:
+            self.dialog.canceled.disconnect(self._controller.cancel_import)  # close() emits it
+            self.dialog.close()
+            self.dialog.deleteLater()
+            self.dialog = None
+
+    def _on_progress(self, file: str, fraction: float, message: str) -> None:
+        if self.dialog is not None:
+            self.dialog.setValue(int(round(fraction * 100)))
+            self.dialog.setLabelText(f"Importing {file}: {message}")
+
+
+class Preparation(QObject):
+    """The built-in model prepared on a first start (controllers/prepare.py), its progress in a
+    box of the window's that leaves the window usable."""
+
+    prepared = Signal(str)  # the prepared folder; the box is closed
+    failed = Signal(str)  # a sentence for the person; the box is closed
+
+    def __init__(self, paths: AppPaths, window: QWidget):
+        super().__init__(window)
+        self._paths = paths
+        self.job: PrepareJob | None = None
+        self.dialog: QProgressDialog | None = None
+
+    def start(self) -> None:
+        window = self.parent()
+        self.dialog = progress_box(window, "Preparing the built-in model…", "First start",
+                                   "Preparing the built-in model")
+        self.job = PrepareJob(self._paths, self)
+        self.job.progress.connect(self._on_progress)
+        self.job.finished.connect(self._on_prepared)
+        self.job.failed.connect(self._on_failed)
+        self.job.start()
+        if window.isVisible():  # else once it is: shown first, a window manager put it behind the window
+            self.dialog.show()
+
+    def running(self) -> bool:
+        return self.job is not None and self.job.is_running()
+
+    def window_shown(self) -> None:
+        if self.dialog is not None and not self.dialog.isVisible():
+            QTimer.singleShot(0, self.dialog, self.dialog.show)  # once the window is mapped
+
+    def close(self) -> None:
+        """The window closes: the preparation is waited for and its box closed."""
+        if self.running():
+            self.job.wait()
+        self._close_dialog()
+
+    def _on_progress(self, fraction: float, message: str) -> None:
+        if self.dialog is not None:
+            self.dialog.setValue(int(round(fraction * 100)))
+            self.dialog.setLabelText(f"Preparing the built-in model: {message}")
+
+    def _on_prepared(self, folder: str) -> None:
+        self._close_dialog()
+        self.prepared.emit(folder)
+
+    def _on_failed(self, message: str) -> None:
+        self._close_dialog()
+        self.failed.emit(message)
+
+    def _close_dialog(self) -> None:
+        if self.dialog is not None:
+            self.dialog.close()
+            self.dialog.deleteLater()
+            self.dialog = None
 
 
 def _local_paths(mime) -> list[str]:

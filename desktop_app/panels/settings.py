@@ -6,12 +6,15 @@ Models page (the model answers use, import and removal: panels/models.py).
     if dialog.exec() == QDialog.DialogCode.Accepted:
         settings = dialog.settings()    # a new engine.config.Settings; save_settings(...) it
 
+    chosen = edit_settings(settings, paths, window.models, window)   # the same, modal; None: cancelled
+
 Shows values, never computes: ranges come from engine.config.LIMITS, so the dialog and the
 file agree. Every control has a label with a mnemonic, an accessible name and a tooltip.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from PySide6.QtWidgets import (
@@ -31,10 +34,44 @@ from PySide6.QtWidgets import (
 from desktop_app.controllers.models import ModelsController
 from desktop_app.panels.models import BUILTIN, ModelsPage
 from engine.config import LIMITS, THEMES, Settings
+from engine.errors import EngineError
+from engine.models.registry import BUILTIN_LLM, list_models, resolve_reranker
+from engine.paths import AppPaths
 
-__all__ = ["BUILTIN", "RERANKER_MISSING", "SettingsDialog"]
+__all__ = ["BUILTIN", "RERANKER_MISSING", "SettingsDialog", "edit_settings"]
 RERANKER_MISSING = ("No reranker model is installed; answers use the fused search ranking. "
                     "Prepare or import a reranker to turn this on.")
+log = logging.getLogger(__name__)
+
+
+def edit_settings(settings: Settings, paths: AppPaths, models: ModelsController | None, parent: QWidget,
+                  *, models_page: bool = False) -> Settings | None:
+    """The settings dialog, modal, with the models installed in `paths`: the settings chosen, or
+    None when it was cancelled."""
+    dialog = SettingsDialog(settings, imported_llm_names(paths), has_reranker(paths), parent,
+                            models=models)
+    if models_page:
+        dialog.show_models()
+    accepted = dialog.exec() == QDialog.DialogCode.Accepted
+    chosen = dialog.settings()
+    dialog.deleteLater()
+    return chosen if accepted else None
+
+
+def imported_llm_names(paths: AppPaths) -> list[str]:
+    try:
+        return [m.name for m in list_models(paths, "cpu")
+                if m.kind == "llm" and m.name != BUILTIN_LLM.name and m.status == "ready"]
+    except EngineError as exc:
+        log.warning("listing models: %s", exc)
+        return []
+
+
+def has_reranker(paths: AppPaths) -> bool:
+    try:
+        return resolve_reranker(paths) is not None
+    except EngineError:
+        return False
 
 
 class SettingsDialog(QDialog):

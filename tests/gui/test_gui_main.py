@@ -275,15 +275,15 @@ def test_first_start_prepares_the_model_while_documents_are_added(qtbot, tmp_pat
     window = MainWindow(paths, "cpu", Settings())
     qtbot.addWidget(window, before_close_func=lambda w: w.close())
     progress = []
-    window._prepare_job.progress.connect(lambda fraction, _message: progress.append(fraction))
-    assert window.prepare_dialog is not None and not window.prepare_dialog.isVisible()
+    window.preparation.job.progress.connect(lambda fraction, _message: progress.append(fraction))
+    assert window.preparation.dialog is not None and not window.preparation.dialog.isVisible()
     window.show()
-    qtbot.waitUntil(window.prepare_dialog.isVisible)  # after the window: before it, it went behind it
+    qtbot.waitUntil(window.preparation.dialog.isVisible)  # after the window: before it, it went behind it
     assert not window.chat.send_button.isEnabled() and window.chat.hint.isVisible()
     drop(window, [pump_pdf])  # documents can be added meanwhile
     with qtbot.waitSignal(window.assistant.modelReady, timeout=300_000):
         pass
-    assert window.prepare_dialog is None and window.chat.send_button.isEnabled()
+    assert window.preparation.dialog is None and window.chat.send_button.isEnabled()
     assert progress and progress[-1] == 1.0 and progress == sorted(progress)
     qtbot.waitUntil(lambda: status_of(window, pump_pdf) == "ready", timeout=INDEX_MS)
     event = ask(qtbot, window)

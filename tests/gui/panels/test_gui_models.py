@@ -245,9 +245,9 @@ def test_a_gguf_dropped_on_the_window_is_imported_not_indexed(qtbot, indexed_cop
     assert not over_documents.isAccepted()  # the documents list leaves it to the window
     with qtbot.waitSignal(window.models.importEnded, timeout=IMPORT_MS) as ended:
         drop(window, [gguf])
-        assert window.import_dialog is not None and window.import_dialog.isVisible()
+        assert window.model_import.dialog is not None and window.model_import.dialog.isVisible()
     assert ended.args[0] == "dropped" and (indexed_copy.models / "dropped").is_dir()
-    assert window.import_dialog is None
+    assert window.model_import.dialog is None
     assert "dropped" in window.statusBar().currentMessage()
     assert len(window.index.documents()) == documents and not window.index.busy
 
@@ -297,8 +297,8 @@ def test_choosing_the_builtin_model_again_prepares_it_first(qtbot, tmp_path, tin
 
     monkeypatch.setattr(SettingsDialog, "exec", choose_builtin)
     assert window.open_settings(models_page=True)
-    assert window.prepare_dialog is not None and window.model_label.text() == "Model: preparing…"
+    assert window.preparation.dialog is not None and window.model_label.text() == "Model: preparing…"
     with qtbot.waitSignal(window.assistant.modelReady, timeout=300_000) as ready:
         pass
-    assert ready.args[0].name == BUILTIN_LLM.name and window.prepare_dialog is None
+    assert ready.args[0].name == BUILTIN_LLM.name and window.preparation.dialog is None
     assert load_settings(paths.settings_file).model is None
