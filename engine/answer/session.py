@@ -54,6 +54,7 @@ class SessionConfig:
     llm_folder: Path | None = None  # a fixed model folder (tests, kiosks); else settings.model
     assistant_settings: AssistantSettings | None = None  # else settings.assistant_settings()
     model: ModelChoice | None = None  # the CLI's, from its options; else from the settings
+    central: bool = True  # settings.server_url is followed (a server's own sessions never forward)
 
     def answer_settings(self) -> AssistantSettings:
         return self.assistant_settings or self.settings.assistant_settings()
@@ -120,7 +121,7 @@ class AnswerSession:
 
     def _use_server(self, config: SessionConfig) -> bool:
         """Whether a central server answers; a changed address or key opens a new client."""
-        wanted = chosen_server(config.settings)
+        wanted = chosen_server(config.settings) if config.central else (None, None)
         if self.server is not None and wanted != self._server_at:
             self.server.close()
             self.server = None

@@ -157,7 +157,7 @@ class ServerState:
                 session = AnswerSession(self.paths, key[0], metrics=self.metrics, model=GivenModel(slot.llm),
                                         embedder=self._require_embedder(), reranker=self._reranker)
                 self._sessions[key] = session
-        return session.open(SessionConfig(load_settings(self.paths.settings_file)))
+        return session.open(SessionConfig(load_settings(self.paths.settings_file), central=False))
 
     def _reranker(self):
         """The imported reranker, loaded once for every session (None when none is, or when the

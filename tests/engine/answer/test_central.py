@@ -36,7 +36,11 @@ def data_dir(root, embedder, text: str) -> AppPaths:
 
 @pytest.fixture(scope="module")
 def central(tmp_path_factory, tiny_embedder) -> AppPaths:
-    return data_dir(tmp_path_factory.mktemp("central"), tiny_embedder, VALVE)
+    """The central server's data dir; its settings name a server too, which a server ignores
+    (it answers itself, never forwards)."""
+    paths = data_dir(tmp_path_factory.mktemp("central"), tiny_embedder, VALVE)
+    paths.settings_file.write_text(f'server_url = "{refused_url()}"\n', encoding="utf-8")
+    return paths
 
 
 def thin(paths: AppPaths, url: str, embedder, llm_dir=None, clock=time.monotonic,
