@@ -27,8 +27,11 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from google.protobuf.message import DecodeError
+
 from engine.errors import ModelError
 from engine.models.manifest import atomic_folder, write_manifest
+from engine.models.onnx_subset import external_locations
 from engine.paths import MANIFEST
 
 CONFIG = "genai_config.json"
@@ -181,7 +184,7 @@ def check_external_data(folder: Path, onnx_path: Path, label: Path, links_ok: bo
     if onnx_path.stat().st_size > GRAPH_CHECK_LIMIT:
         return
     base = PurePosixPath(onnx_path.relative_to(folder).parent.as_posix())
-    for location in _external_locations(_load_graph(onnx_path, label)):
+    for location in _external_locations(onnx_path, label):
         if ".." in re.split(r"[\\/]", location):
             refuse(label, f"has a graph reading data outside the folder ('{location}')",
                    "keep the model's files inside its folder")
@@ -189,41 +192,25 @@ def check_external_data(folder: Path, onnx_path: Path, label: Path, links_ok: bo
         _require_file(_inside(folder, name, "external data", label, links_ok), name, label)
 
 
+def _external_locations(path: Path, label: Path) -> set[str]:
+    try:
+        return external_locations(path.read_bytes())
+    except (OSError, DecodeError) as exc:
+        _unreadable(path, label, exc)
+
+
 def _load_graph(path: Path, label: Path):
-    import onnx
-    from google.protobuf.message import DecodeError
+    import onnx  # about a second: only an import reads the whole graph
 
     try:
         return onnx.load(str(path), load_external_data=False)
     except (OSError, DecodeError, ValueError) as exc:
-        refuse(label, f"has '{path.name}' that is not a readable ONNX file ({exc})",
-               "download or copy the model again")
+        _unreadable(path, label, exc)
 
 
-def _external_locations(model) -> set[str]:
-    import onnx
-
-    locations = set()
-    for tensor in _graph_tensors(model.graph):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            entries = {entry.key: entry.value for entry in tensor.external_data}
-            locations.add(entries.get("location", ""))
-    return locations
-
-
-def _graph_tensors(graph) -> Iterator:
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    for node in graph.node:
-        for attribute in node.attribute:
-            if attribute.HasField("t"):
-                yield attribute.t
-            yield from attribute.tensors
-            subgraphs = list(attribute.graphs) + ([attribute.g] if attribute.HasField("g") else [])
-            for subgraph in subgraphs:
-                yield from _graph_tensors(subgraph)
+def _unreadable(path: Path, label: Path, exc: Exception):
+    refuse(label, f"has '{path.name}' that is not a readable ONNX file ({exc})",
+           "download or copy the model again")
 
 
 def refuse(label: Path, what: str, todo: str):
