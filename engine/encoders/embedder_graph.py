@@ -14,6 +14,7 @@ Run the result with EXACT_INT8_CONFIG set in the session options.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,13 +159,27 @@ def _remove_unused(graph: onnx.GraphProto, chain: list[onnx.NodeProto]) -> None:
     """Drops the matched Mul and Cast nodes (Mul first) once nothing reads them, then their
     scales; a weight that is also read elsewhere keeps its chain."""
     unique = list({node.output[0]: node for node in chain}.values())  # a Mul may feed two MatMuls
+    readers = _readers(graph)  # counted once and lowered per removal: a recount each time made a load quadratic
     for node in unique:
-        if not set(node.output) & _names_read(graph):
+        if not any(readers[name] for name in node.output):
             graph.node.remove(node)
+            readers.subtract(node.input)
     candidates = {name for node in unique for name in node.input}
-    read = _names_read(graph) | {value.name for value in graph.input}
+    read = {name for name, count in readers.items() if count > 0} | {value.name for value in graph.input}
     for init in [i for i in graph.initializer if i.name in candidates and i.name not in read]:
         graph.initializer.remove(init)
+
+
+def _readers(graph: onnx.GraphProto) -> Counter:
+    """How many times each name is read: by the graph's outputs and its nodes' inputs, once
+    more when a subgraph reads it."""
+    readers = Counter(out.name for out in graph.output)
+    for node in graph.node:
+        readers.update(node.input)
+        for attribute in node.attribute:
+            for subgraph in [attribute.g] * attribute.HasField("g") + list(attribute.graphs):
+                readers.update(_names_read(subgraph))
+    return readers
 
 
 def _names_read(graph: onnx.GraphProto) -> set[str]:
