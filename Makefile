@@ -68,6 +68,7 @@ test-deps: $(VENV)/.installed-test $(VENV)/.installed-dist manuals llama-server
 test: test-deps
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q --durations=25
 
+# all but the tests marked slow (pyproject.toml): about 5 min on 2 cores; `make test` runs those too
 test-fast: $(VENV)/.installed-test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not slow"
 

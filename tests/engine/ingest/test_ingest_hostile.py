@@ -138,6 +138,7 @@ def _kill_the_next_worker(pool: ParsePool, dead: int, signal_number: int) -> thr
     return thread
 
 
+@pytest.mark.slow  # pypdf reads all 8,000 pages again (about 8 s on 2 cores); `make test` runs it
 def test_a_worker_that_pdfium_stops_reads_the_document_again_with_pypdf(long_pdf, good, caplog):
     with ParsePool(time_limit_s=60) as pool, caplog.at_level("INFO", logger="engine.ingest.parse_pool"):
         results = pool.imap([good, long_pdf])

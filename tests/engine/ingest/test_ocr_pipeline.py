@@ -3,7 +3,9 @@ rapidocr models), page by page with progress, resumable through the cache after 
 a per-page time limit; poorly recognised pages are not searched. Real SQLite, the tiny embedder.
 
 The R-intro pages used: 12 (the readline and Emacs page), 13 (three short lines) and 30 ("5.6
-Generalized transpose of an array"); scanned with tests/helpers/scanned.py."""
+Generalized transpose of an array"); scanned with tests/helpers/scanned.py. Every test that runs the
+recogniser is marked slow (the models load in each worker: about a minute on 2 cores); `make test`
+runs them."""
 
 from __future__ import annotations
 
@@ -84,6 +86,7 @@ def keyword_pages(store, query: str, name: str) -> set[int]:
 
 
 # -- a scanned PDF, and a mixed one ------------------------------------------------------------
+@pytest.mark.slow
 def test_a_scanned_manual_is_recognised_and_its_pages_are_searchable(indexed, tiny_embedder):
     result = outcomes(indexed["events"])["scan.pdf"]
     assert (result.status, result.pages) == ("ready", 3) and result.chunks >= 3
@@ -98,6 +101,7 @@ def test_a_scanned_manual_is_recognised_and_its_pages_are_searchable(indexed, ti
                for w in ocr.words)
 
 
+@pytest.mark.slow
 def test_a_mixed_manual_keeps_its_text_layer_and_recognises_its_scanned_page(indexed, tiny_embedder):
     result = outcomes(indexed["events"])["mixed.pdf"]
     assert (result.status, result.pages) == ("ready", 3)
@@ -110,6 +114,7 @@ def test_a_mixed_manual_keeps_its_text_layer_and_recognises_its_scanned_page(ind
         assert keyword_pages(store, '"integrated suite of software"', "mixed.pdf") == {1}
 
 
+@pytest.mark.slow
 def test_recognition_reports_each_page_before_the_document_is_stored(indexed):
     events = [e for e in indexed["events"] if e.current_file.endswith("scan.pdf")]
     recognising = [(e.document_pages_done, e.document_pages) for e in events if e.stage == "recognising"]
@@ -118,6 +123,7 @@ def test_recognition_reports_each_page_before_the_document_is_stored(indexed):
     assert all(e.stage == "" for e in events[last + 1:]) and events[-1].outcome is not None
 
 
+@pytest.mark.slow
 def test_each_recognised_page_is_kept_in_the_cache(indexed, documents):
     from engine.ingest.ocr import PageRecogniser
 
@@ -137,6 +143,7 @@ def test_without_ocr_scanned_pages_are_skipped_as_before(tmp_path, documents, ti
     assert not any(e.stage for e in events) and not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow
 def test_turning_ocr_on_recognises_the_pages_skipped_without_it(tmp_path, indexed, documents, tiny_embedder):
     paths = AppPaths(tmp_path / "data").ensure()
     with open_collection(paths, "default", tiny_embedder) as store:
@@ -150,6 +157,7 @@ def test_turning_ocr_on_recognises_the_pages_skipped_without_it(tmp_path, indexe
         assert unchanged["mixed.pdf"].reason == "unchanged"
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_file_is_recognised_again(tmp_path, indexed, documents):
     from engine.ingest.ocr import PageRecogniser
 
@@ -169,6 +177,7 @@ def test_a_damaged_cache_file_is_recognised_again(tmp_path, indexed, documents):
 
 
 # -- limits: a page's time, a killed worker --------------------------------------------------
+@pytest.mark.slow
 def test_a_page_over_its_time_limit_is_given_up_and_the_rest_is_indexed(tmp_path, documents, tiny_embedder):
     paths = AppPaths(tmp_path / "data").ensure()
     with open_collection(paths, "default", tiny_embedder) as store:
@@ -222,6 +231,7 @@ def frozen_on_first_page(pool: ParsePool, path: Path) -> list:
     return items
 
 
+@pytest.mark.slow
 def test_a_page_that_stops_the_reader_is_given_up_and_the_rest_recognised(indexed, documents, monkeypatch):
     """The caller stops the frozen worker once the page's limit and grace have passed, and
     starts the document again without that page; the other pages come from the cache."""
@@ -239,6 +249,7 @@ def test_a_page_that_stops_the_reader_is_given_up_and_the_rest_recognised(indexe
     assert "several analyses" in parsed.pages[1].text and parsed.pages[2].ocr is not None
 
 
+@pytest.mark.slow
 def test_a_document_whose_pages_keep_stopping_the_reader_times_out_naming_the_page(documents, monkeypatch):
     import engine.ingest.parse_pool
 

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from engine.paths import DB_NAME
 from engine.store.index_store import IndexStore
@@ -105,6 +106,7 @@ def check_collection(folder: Path, rng: random.Random) -> tuple[int, dict]:
         return crash_writer.resume_step(store), store.open_report
 
 
+@pytest.mark.slow  # 31 writer processes (about 15 s on 2 cores); `make test` runs it
 def test_kill_minus_nine_at_random_moments_never_breaks_the_collection(tmp_path):
     folder = tmp_path / "collection"
     rng = random.Random(20240611)
