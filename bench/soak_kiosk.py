@@ -433,8 +433,8 @@ def manual_for(model: str) -> tuple[list[Path], list[str]]:
     faq = ROOT / "tests" / ".manuals" / "R-FAQ.pdf"
     if model == "builtin" and faq.is_file():
         return [faq], R_QUESTIONS + OFF_TOPIC
-    from tests.helpers.pump_chat import PUMP_PAGES
     from tests.helpers.pdf_factory import write_pdf
+    from tests.helpers.pump_chat import PUMP_PAGES
 
     pdf = CACHE / "pump.pdf"
     if not pdf.is_file():
