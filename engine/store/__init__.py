@@ -1,3 +1,4 @@
 """The collection on disk: IndexStore (SQLite + FTS5 is the truth, faiss a checksummed cache),
-the Indexer that parses, chunks, embeds and stores documents, and health (a collection's checks
+vectors (the dense index: exact below a size, approximate IVF above it, re-scored exactly), the
+Indexer that parses, chunks, embeds and stores documents, and health (a collection's checks
 and repair, and whether it exists at all: the CLI and the server both ask)."""

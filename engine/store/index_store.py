@@ -3,7 +3,9 @@
 One folder per collection:
   collection.sqlite3   documents, chunks (with their float32 embeddings), FTS5 over chunk text
                        and heading path, meta
-  vectors-NNNNNN.faiss the dense index, named in meta together with its SHA-256
+  vectors-NNNNNN.faiss the dense index, named in meta together with its SHA-256: exact below a
+                       size, approximate (IVF) above it, re-scored exactly from SQLite's vectors
+                       (engine/store/vectors.py)
   writer.lock          held (OS lock) by the one process allowed to write
 
 Formats (meta schema_version): 1 indexed the text alone in FTS5; 2 adds the heading path as a
@@ -38,6 +40,11 @@ Durability:
   added from SQLite, vectors of removed chunks are dropped. A missing, unreadable or
   mismatching (checksum) file is rebuilt from SQLite. Dense hits are also checked against
   SQLite before they are returned.
+- When a change makes the collection cross the size where the index changes kind, or outgrow
+  what its lists were trained on, the writer rebuilds the index from SQLite and flushes it at
+  once (a rebuild is costly; readers then load the new file instead of repeating it). Until
+  the new file's name is committed in meta, the old file stays the one used; a crash in between
+  leaves the old file and a stale one, deleted on the next open.
 """
 
 from __future__ import annotations
@@ -53,13 +60,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import faiss
 import numpy as np
 
 from engine.atomic_file import fsync_folder
 from engine.errors import DiskFullError, EngineError, disk_full_as_error, is_disk_full
 from engine.paths import DB_NAME
 from engine.store import health
+from engine.store.vectors import EXACT, DenseIndex, IndexPolicy
 from engine.types import Chunk, PageOcr, StoredDocument
 
 log = logging.getLogger(__name__)
@@ -202,14 +209,16 @@ def _engine_error(folder: Path, exc: BaseException) -> BaseException:
 class IndexStore:
     """One collection. Use from one thread at a time; open it with IndexStore.open()."""
 
-    def __init__(self, folder: Path, db: sqlite3.Connection, lock, meta: dict, mismatch: str):
+    def __init__(self, folder: Path, db: sqlite3.Connection, lock, meta: dict, mismatch: str,
+                 policy: IndexPolicy | None = None):
         self.folder = folder
+        self.policy = policy or IndexPolicy()
         self._db = db
         self._lock = lock  # None when read-only
         self._meta = meta
         self._mismatch = mismatch  # why adding and dense search are refused; "" when allowed
         self._dimension = int(meta["dimension"])
-        self._vectors: _Vectors | None = None
+        self._vectors: DenseIndex | None = None
         self._dirty = False
         self._data_version = 0
         self._has_heading_column = int(meta["schema_version"]) >= 2
@@ -220,13 +229,14 @@ class IndexStore:
 
     @classmethod
     def open(cls, folder: Path, *, embedder_id: str | None, dimension: int | None, create: bool = True,
-             read_only: bool = False) -> "IndexStore":
+             read_only: bool = False, policy: IndexPolicy | None = None) -> "IndexStore":
         """Open (or create) the collection in `folder`. embedder_id and dimension may be None
         to take whatever the collection was built with (no new collection, then).
 
         A writer holds the collection's lock until close(); a second writer gets an EngineError.
         A collection built with another embedder cannot be opened for writing; read-only it
         can be listed and keyword-searched, but dense search is refused until re-embedded.
+        `policy` says when the dense index is approximate (tests make it small).
         """
         folder = Path(folder)
         db_path = folder / DB_NAME
@@ -238,7 +248,7 @@ class IndexStore:
             repaired = _check_on_open(folder, db_path, lock)
             db = _connect(db_path, read_only)
             try:
-                store = cls._from_connection(folder, db, lock, embedder_id, dimension, read_only)
+                store = cls._from_connection(folder, db, lock, embedder_id, dimension, read_only, policy)
             except BaseException:
                 db.close()
                 raise
@@ -255,7 +265,7 @@ class IndexStore:
         return store
 
     @classmethod
-    def _from_connection(cls, folder, db, lock, embedder_id, dimension, read_only) -> "IndexStore":
+    def _from_connection(cls, folder, db, lock, embedder_id, dimension, read_only, policy) -> "IndexStore":
         if not read_only and not _has_schema(db):
             if not embedder_id or not dimension:
                 raise ValueError("a new collection needs embedder_id and dimension")
@@ -268,7 +278,7 @@ class IndexStore:
             db.execute(_LABELS_SCHEMA)
             db.execute(_OCR_SCHEMA)
             db.execute(_TEXT_VERSIONS_SCHEMA)
-        store = cls(folder, db, lock, meta, mismatch)
+        store = cls(folder, db, lock, meta, mismatch, policy)
         if not mismatch:
             store._load_vectors()
         if lock is not None:
@@ -499,9 +509,21 @@ class IndexStore:
         self._require_embedder()
         query = _normalised(_as_matrix(query_vector, 1, self._dimension))
         self._refresh_if_changed_elsewhere()
-        hits = self._vectors.search(query, k)
+        hits = self._vectors.search(query, k, self.policy)
+        if self._vectors.kind != EXACT:
+            return self._rescored(query[0], [chunk_id for chunk_id, _ in hits], k)
         existing = self._existing_chunk_ids([chunk_id for chunk_id, _ in hits])
         return [(chunk_id, score) for chunk_id, score in hits if chunk_id in existing]
+
+    def _rescored(self, query: np.ndarray, chunk_ids: list[int], k: int) -> list[tuple[int, float]]:
+        """The approximate index's candidates scored exactly from their stored vectors (a
+        removed chunk has none left), best first: the exact search's order."""
+        scored = []
+        for batch in _batches(chunk_ids):
+            ids, matrix = self._embeddings_of(batch)
+            scored += zip((matrix @ query).tolist(), ids)
+        scored.sort(key=lambda pair: (-pair[0], pair[1]))
+        return [(chunk_id, score) for score, chunk_id in scored[:k]]
 
     @_damage_is_engine_error
     def embeddings(self, chunk_ids: Iterable[int]) -> dict[int, np.ndarray]:
@@ -560,6 +582,8 @@ class IndexStore:
             "documents_by_status": counts,
             "chunks": chunks,
             "vectors": self._vectors.ntotal if self._vectors else 0,
+            "index": self._vectors.kind if self._vectors else "",
+            "index_lists": self._vectors.lists if self._vectors else 0,
             "vectors_unsaved": self._dirty,
             "faiss_file": self._meta.get("faiss_file", ""),
             "faiss_max_chunk_id": int(self._meta.get("faiss_max_chunk_id", 0)),
@@ -589,12 +613,11 @@ class IndexStore:
             return False
         generation = int(self._meta.get("faiss_generation", 0)) + 1
         name = f"vectors-{generation:06d}.faiss"
-        data = self._vectors.to_bytes()
-        _write_durably(self.folder / name, data)
+        sha256 = _write_index_durably(self.folder / name, self._vectors)
         covered = self._vectors.max_id()
         with self._write_transaction():
-            _set_meta(self._db, faiss_file=name, faiss_sha256=hashlib.sha256(data).hexdigest(),
-                      faiss_max_chunk_id=covered, faiss_generation=generation)
+            _set_meta(self._db, faiss_file=name, faiss_sha256=sha256, faiss_max_chunk_id=covered,
+                      faiss_generation=generation, faiss_lists=self._vectors.lists)
         self._meta = _read_meta(self._db, self.folder)
         self._dirty = False
         self._remove_stale_vector_files()
@@ -644,6 +667,22 @@ class IndexStore:
         if added:
             self._vectors.add(added, vectors)
         self._dirty = self._dirty or bool(removed or added)
+        self._follow_size()
+
+    def _follow_size(self) -> None:
+        """Rebuild the index from SQLite when the collection's size calls for the other kind,
+        or for more lists than it was trained with, and save it at once."""
+        kind = self.policy.rebuild_as(self._vectors)
+        if kind is None:
+            return
+        started = time.perf_counter()
+        with self._read_snapshot():
+            self._vectors = self._fresh_index(kind)
+            self._reconcile()
+        self._dirty = True
+        log.info("dense index of %s rebuilt as %s (%d vectors, %d lists) in %.1f s", self.folder, kind,
+                 self._vectors.ntotal, self._vectors.lists, time.perf_counter() - started)
+        self.flush()
 
     def _require_writer(self) -> None:
         if self._lock is None:
@@ -660,11 +699,12 @@ class IndexStore:
     # -- internals: the faiss cache --------------------------------------------------------
 
     def _load_vectors(self) -> None:
-        """Load the recorded faiss file (or start empty) and reconcile it with SQLite."""
+        """Load the recorded faiss file (or start an index of the kind the size wants) and
+        reconcile it with SQLite."""
         started = time.perf_counter()
         with self._read_snapshot():
             vectors, source = self._vectors_from_file()
-            self._vectors = vectors
+            self._vectors = vectors or self._fresh_index(self.policy.kind_for(self._chunk_count(), EXACT))
             added, removed = self._reconcile()
             self._data_version = self._current_data_version()
         self._dirty = source != "loaded" or bool(added or removed)
@@ -673,27 +713,49 @@ class IndexStore:
         if source != "loaded" or added or removed:
             log.info("faiss cache of %s: %s", self.folder, self.open_report)
 
-    def _vectors_from_file(self) -> tuple["_Vectors", str]:
+    def _vectors_from_file(self) -> tuple[DenseIndex | None, str]:
+        """The index in the file meta names, checked against its SHA-256; None (to be rebuilt
+        from SQLite) when there is none or it cannot be used, with the reason."""
         name = self._meta.get("faiss_file", "")
         if not name:
-            return _Vectors.empty(self._dimension), "new"
+            return None, "new"
         try:
-            data = (self.folder / name).read_bytes()
+            with open(self.folder / name, "rb") as handle:
+                if _sha256_of(handle) != self._meta.get("faiss_sha256"):
+                    log.warning("faiss file %s does not match its checksum; rebuilding it", name)
+                    return None, "rebuilt: checksum mismatch"
+                handle.seek(0)
+                vectors = DenseIndex.read(handle, self._dimension)
         except FileNotFoundError:
             log.warning("faiss file %s is missing; rebuilding it from the database", name)
-            return _Vectors.empty(self._dimension), "rebuilt: file missing"
-        if hashlib.sha256(data).hexdigest() != self._meta.get("faiss_sha256"):
-            log.warning("faiss file %s does not match its checksum; rebuilding it", name)
-            return _Vectors.empty(self._dimension), "rebuilt: checksum mismatch"
-        vectors = _Vectors.from_bytes(data, self._dimension)
+            return None, "rebuilt: file missing"
         if vectors is None:
-            return _Vectors.empty(self._dimension), "rebuilt: unreadable"
+            log.warning("faiss file %s is unreadable or holds an unexpected index; rebuilding it", name)
+            return None, "rebuilt: unreadable"
         return vectors, "loaded"
+
+    def _fresh_index(self, kind: str) -> DenseIndex:
+        """An empty index of `kind` for the chunks SQLite holds now, which _reconcile fills; an
+        approximate one is trained on a sample of their vectors (the same sample for the same
+        chunks). Call inside a read snapshot."""
+        if kind == EXACT:
+            return DenseIndex.exact(self._dimension)
+        ids = self._chunk_ids()
+        lists = self.policy.lists_for(len(ids))
+        size = min(len(ids), lists * self.policy.train_per_list)
+        picked = np.sort(np.random.default_rng(len(ids)).choice(ids, size, replace=False))
+        sample = [self._embeddings_of(batch)[1] for batch in _batches(picked.tolist())]
+        return DenseIndex.trained(np.concatenate(sample), lists)
+
+    def _chunk_ids(self) -> np.ndarray:
+        return np.fromiter((row[0] for row in self._db.execute("SELECT id FROM chunks")), dtype=np.int64)
+
+    def _chunk_count(self) -> int:
+        return self._db.execute("SELECT count(*) FROM chunks").fetchone()[0]
 
     def _reconcile(self) -> tuple[int, int]:
         """Make faiss hold exactly SQLite's chunk ids. Returns (added, removed) counts."""
-        rows = self._db.execute("SELECT id FROM chunks")
-        in_sqlite = np.fromiter((row[0] for row in rows), dtype=np.int64)
+        in_sqlite = self._chunk_ids()
         in_faiss = self._vectors.ids()
         extra = np.setdiff1d(in_faiss, in_sqlite, assume_unique=True)
         missing = np.setdiff1d(in_sqlite, in_faiss, assume_unique=True)
@@ -717,9 +779,22 @@ class IndexStore:
         if version == self._data_version:
             return
         with self._read_snapshot():
+            self._load_rebuilt_file()
             added, removed = self._reconcile()
             self._data_version = self._current_data_version()
         self._dirty = self._dirty or bool(added or removed)
+
+    def _load_rebuilt_file(self) -> None:
+        """A writer rebuilt the index (another kind, or retrained lists): take its file rather
+        than keep catching up an index of the wrong shape for the size now."""
+        meta = _read_meta(self._db, self.folder)
+        rebuilt = int(meta.get("faiss_lists", 0)) != self._vectors.lists
+        if not rebuilt or meta.get("faiss_file") == self._meta.get("faiss_file"):
+            return
+        self._meta = meta
+        loaded, _ = self._vectors_from_file()
+        if loaded is not None:
+            self._vectors = loaded
 
     def _current_data_version(self) -> int:
         return self._db.execute("PRAGMA data_version").fetchone()[0]
@@ -751,57 +826,6 @@ class IndexStore:
                 path.unlink()
             except OSError as exc:  # e.g. a reader on Windows still has it open: next time
                 log.info("could not remove old faiss file %s yet: %s", path, exc)
-
-
-class _Vectors:
-    """The faiss cache: exact inner-product search, keyed by chunk id."""
-
-    def __init__(self, index):
-        self._index = index
-
-    @classmethod
-    def empty(cls, dimension: int) -> "_Vectors":
-        return cls(faiss.IndexIDMap2(faiss.IndexFlatIP(dimension)))
-
-    @classmethod
-    def from_bytes(cls, data: bytes, dimension: int) -> "_Vectors | None":
-        try:
-            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
-        except RuntimeError as exc:  # faiss reports a malformed file this way
-            log.warning("faiss file unreadable (%s); rebuilding it", exc)
-            return None
-        if not isinstance(index, faiss.IndexIDMap2) or index.d != dimension:
-            log.warning("faiss file holds an unexpected index; rebuilding it")
-            return None
-        return cls(index)
-
-    @property
-    def ntotal(self) -> int:
-        return self._index.ntotal
-
-    def to_bytes(self) -> memoryview:
-        return memoryview(faiss.serialize_index(self._index))
-
-    def ids(self) -> np.ndarray:
-        return faiss.vector_to_array(self._index.id_map).astype(np.int64, copy=False)
-
-    def max_id(self) -> int:
-        ids = self.ids()
-        return int(ids.max()) if ids.size else 0
-
-    def add(self, ids: list[int], vectors: np.ndarray) -> None:
-        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
-        self._index.add_with_ids(matrix, np.asarray(ids, dtype=np.int64))
-
-    def remove(self, ids: list[int]) -> None:
-        self._index.remove_ids(np.asarray(ids, dtype=np.int64))
-
-    def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        k = min(int(k), self._index.ntotal)
-        if k <= 0:
-            return []
-        scores, ids = self._index.search(query, k)
-        return [(int(i), float(s)) for i, s in zip(ids[0], scores[0]) if i >= 0]
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -1037,14 +1061,16 @@ def _batches(items: list[int]) -> Iterator[list[int]]:
         yield items[start:start + _ID_BATCH]
 
 
-def _write_durably(path: Path, data) -> None:
-    """Write under a temporary name, fsync, rename, fsync the folder: never a torn file. On a
-    failure the temporary is removed; a full disk raises DiskFullError naming the folder."""
+def _write_index_durably(path: Path, index: DenseIndex) -> str:
+    """Stream the index to a temporary name, fsync, rename, fsync the folder: never a torn file.
+    Returns its SHA-256. On a failure the temporary is removed; a full disk raises DiskFullError
+    naming the folder."""
     temporary = path.with_name(path.name + ".tmp")
-    with disk_full_as_error(path.parent, memoryview(data).nbytes):
+    digest = hashlib.sha256()
+    with disk_full_as_error(path.parent, index.nbytes):
         try:
             with open(temporary, "wb") as handle:
-                handle.write(data)
+                index.write(lambda data: (digest.update(data), handle.write(data)))
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, path)
@@ -1052,6 +1078,14 @@ def _write_durably(path: Path, data) -> None:
             temporary.unlink(missing_ok=True)
             raise
     fsync_folder(path.parent)
+    return digest.hexdigest()
+
+
+def _sha256_of(handle) -> str:
+    digest = hashlib.sha256()
+    while block := handle.read(1 << 20):
+        digest.update(block)
+    return digest.hexdigest()
 
 
 def _file_size(path: Path) -> int:

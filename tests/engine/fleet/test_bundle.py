@@ -13,6 +13,7 @@ import tarfile
 import threading
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from engine.errors import BundleError
@@ -22,6 +23,7 @@ from engine.fleet.manifest import Manifest
 from engine.fleet.records import read_records
 from engine.paths import AppPaths
 from engine.store.index_store import IndexStore
+from engine.store.vectors import APPROXIMATE, IndexPolicy
 from engine.types import Chunk
 
 NAME = "manuals"
@@ -314,6 +316,27 @@ def test_a_bundle_built_while_an_indexer_writes_opens_and_verifies(admin, kiosk,
         stop.set()
         writer.join()
     assert not failures
+
+
+def test_a_bundle_carries_the_approximate_index_and_the_kiosk_searches_it_exactly(admin, kiosk, key, trusted,
+                                                                                 tmp_path, tiny_embedder):
+    pages = [f"Valve {n} needs torque {n * 7} newton metres and seal kit K-{n}." for n in range(60)]
+    policy = IndexPolicy(approximate_from=40)  # a large collection's index, on a small one
+    with IndexStore.open(admin.collection(NAME), embedder_id=tiny_embedder.model_id,
+                         dimension=tiny_embedder.dimension, policy=policy) as store:
+        add_manual(store, tiny_embedder, tmp_path / "valves.md", pages)
+        assert store.stats()["index"] == APPROXIMATE
+    file = build(admin, key, tmp_path, 1)
+    [index] = [e for e in fleet.verify_bundle(file, trusted).files if e.kind == "index"]
+    install(kiosk, file, trusted, tiny_embedder)
+    with IndexStore.open(kiosk.collection(NAME), embedder_id=None, dimension=None, read_only=True) as store:
+        assert store.open_report["faiss"] == "loaded" and store.stats()["index"] == APPROXIMATE
+        assert store.stats()["faiss_file"] == index.name
+        stored = store.embeddings(store.vector_ids().tolist())
+        ids, matrix = np.array(list(stored)), np.stack(list(stored.values()))
+        for query in tiny_embedder.encode_queries(["torque for valve 12", "seal kit", "oil dipstick"]):
+            expected = ids[np.lexsort((ids, -(matrix @ query)))][:5].tolist()
+            assert [i for i, _ in store.search_dense(query, 5)] == expected
 
 
 # -- publishing, keys, paths ------------------------------------------------------------------------
