@@ -70,12 +70,14 @@ def seed(cache: Path, embedder) -> Seed:
             for _ in Indexer(store, embedder).run(seed_manuals()):
                 pass
             print(f"seed manuals indexed in {time.perf_counter() - started:.0f} s")
-    return _read_seed(paths.collection("default") / "collection.sqlite3")
+    return read_seed(cache)
 
 
-def _read_seed(db_path: Path) -> Seed:
+def read_seed(cache: Path) -> Seed:
+    """The seed collection's chunks, as indexed."""
     import sqlite3
 
+    db_path = cache / "seed" / "collections" / "default" / "collection.sqlite3"
     with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as db:
         rows = db.execute("SELECT document_id, page, text, heading_path, embedding FROM chunks ORDER BY id").fetchall()
     documents = sorted({row[0] for row in rows})
@@ -170,6 +172,21 @@ class Derived:
         rows = self._variants.get(chunk, [])
         pick = rng.randrange(len(rows) + 1)
         return self.seed.vectors[chunk] if pick == len(rows) else self.sample.vectors[rows[pick]]
+
+
+def load(cache: Path, size: int = SAMPLE) -> Derived:
+    """The seed and a sample made before, read back (for child processes: no embedder needed)."""
+    seed = read_seed(cache)
+    data = np.load(cache / f"sample-{size}.npz")
+    sample = Sample(data["base"], data["vectors"])
+    return Derived(seed, sample, Noise(seed, sample))
+
+
+def embedder_id(cache: Path) -> str:
+    import sqlite3
+
+    with sqlite3.connect(cache / "seed" / "collections" / "default" / "collection.sqlite3") as db:
+        return db.execute("SELECT value FROM meta WHERE key = 'embedder_id'").fetchone()[0]
 
 
 def add_manual(store, derived: Derived, number: int, chunks: int = CHUNKS_PER_MANUAL) -> int:

@@ -427,6 +427,16 @@ def test_a_reader_sees_what_a_writer_commits(folder):
             assert reader.search_keyword("filter", 5) == []
 
 
+def test_word_frequencies_follow_commits_here_and_on_another_connection(folder):
+    with open_store(folder) as writer, open_store(folder, read_only=True) as reader:
+        add(writer, "/docs/a.pdf", MANUAL, seed=1)
+        assert writer.prefix_frequency("pump") == reader.prefix_frequency("pump") == 1 / 5
+        add(writer, "/docs/b.pdf", MANUAL[:3], seed=2)
+        assert writer.prefix_frequency("pump") == reader.prefix_frequency("pump") == 2 / 8
+        writer.remove_document("/docs/a.pdf")
+        assert writer.prefix_frequency("pump") == reader.prefix_frequency("pump") == 1 / 3
+
+
 def test_stats_and_quick_check(store):
     add(store, "/docs/a.pdf", MANUAL, seed=1)
     store.record_failure("/docs/b.pdf", "s", 1, 1.0, error="too large")
