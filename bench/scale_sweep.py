@@ -9,6 +9,7 @@ the record. Sizes are faiss's serialized bytes (what the app holds in memory).
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import faiss
@@ -29,6 +30,7 @@ def sweep(derived, size: int, queries: np.ndarray) -> str:
         if spec.startswith("HNSW") and size > 300_000:
             continue  # hours to build on 2 cores; measured at a smaller size
         rows += _approximate(spec, probes, vectors, queries, truth, derived)
+        print("\n".join(rows), file=sys.stderr, flush=True)  # progress: a kind takes minutes
     header = (f"Index kinds on {size:,} derived vectors (384-d), {len(queries)} real questions, one at a time, "
               f"{faiss.omp_get_max_threads()} threads; recall@10 after re-scoring {CANDIDATES} candidates exactly\n\n"
               "| index | search | p50 ms | p95 ms | recall@10 | MB | train s | fill s | add 3,000 s |\n"
