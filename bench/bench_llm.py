@@ -19,7 +19,8 @@ subprocess so that peak RSS is per engine. Each measurement is repeated; medians
 built-in model; its prompts are random token ids. An engine "ours:OPTION=VALUE+..." imports with
 those import_gguf options (e.g. ours:lm_head_bits=4); "ours:so.KEY=VALUE" sets a session option
 in that copy's genai_config.json (e.g. so.enable_cpu_mem_arena=false); "ours:no_offsets" drops the Q4_1
-offset subgraph (wrong results: it measures that subgraph's cost).
+offset subgraph (wrong results: it measures that subgraph's cost); "ours:offsets=zero_points" imports
+with integer zero points instead of exact offsets (issue 31; offsets=exact: the exact path).
 
 Scratch files (imported models, checkpoints, logs) go to bench/.cache/.
 """
@@ -161,36 +162,47 @@ def prepare_tokenizer(gguf_file: Path, out_dir: Path) -> Path:
     return out_dir
 
 
-def parse_variant(name: str) -> tuple[dict, dict, bool]:
-    """"ours:lm_head_bits=4+so.X=1+no_offsets" -> import options, session options, no_offsets."""
-    options, session, no_offsets = {}, {}, False
+def parse_variant(name: str) -> tuple[dict, dict, set[str]]:
+    """"ours:lm_head_bits=4+so.X=1+no_offsets" -> import options, session options, flags
+    (no_offsets, sub16)."""
+    options, session, flags = {}, {}, set()
     for part in filter(None, name.partition(":")[2].split("+")):
         key, _, value = part.partition("=")
-        if key == "no_offsets":
-            no_offsets = True
+        if key in FLAGS:
+            flags.add(key)
         elif key.startswith("so."):  # a genai session option, e.g. so.enable_cpu_mem_arena
             session[key] = json.loads(value)
         else:
             options[key] = json.loads(value) if value[:1].isdigit() or value in ("true", "false") else value
-    return options, session, no_offsets
+    return options, session, flags
+
+
+# no_offsets: the Q4_1 offset subgraph dropped (wrong results: its cost); sub16: Q2_K/Q3_K/Q6_K
+# kept exactly in blocks of 16 (gguf_weights.SUB_BLOCKS_OF_16: the float32 reference's weights)
+FLAGS = ("no_offsets", "sub16")
 
 
 def prepare_ours(gguf_file: Path, out_dir: Path, variant: str = "ours") -> Path:
     importer = ROOT / "engine/models/gguf_import.py"
     if not importer.exists():
         raise RuntimeError("engine/models/gguf_import.py is not there yet")
-    options, session, no_offsets = parse_variant(variant)
+    options, session, flags = parse_variant(variant)
     key = {"gguf": file_key(gguf_file), "variant": variant,
            "engine": sources_key(list((ROOT / "engine/models").glob("*.py")))}
     if not cached(out_dir, key):
+        from engine.models import gguf_weights
         from engine.models.gguf_import import import_gguf
 
-        log(f"importing the GGUF with engine.models.gguf_import {options or ''}")
+        log(f"importing the GGUF with engine.models.gguf_import {options or ''} {' '.join(sorted(flags))}")
         started = time.perf_counter()
-        import_gguf(gguf_file, out_dir, **options)
+        gguf_weights.SUB_BLOCKS_OF_16 = "sub16" in flags
+        try:
+            import_gguf(gguf_file, out_dir, **options)
+        finally:
+            gguf_weights.SUB_BLOCKS_OF_16 = False
         if session:
             set_session_options(out_dir, session)
-        if no_offsets:
+        if "no_offsets" in flags:
             drop_offsets(out_dir)
         stamp(out_dir, key)
         log(f"imported in {time.perf_counter() - started:.1f} s")

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from engine.models.gguf_weights import BlockWeight, concat_rows
+from engine.models.gguf_weights import BlockWeight, concat_rows, explicit_zero_points
 
 MS = "com.microsoft"
 OPSET = 21
@@ -154,7 +154,7 @@ def _embed(g: _Graph, table: BlockWeight | np.ndarray) -> str:
     rows = g.op(
         "GatherBlockQuantized",
         [g.const("embed_q", _dense_codes(table)), "input_ids", g.const("embed_scales", table.scales),
-         g.const("embed_zp", _dense_zero_points(table))],
+         g.const("embed_zp", explicit_zero_points(table))],
         "embed", domain=MS, gather_axis=0, quantize_axis=1, block_size=table.block, bits=table.bits)
     return rows if table.offsets is None else g.op("Add", [rows, _gathered_offsets(g, table)], "embed_plus_offsets")
 
@@ -171,16 +171,6 @@ def _gathered_offsets(g: _Graph, table: BlockWeight) -> str:
 def _dense_codes(table: BlockWeight) -> np.ndarray:
     """GatherBlockQuantized wants codes as [vocab, hidden] (4-bit: two per byte)."""
     return table.packed.reshape(table.n, -1)
-
-
-def _dense_zero_points(table: BlockWeight) -> np.ndarray:
-    """Explicit uint8 zero points (the default ones: 128 for 8 bits, 8 for 4 bits)."""
-    if table.zero_points is not None:
-        return table.zero_points
-    blocks = table.scales.shape[1]
-    if table.bits == 8:
-        return np.full((table.n, blocks), 128, np.uint8)
-    return np.full((table.n, (blocks + 1) // 2), 0x88, np.uint8)
 
 
 def _sequence_lengths(g: _Graph) -> tuple[str, str]:

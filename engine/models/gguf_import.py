@@ -23,8 +23,8 @@ from engine.models.external_data import ExternalData
 from engine.models.fit import folder_bytes
 from engine.models.gguf_file import MAX_CONTEXT, field, open_gguf
 from engine.models.gguf_weights import (
-    CHUNK_VALUES, BlockWeight, concat_rows, embedding_weight, matmul_weight, quantize_blocks, recording, summarize,
-    to_float,
+    CHUNK_VALUES, OFFSETS, BlockWeight, concat_rows, embedding_weight, explicit_zero_points, matmul_weight,
+    quantize_blocks, recording, summarize, to_float,
 )
 from engine.models.manifest import atomic_folder, write_manifest
 from engine.models.versions import GGUF_CONVERTER
@@ -39,24 +39,31 @@ GENAI_TYPES = {"gemma3": "gemma3_text"}
 SMOLLM3_NO_ROPE_STEP = 4  # llama.cpp's n_no_rope_layer_step
 GEMMA3_SWA_PATTERN = 6  # llama.cpp: five sliding-window layers, then one global
 GEMMA3_LOCAL_ROPE_BASE = 10000.0
+# How each architecture's Q4_1/Q4_K/Q5_1/Q5_K offsets are kept by default (gguf_weights.OFFSETS;
+# others: exact). Integer zero points only where their greedy agreement with llama.cpp was
+# measured at least llama.cpp's own with a float32 run of the same weights (docs/benchmarks.md,
+# issue 31).
+DEFAULT_OFFSETS: dict[str, str] = {}
 
 
 def import_gguf(
     gguf_path: Path, out_dir: Path, progress: Progress | None = None, *, accuracy_level: int = 4,
-    lm_head_bits: int = 8, kv_float16: bool = False,
+    lm_head_bits: int = 8, kv_float16: bool = False, offsets: str | None = None,
 ) -> Path:
     """Convert a GGUF file into an ONNX GenAI folder at `out_dir` (replaced if it exists).
 
     lm_head_bits 4 re-quantizes an 8-bit output layer to 4-bit blocks (faster decoding, not
     exact: see docs/benchmarks.md, issue 19); 8 keeps the file's values. kv_float16: see
-    build_decoder."""
+    build_decoder. offsets: how per-block offsets are kept (gguf_weights.OFFSETS; "exact" is
+    the exact path); None: the architecture's default (offsets_for)."""
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     report = progress or (lambda fraction, message: None)
     report(0.0, f"reading {gguf_path.name}")
     reader = open_gguf(gguf_path)
     spec = decoder_spec(reader, gguf_path)
     tensors = {t.name: t for t in reader.tensors}
-    weights = _weights(tensors, gguf_path, lm_head_bits)
+    offsets = offsets_for(spec.arch, accuracy_level, offsets)
+    weights = _weights(tensors, gguf_path, lm_head_bits, offsets)
     # which tensors were kept exactly, which re-quantized
     with recording() as conversions, atomic_folder(out_dir, needed_bytes=folder_bytes(reader)) as tmp:
         report(0.02, "writing tokenizer")
@@ -70,9 +77,20 @@ def import_gguf(
         _write_json(tmp / "genai_config.json", genai_config(spec, token_ids))
         template = settle_chat_template(tmp, tokens, str(field(reader, "general.name", gguf_path.stem)))
         report(0.95, "writing manifest")
-        write_manifest(tmp, _source(reader, gguf_path, spec, conversions) | {"chat_template": template})
+        write_manifest(tmp, _source(reader, gguf_path, spec, conversions)
+                       | {"chat_template": template, "offsets": offsets})
     report(1.0, "done")
     return out_dir
+
+
+def offsets_for(arch: str, accuracy_level: int, asked: str | None) -> str:
+    """The offsets asked for, else the architecture's default; exact whenever activations stay
+    float (accuracy_level below 4: exact arithmetic is what that level is for)."""
+    if asked is not None:
+        if asked not in OFFSETS:
+            raise ValueError(f"offsets must be one of {', '.join(OFFSETS)}, not {asked!r}")
+        return asked
+    return DEFAULT_OFFSETS.get(arch, "exact") if accuracy_level >= 4 else "exact"
 
 
 def _write_tokenizer(reader: GGUFReader, folder: Path) -> tuple[dict, list]:
@@ -191,7 +209,7 @@ def _refuse_unsupported(reader: GGUFReader, arch: str, path: Path) -> None:
         )
 
 
-def _weights(tensors: dict, path: Path, lm_head_bits: int = 8) -> DecoderWeights:
+def _weights(tensors: dict, path: Path, lm_head_bits: int = 8, offsets: str = "exact") -> DecoderWeights:
     def tensor(name: str):
         try:
             return tensors[name]
@@ -209,14 +227,14 @@ def _weights(tensors: dict, path: Path, lm_head_bits: int = 8) -> DecoderWeights
 
     def output():
         # Many small models tie the output projection to the token embedding.
-        weight = matmul_weight(tensors.get("output.weight") or tensor("token_embd.weight"))
+        weight = matmul_weight(tensors.get("output.weight") or tensor("token_embd.weight"), offsets)
         return to_four_bits(weight) if lm_head_bits == 4 else weight
 
     # Llama 3.x's rope_freqs, or LongRoPE's short factors (see _context_length)
     factors = tensors.get("rope_freqs.weight") or tensors.get("rope_factors_short.weight")
     return DecoderWeights(
         embedding=embedding,
-        matmul=lambda name: matmul_weight(tensor(f"{name}.weight")),
+        matmul=lambda name: matmul_weight(tensor(f"{name}.weight"), offsets),
         vector=vector,
         output=output,
         rope_factors=None if factors is None else to_float(factors).reshape(-1),
@@ -233,9 +251,10 @@ def to_four_bits(weight: BlockWeight | np.ndarray) -> BlockWeight | np.ndarray:
 
 
 def dequantized_rows(weight: BlockWeight, start: int, stop: int) -> np.ndarray:
-    """float32 rows [start:stop] of an 8-bit block weight: (code - 128) * scale (+ offset)."""
+    """float32 rows [start:stop] of an 8-bit block weight: (code - zero) * scale (+ offset)."""
     codes = weight.packed[start:stop].reshape(-1, weight.k // weight.block, weight.block)
-    values = (codes.astype(np.float32) - 128.0) * weight.scales[start:stop, :, None]
+    zero = explicit_zero_points(weight)[start:stop, :, None].astype(np.float32)
+    values = (codes.astype(np.float32) - zero) * weight.scales[start:stop, :, None]
     if weight.offsets is not None:
         values += weight.offsets[start:stop, :, None]
     return values.reshape(values.shape[0], weight.k)

@@ -17,6 +17,11 @@ Matmul weights become `MatMulNBits` blocks of 32 along K:
   weight's `block` as MatMulNBits' block_size (SUB_BLOCKS_OF_16).
 - F32, F16 and BF16 weights stay float (exact); `gguf.quants` decodes BF16.
 
+The per-block float offsets of Q4_1/Q4_K/Q5_1/Q5_K can become integer zero points instead
+(`offsets`, see OFFSETS; `fold_offsets` fits codes, scale and zero point again per block, not
+exactly): ONNX Runtime's MatMulNBits then runs its prepacked int8-activation kernel alone, with
+no offset subgraph beside it (issue 31).
+
 Each conversion is noted (tensor -> how it was stored, exact or not) while `recording()` is
 active, so an import can tell the user which tensors were re-quantized.
 """
@@ -27,7 +32,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -119,8 +124,9 @@ def to_float(tensor) -> np.ndarray:
     return values.reshape(shape)
 
 
-def matmul_weight(tensor) -> BlockWeight | np.ndarray:
-    """The [N, K] weight of a GGUF matmul tensor: blocks, or float32 for float tensors."""
+def matmul_weight(tensor, offsets: str = "exact") -> BlockWeight | np.ndarray:
+    """The [N, K] weight of a GGUF matmul tensor: blocks, or float32 for float tensors.
+    offsets: how the offset types keep their per-block offsets (OFFSETS)."""
     kind = tensor.tensor_type
     if kind in FLOAT_TYPES:
         return to_float(tensor)
@@ -130,6 +136,9 @@ def matmul_weight(tensor) -> BlockWeight | np.ndarray:
     convert = _EXACT.get(kind)
     if SUB_BLOCKS_OF_16 and kind in _PROBES:
         convert = _sub_blocks
+    exact = convert is not None
+    if offsets != "exact" and kind in OFFSET_TYPES:
+        convert, exact = _folded(convert, OFFSETS[offsets]), False
     try:
         weight = _by_row_chunks(convert or _requantize, tensor_rows(tensor), k, kind)
     except (NotImplementedError, ValueError, KeyError) as exc:
@@ -137,8 +146,12 @@ def matmul_weight(tensor) -> BlockWeight | np.ndarray:
             f"Tensor '{tensor.name}' uses the {kind.name} format, which cannot be read; "
             "convert the GGUF to Q4_K_M, Q8_0 or another common type first."
         ) from exc
-    _note(tensor, f"int{weight.bits}", exact=convert is not None)
+    _note(tensor, f"int{weight.bits}", exact=exact)
     return weight
+
+
+def _folded(convert, bits: int | None):
+    return lambda rows, k, kind: fold_offsets(convert(rows, k, kind), bits)
 
 
 def embedding_weight(tensor) -> BlockWeight | np.ndarray:
@@ -324,6 +337,124 @@ _EXACT = {QT.Q4_0: _from_q4_0, QT.Q4_1: _from_q4_1, QT.Q8_0: _from_q8_0, QT.Q5_0
           QT.Q5_1: _from_q5_1, QT.Q4_K: _from_q4_k, QT.Q5_K: _from_q5_k}
 
 
+# Types whose exact mapping carries a float offset per block (w = d*q + m)
+OFFSET_TYPES = {QT.Q4_1, QT.Q4_K, QT.Q5_1, QT.Q5_K}
+# How those offsets are kept -> the width of the folded blocks (None: the tensor's own):
+# "exact": float offsets, added by a subgraph beside MatMulNBits (exact, more kernels);
+# "zero_points": integer zero points, 4-bit types stay 4-bit (about a quarter of a step off);
+# "zero_points_8bit": integer zero points in 8-bit blocks (1/55 of a step off, twice the codes).
+OFFSETS = {"exact": None, "zero_points": None, "zero_points_8bit": 8}
+_REFITS = 2  # rounds of re-rounding the codes to the fitted scale, then fitting the scale again
+
+
+def fold_offsets(weight: BlockWeight, bits: int | None = None) -> BlockWeight:
+    """A weight without zero points, as `bits`-wide blocks (default: its own) with integer zero
+    points and no float offsets: w ~ scale * (code - zero), what MatMulNBits' prepacked kernels
+    take. Not exact: per block, the fit with the least squared error among the block's own
+    4-bit codes with the best zero point and a least-squares scale, round-to-nearest over the
+    block's range (and 0), and those codes rounded again to their fitted scale and zero point."""
+    values = block_values(weight)
+    bits = bits or weight.bits
+    top = 2 ** bits - 1
+    candidates = [_round_to_nearest(values, top)]
+    if weight.bits == 4 and bits == 4:
+        candidates.append(_kept_codes(values, unpacked_codes(weight)))
+    best = _least_error(values, candidates)
+    for _ in range(_REFITS):
+        again = _refit(values, _codes_for(values, best[2], best[1], top), best[1])
+        best = _least_error(values, [best, again])
+    return _packed_fit(weight.block, bits, *best)
+
+
+def unpacked_codes(weight: BlockWeight) -> np.ndarray:
+    """uint8 codes [n, blocks, block] (4-bit: byte i holds values 2i and 2i+1)."""
+    if weight.bits == 8:
+        return weight.packed.reshape(weight.n, -1, weight.block)
+    pairs = np.stack([weight.packed & 0x0F, weight.packed >> 4], axis=-1)
+    return pairs.reshape(weight.n, -1, weight.block)
+
+
+def block_values(weight: BlockWeight) -> np.ndarray:
+    """float64 [n, blocks, block] of a weight without zero points: (code - Z) * scale + offset."""
+    middle = 2 ** (weight.bits - 1)
+    values = (unpacked_codes(weight).astype(np.float64) - middle) * weight.scales[..., None]
+    if weight.offsets is not None:
+        values += weight.offsets[..., None]
+    return values
+
+
+def _inverse(scale: np.ndarray) -> np.ndarray:
+    return np.divide(1.0, scale, out=np.zeros_like(scale), where=scale > 0)
+
+
+def _codes_for(values: np.ndarray, scale: np.ndarray, zero: np.ndarray, top: int) -> np.ndarray:
+    return np.clip(np.rint(values * _inverse(scale)[..., None]) + zero[..., None], 0, top)
+
+
+def _round_to_nearest(values: np.ndarray, top: int) -> tuple:
+    low = np.minimum(values.min(axis=-1), 0.0)  # the range holds 0: zero points are codes
+    high = np.maximum(values.max(axis=-1), 0.0)
+    scale = (high - low) / top
+    zero = np.clip(np.rint(-low * _inverse(scale)), 0, top)
+    return _codes_for(values, scale, zero, top), zero, scale
+
+
+def _kept_codes(values: np.ndarray, codes: np.ndarray) -> tuple:
+    """The block's own codes q; of the 16 zero points z, the one whose least-squares scale
+    (sum v(q-z) / sum (q-z)^2) leaves the least error, found from the blocks' sums alone."""
+    q = codes.astype(np.float64)
+    size = q.shape[-1]
+    s_v, s_q, s_qq, s_vq = values.sum(-1), q.sum(-1), (q * q).sum(-1), (values * q).sum(-1)
+    z = np.arange(16, dtype=np.float64).reshape(16, 1, 1)
+    num, den = s_vq - z * s_v, s_qq - 2 * z * s_q + size * z * z
+    # the error is sum v^2 - num^2/den; scales stay positive
+    gain = np.divide(num * num, den, out=np.zeros_like(num), where=(den > 0) & (num > 0))
+    best = gain.argmax(axis=0)
+    return _refit(values, q, best.astype(np.float64))
+
+
+def _refit(values: np.ndarray, codes: np.ndarray, zero: np.ndarray) -> tuple:
+    """The least-squares scale of each block for these codes and zero points."""
+    shifted = codes - zero[..., None]
+    num, den = (values * shifted).sum(-1), (shifted * shifted).sum(-1)
+    scale = np.divide(num, den, out=np.zeros_like(num), where=(den > 0) & (num > 0))
+    return codes, zero, scale
+
+
+def _squared_error(values: np.ndarray, fit: tuple) -> np.ndarray:
+    codes, zero, scale = fit
+    return ((values - scale[..., None] * (codes - zero[..., None])) ** 2).sum(-1)
+
+
+def _least_error(values: np.ndarray, candidates: list[tuple]) -> tuple:
+    """Per block, the candidate fit (codes, zero, scale) with the least squared error."""
+    best, best_error = candidates[0], _squared_error(values, candidates[0])
+    for other in candidates[1:]:
+        error = _squared_error(values, other)
+        better = error < best_error
+        best = (np.where(better[..., None], other[0], best[0]), np.where(better, other[1], best[1]),
+                np.where(better, other[2], best[2]))
+        best_error = np.minimum(error, best_error)
+    return best
+
+
+def _packed_fit(block: int, bits: int, codes: np.ndarray, zero: np.ndarray, scale: np.ndarray) -> BlockWeight:
+    codes, zero, scale = codes.astype(np.uint8), zero.astype(np.uint8), scale.astype(np.float32)
+    if bits == 4:
+        return BlockWeight(4, pack_nibbles(codes), scale, _pack_zero_points(zero), None, block)
+    return BlockWeight(8, codes, scale, zero, None, block)
+
+
+def explicit_zero_points(weight: BlockWeight) -> np.ndarray:
+    """The weight's uint8 zero points, or the op's defaults written out (128; 8 for 4 bits)."""
+    if weight.zero_points is not None:
+        return weight.zero_points
+    blocks = weight.scales.shape[1]
+    if weight.bits == 8:
+        return np.full((weight.n, blocks), 128, np.uint8)
+    return np.full((weight.n, (blocks + 1) // 2), 0x88, np.uint8)
+
+
 def quantize_blocks(dense: np.ndarray, bits: int) -> BlockWeight:
     """Round-to-nearest block quantization of a float [N, K] weight: asymmetric 4-bit
     (uint8 zero points), or symmetric 8-bit with the default zero point 128."""
@@ -361,8 +492,9 @@ def concat_rows(weights: list[BlockWeight | np.ndarray]) -> BlockWeight | np.nda
         return None
     if any(w.bits != first.bits or w.k != first.k or w.block != first.block for w in weights):
         return None
-    if len({w.zero_points is None for w in weights}) > 1:
-        return None
+    if len({w.zero_points is None for w in weights}) > 1:  # the others' defaults, written out
+        weights = [replace(w, zero_points=explicit_zero_points(w)) for w in weights]
+        first = weights[0]
     zero_points = None if first.zero_points is None else np.concatenate([w.zero_points for w in weights])
     offsets = None
     if any(w.offsets is not None for w in weights):  # a weight without offsets has zero ones

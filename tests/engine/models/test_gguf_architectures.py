@@ -38,6 +38,8 @@ FAMILY_NAMES = ["llama", "llama3", "mistral", "qwen3", "smollm3", "gemma3", "gem
 CASES = [(name, kind) for name in FAMILY_NAMES for kind in ("F32", "F16", "Q8_0", "Q4_0")]
 # k-quants need rows of 256: a wider model of the families whose real files are mostly Q4_K_M
 K_CASES = [("qwen3", "Q4_K"), ("llama3", "Q4_K"), ("gemma3", "Q4_K")]
+# types with per-block offsets, run on both paths: exact offsets, and integer zero points
+OFFSET_CASES = [("llama", "Q4_1"), ("qwen3", "Q4_1"), *K_CASES]
 
 
 def _write(folder: Path, name: str, kind: str) -> Path:
@@ -51,7 +53,7 @@ def _write(folder: Path, name: str, kind: str) -> Path:
 @pytest.fixture(scope="module")
 def sources(tmp_path_factory) -> dict[tuple[str, str], Path]:
     folder = tmp_path_factory.mktemp("arch_gguf")
-    return {case: _write(folder, *case) for case in CASES + K_CASES}
+    return {case: _write(folder, *case) for case in CASES + OFFSET_CASES}
 
 
 @pytest.fixture(scope="module")
@@ -127,6 +129,17 @@ def test_imported_model_matches_llama_cpp(tmp_path, sources, llama_cpp, name, ki
     theirs = llama_cpp[(name, kind)]
     seen = assert_same_as_llama_cpp(genai_runs(folder, PROMPTS, theirs), theirs, tolerance)
     print(f"{name} {kind}: largest difference {seen['worst']:.2e}, greedy tokens compared {seen['compared']}")
+
+
+@pytest.mark.parametrize("offsets", ["exact", "zero_points_8bit"])
+@pytest.mark.parametrize(("name", "kind"), OFFSET_CASES)
+def test_both_offset_paths_match_llama_cpp(tmp_path, sources, llama_cpp, name, kind, offsets):
+    """Q4_1/Q4_K offsets kept exactly, or folded into 8-bit blocks with integer zero points
+    (issue 31), at the default accuracy level 4."""
+    folder = import_gguf(sources[(name, kind)], tmp_path / "model", offsets=offsets)
+    theirs = llama_cpp[(name, kind)]
+    seen = assert_same_as_llama_cpp(genai_runs(folder, PROMPTS, theirs), theirs, QUANT_TOLERANCE)
+    print(f"{name} {kind} {offsets}: largest difference {seen['worst']:.2e}, greedy tokens compared {seen['compared']}")
 
 
 BUILTIN_PROMPTS = [
