@@ -350,20 +350,27 @@ _REFITS = 2  # rounds of re-rounding the codes to the fitted scale, then fitting
 def fold_offsets(weight: BlockWeight, bits: int | None = None) -> BlockWeight:
     """A weight without zero points, as `bits`-wide blocks (default: its own) with integer zero
     points and no float offsets: w ~ scale * (code - zero), what MatMulNBits' prepacked kernels
-    take. Not exact: per block, the fit with the least squared error among the block's own
-    4-bit codes with the best zero point and a least-squares scale, round-to-nearest over the
-    block's range (and 0), and those codes rounded again to their fitted scale and zero point."""
+    take. Not exact: per block, the fit with the least squared error among round-to-nearest over
+    the block's range (and 0), the file's own codes spread over the new width with the zero
+    points next to where the block's values cross 0 (_kept_codes), and the best of those
+    rounded again to its fitted scale and zero point."""
     values = block_values(weight)
     bits = bits or weight.bits
     top = 2 ** bits - 1
-    candidates = [_round_to_nearest(values, top)]
-    if weight.bits == 4 and bits == 4:
-        candidates.append(_kept_codes(values, unpacked_codes(weight)))
+    q, levels = _file_codes(weight)
+    candidates = [_round_to_nearest(values, top), *_kept_codes(values, q * (top // (levels - 1)), top)]
     best = _least_error(values, candidates)
     for _ in range(_REFITS):
         again = _refit(values, _codes_for(values, best[2], best[1], top), best[1])
         best = _least_error(values, [best, again])
     return _packed_fit(weight.block, bits, *best)
+
+
+def _file_codes(weight: BlockWeight) -> tuple[np.ndarray, int]:
+    """The file's integer codes q and how many levels they have: 4-bit codes are q (Q4_1,
+    Q4_K); 8-bit ones q + 128 with q < 32 (Q5_1, Q5_K: see _codes_on_grid)."""
+    codes = unpacked_codes(weight).astype(np.float64)
+    return (codes, 16) if weight.bits == 4 else (codes - 128, 32)
 
 
 def unpacked_codes(weight: BlockWeight) -> np.ndarray:
@@ -399,18 +406,16 @@ def _round_to_nearest(values: np.ndarray, top: int) -> tuple:
     return _codes_for(values, scale, zero, top), zero, scale
 
 
-def _kept_codes(values: np.ndarray, codes: np.ndarray) -> tuple:
-    """The block's own codes q; of the 16 zero points z, the one whose least-squares scale
-    (sum v(q-z) / sum (q-z)^2) leaves the least error, found from the blocks' sums alone."""
-    q = codes.astype(np.float64)
-    size = q.shape[-1]
-    s_v, s_q, s_qq, s_vq = values.sum(-1), q.sum(-1), (q * q).sum(-1), (values * q).sum(-1)
-    z = np.arange(16, dtype=np.float64).reshape(16, 1, 1)
-    num, den = s_vq - z * s_v, s_qq - 2 * z * s_q + size * z * z
-    # the error is sum v^2 - num^2/den; scales stay positive
-    gain = np.divide(num * num, den, out=np.zeros_like(num), where=(den > 0) & (num > 0))
-    best = gain.argmax(axis=0)
-    return _refit(values, q, best.astype(np.float64))
+def _kept_codes(values: np.ndarray, codes: np.ndarray, top: int) -> list[tuple]:
+    """The file's codes (spread evenly over the new width): the grid keeps its spacing, only
+    its zero moves, to the integer code either side of where a line fitted through the
+    block's values crosses 0; each with its least-squares scale."""
+    mean_code, mean_value = codes.mean(axis=-1), values.mean(axis=-1)
+    centred = codes - mean_code[..., None]
+    spread = (centred * centred).sum(axis=-1)
+    slope = np.divide((centred * values).sum(axis=-1), spread, out=np.zeros_like(spread), where=spread > 0)
+    crossing = mean_code - np.divide(mean_value, slope, out=np.zeros_like(slope), where=slope > 0)
+    return [_refit(values, codes, np.clip(edge(crossing), 0, top)) for edge in (np.floor, np.ceil)]
 
 
 def _refit(values: np.ndarray, codes: np.ndarray, zero: np.ndarray) -> tuple:
