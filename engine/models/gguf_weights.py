@@ -359,17 +359,19 @@ def fold_offsets(weight: BlockWeight, bits: int | None = None) -> BlockWeight:
     top = 2 ** bits - 1
     q, levels = _file_codes(weight)
     candidates = [_round_to_nearest(values, top), *_kept_codes(values, q * (top // (levels - 1)), top)]
-    best = _least_error(values, candidates)
+    best, error = candidates[0], _squared_error(values, candidates[0])
+    for other in candidates[1:]:
+        best, error = _better(values, best, error, other)
     for _ in range(_REFITS):
         again = _refit(values, _codes_for(values, best[2], best[1], top), best[1])
-        best = _least_error(values, [best, again])
+        best, error = _better(values, best, error, again)
     return _packed_fit(weight.block, bits, *best)
 
 
 def _file_codes(weight: BlockWeight) -> tuple[np.ndarray, int]:
     """The file's integer codes q and how many levels they have: 4-bit codes are q (Q4_1,
     Q4_K); 8-bit ones q + 128 with q < 32 (Q5_1, Q5_K: see _codes_on_grid)."""
-    codes = unpacked_codes(weight).astype(np.float64)
+    codes = unpacked_codes(weight).astype(np.float32)
     return (codes, 16) if weight.bits == 4 else (codes - 128, 32)
 
 
@@ -382,9 +384,9 @@ def unpacked_codes(weight: BlockWeight) -> np.ndarray:
 
 
 def block_values(weight: BlockWeight) -> np.ndarray:
-    """float64 [n, blocks, block] of a weight without zero points: (code - Z) * scale + offset."""
+    """float32 [n, blocks, block] of a weight without zero points: (code - Z) * scale + offset."""
     middle = 2 ** (weight.bits - 1)
-    values = (unpacked_codes(weight).astype(np.float64) - middle) * weight.scales[..., None]
+    values = (unpacked_codes(weight).astype(np.float32) - middle) * weight.scales[..., None]
     if weight.offsets is not None:
         values += weight.offsets[..., None]
     return values
@@ -431,16 +433,13 @@ def _squared_error(values: np.ndarray, fit: tuple) -> np.ndarray:
     return ((values - scale[..., None] * (codes - zero[..., None])) ** 2).sum(-1)
 
 
-def _least_error(values: np.ndarray, candidates: list[tuple]) -> tuple:
-    """Per block, the candidate fit (codes, zero, scale) with the least squared error."""
-    best, best_error = candidates[0], _squared_error(values, candidates[0])
-    for other in candidates[1:]:
-        error = _squared_error(values, other)
-        better = error < best_error
-        best = (np.where(better[..., None], other[0], best[0]), np.where(better, other[1], best[1]),
-                np.where(better, other[2], best[2]))
-        best_error = np.minimum(error, best_error)
-    return best
+def _better(values: np.ndarray, best: tuple, best_error: np.ndarray, other: tuple) -> tuple:
+    """Per block, the fit (codes, zero, scale) with the lesser squared error, and that error."""
+    error = _squared_error(values, other)
+    better = error < best_error
+    merged = (np.where(better[..., None], other[0], best[0]), np.where(better, other[1], best[1]),
+              np.where(better, other[2], best[2]))
+    return merged, np.minimum(error, best_error)
 
 
 def _packed_fit(block: int, bits: int, codes: np.ndarray, zero: np.ndarray, scale: np.ndarray) -> BlockWeight:
