@@ -23,8 +23,17 @@ from engine.models.external_data import ExternalData
 from engine.models.fit import folder_bytes
 from engine.models.gguf_file import MAX_CONTEXT, field, open_gguf
 from engine.models.gguf_weights import (
-    CHUNK_VALUES, OFFSETS, BlockWeight, concat_rows, embedding_weight, explicit_zero_points, matmul_weight,
-    quantize_blocks, recording, summarize, to_float,
+    CHUNK_VALUES,
+    OFFSETS,
+    BlockWeight,
+    concat_rows,
+    embedding_weight,
+    explicit_zero_points,
+    matmul_weight,
+    quantize_blocks,
+    recording,
+    summarize,
+    to_float,
 )
 from engine.models.manifest import atomic_folder, write_manifest
 from engine.models.versions import GGUF_CONVERTER

@@ -8,17 +8,17 @@ import gguf
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 from gguf import GGMLQuantizationType as QT
+from onnx import TensorProto, helper, numpy_helper
 
+from engine.cli.main import main
 from engine.models import gguf_weights
 from engine.models.gguf_import import import_gguf
 from engine.models.gguf_weights import matmul_weight, recording, sub_block_weight
-from engine.cli.main import main
 from engine.models.manifest import read_manifest
 from engine.models.registry import list_models
 from engine.paths import AppPaths
-from tests.engine.models.test_gguf_import import PROMPT, DECODE, _reference_steps, _run_decoder, dequantize_block_weight
+from tests.engine.models.test_gguf_import import DECODE, PROMPT, _reference_steps, _run_decoder, dequantize_block_weight
 from tests.helpers import gguf_factory
 
 # Bytes per super-block of 256, and where its f16 scale(s) d (and dmin) sit.
