@@ -6,6 +6,7 @@ reads at 100k, 1M (and 3M) chunks, side by side with exact search.
     python bench/bench_scale.py --sizes 100000,1000000,3000000
     python bench/bench_scale.py --sweep 1000000       # index kinds side by side, vectors only (why IVF-SQ8)
     python bench/bench_scale.py --no-doc
+    python bench/bench_scale.py --report --sizes 100000,1000000   # the last run's figures again
 
 The collections are made by bench/scale_data.py (real manual text, real embeddings for the seed
 manuals, a sample of shuffled variants and the questions; the rest derived: read its docstring).
@@ -45,7 +46,7 @@ CACHE = ROOT / "bench" / ".cache" / "scale"
 DOC = ROOT / "docs" / "benchmarks.md"
 HEADING = "## A plant's manuals in one collection (issue 32)"
 SIZES = (100_000, 1_000_000)
-ADDED_CHUNKS = 3_000  # one 200-page manual at ~15 chunks a page, as the issue sizes it
+ADDED_CHUNKS = 3_000  # a 200-page manual is ~650 chunks at the seed manuals' 3.3 a page: 3,000 is a dense one
 WARM_UP = 10
 
 
@@ -54,18 +55,29 @@ def main() -> int:
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--sweep", type=int, help="compare index kinds on this many derived vectors")
     parser.add_argument("--sample", type=int, default=scale_data.SAMPLE, help="shuffled variants embedded for real")
+    parser.add_argument("--keyword-questions", type=int, default=0,
+                        help="time keyword search and the Retriever on the first N questions only (0: all)")
     parser.add_argument("--no-doc", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    parser.add_argument("--report", action="store_true", help="render the figures the last run left in the cache")
+    parser.add_argument("--children", default="search,exact,rebuild,add",
+                        help="which measurements to run again (the others' last figures are reported)")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "FOLDER", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return _child(*args.child, sample=args.sample)
+        return _child(*args.child, sample=args.sample, keyword_questions=args.keyword_questions)
     derived = _derived(args.sample)
     if args.sweep:
         from scale_sweep import sweep
 
-        print(sweep(derived, args.sweep, _queries()[1]))
+        table = sweep(derived, args.sweep, _queries()[1])
+        (CACHE / f"sweep-{args.sweep}-s{args.sample}.md").write_text(table)
+        print(table)
         return 0
-    results = [_measure(derived, int(size)) for size in args.sizes.split(",")]
+    sizes = [int(size) for size in args.sizes.split(",")]
+    if args.report:
+        results = [_assembled(CACHE / f"n{size}-s{args.sample}", size) for size in sizes]
+    else:
+        results = [_measure(derived, size, args.keyword_questions, args.children.split(",")) for size in sizes]
     text = _render(results, derived)
     print(text)
     if not args.no_doc:
@@ -149,20 +161,27 @@ def _size(path: Path) -> int:
 # -- measuring ---------------------------------------------------------------------------------
 
 
-def _measure(derived: scale_data.Derived, size: int) -> dict:
+def _measure(derived: scale_data.Derived, size: int, keyword_questions: int, children: list[str]) -> dict:
     folder, built = _collection(derived, size)
     print(f"n{size}: built ({built['build_s']:.0f} s); measuring", flush=True)
-    sample = len(derived.sample.base)
-    result = {"size": size, "built": built, "search": _run_child("search", folder, sample)}
-    with _hidden_index(folder):
-        result["exact"] = _run_child("exact", folder, sample)
-        result["rebuild"] = _run_child("rebuild", folder, sample)
-    result["add"] = _run_child("add", folder, sample)
-    exact = result["exact"]["top10"]
-    found = result["search"]["top10"]
-    result["recall10"] = float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(found, exact)]))
-    exact40, found40 = result["exact"]["top40"], result["search"]["top40"]
-    result["recall40"] = float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(found40, exact40)]))
+    options = ["--sample", str(len(derived.sample.base)), "--keyword-questions", str(keyword_questions)]
+    for kind in children:
+        if kind in ("exact", "rebuild"):
+            with _hidden_index(folder):
+                _run_child(kind, folder, options)
+        else:
+            _run_child(kind, folder, options)
+    return _assembled(folder, size)
+
+
+def _assembled(folder: Path, size: int) -> dict:
+    """One size's figures from what its build and its children wrote."""
+    result = {"size": size, "built": json.loads((folder / "built.json").read_text())}
+    for kind in ("search", "exact", "rebuild", "add"):
+        result[kind] = json.loads((CACHE / f"{folder.name}-{kind}.json").read_text())
+    for k in (10, 40):
+        pairs = zip(result["search"][f"top{k}"], result["exact"][f"top{k}"])
+        result[f"recall{k}"] = float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in pairs]))
     return result
 
 
@@ -181,15 +200,13 @@ class _hidden_index:
             path.with_name(path.name + ".hidden").rename(path)
 
 
-def _run_child(kind: str, folder: Path, sample: int) -> dict:
+def _run_child(kind: str, folder: Path, options: list[str]) -> None:
     out = CACHE / f"{folder.name}-{kind}.json"
     out.unlink(missing_ok=True)
-    subprocess.run([sys.executable, __file__, "--sample", str(sample), "--child", kind, str(folder), str(out)],
-                   check=True)
-    return json.loads(out.read_text())
+    subprocess.run([sys.executable, __file__, *options, "--child", kind, str(folder), str(out)], check=True)
 
 
-def _child(kind: str, folder: str, out: str, sample: int) -> int:
+def _child(kind: str, folder: str, out: str, sample: int, keyword_questions: int) -> int:
     from engine.store.index_store import IndexStore
     from engine.store.vectors import IndexPolicy
 
@@ -204,7 +221,7 @@ def _child(kind: str, folder: str, out: str, sample: int) -> int:
                       "stats": {k: v for k, v in store.stats().items() if k != "open_report"},
                       "rss_open": _rss("VmRSS")}
             if kind != "rebuild":
-                result.update(_searching(store, kind == "search"))
+                result.update(_searching(store, kind == "search", keyword_questions))
     result["rss"], result["rss_peak"] = _rss("VmRSS"), _rss("VmHWM")
     Path(out).write_text(json.dumps(result))
     return 0
@@ -217,7 +234,7 @@ def _rss(field: str) -> int:
     return 0
 
 
-def _searching(store, everything: bool) -> dict:
+def _searching(store, everything: bool, keyword_questions: int) -> dict:
     texts, vectors = _queries()
     result = {}
     for k in (10, 40):
@@ -231,7 +248,9 @@ def _searching(store, everything: bool) -> dict:
             tops.append([chunk_id for chunk_id, _ in hits])
         result[f"dense{k}_ms"], result[f"top{k}"] = _percentiles(times), tops
     if everything:
-        result.update(_retrieving(store, texts, vectors))
+        count = keyword_questions or len(texts)
+        result.update(_retrieving(store, texts[:count], vectors[:count]))
+        result["keyword_questions"] = count
         started = time.perf_counter()
         documents = store.list_documents()
         result["list_documents_ms"], result["documents"] = 1000 * (time.perf_counter() - started), len(documents)
@@ -294,7 +313,8 @@ def _percentiles(seconds: list[float]) -> dict:
 def _render(results: list[dict], derived: scale_data.Derived) -> str:
     from scale_report import render
 
-    return render(results, derived, ADDED_CHUNKS)
+    sweeps = sorted(CACHE.glob(f"sweep-*-s{len(derived.sample.base)}.md"))
+    return render(results, derived, ADDED_CHUNKS, sweeps[-1].read_text() if sweeps else "")
 
 
 if __name__ == "__main__":
