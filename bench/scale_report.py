@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import re
+
+from engine.store.vectors import IndexPolicy
+
 MB = 1e6
 TARGET_SIZE = 1_000_000
 
 
 def render(results: list[dict], derived, added_chunks: int, sweep: str = "") -> str:
     lines = ["## A plant's manuals in one collection (issue 32)", "",
-             "```", "python bench/bench_scale.py                  # this section (sizes 100k and 1M)",
-             "python bench/bench_scale.py --sweep 1000000  # index kinds side by side (below)", "```", ""]
+             "```",
+             "python bench/bench_scale.py --no-doc                                   # 100k and 1M",
+             "python bench/bench_scale.py --no-doc --sizes 3000000 --keyword-questions 60   # 3M (keyword stages: 60 questions)",
+             "python bench/bench_scale.py --report --sizes 100000,1000000,3000000    # this section, from bench/.cache/scale",
+             "python bench/bench_scale.py --sweep 1000000                            # index kinds side by side (below)",
+             "```", "",
+             "Each size in its own child processes, one query at a time, faiss with its default 2 threads; the "
+             "machine was shared with other work (load 4-8 on 2 cores), so read each table's columns as ratios.", ""]
     for result in results:
         lines += _table(result, added_chunks) + [""]
     lines += _targets(results, added_chunks) + [""]
@@ -51,24 +61,32 @@ def _table(r: dict, added_chunks: int) -> list[str]:
         if f"{stage}_ms" in s:
             out.append(f"| {name} | {s[stage + '_ms']['p50']:.1f} | {s[stage + '_ms']['p95']:.1f} |")
     out.append(f"| docs list ({s['documents']:,} documents) | {s['list_documents_ms']:.0f} | |")
-    out += ["", f"Built through add_document manual by manual in {b['build_s'] / 60:.0f} min; the index was "
-            f"rebuilt {len(b['rebuilds'])} times on the way: " + "; ".join(b["rebuilds"])]
+    out += ["", f"Built through add_document manual by manual in {b['build_s'] / 60:.0f} min; the approximate index "
+            "was trained on the way at " + "; ".join(_trained(line) for line in b["rebuilds"]) + "."]
     return out
 
 
+TARGETS = {1_000_000: (20, 1500), 3_000_000: (40, 2500)}  # chunks: (dense p95 ms, RSS MB)
+
+
 def _targets(results: list[dict], added_chunks: int) -> list[str]:
-    at = next((r for r in results if r["size"] == TARGET_SIZE), None)
-    if at is None:
-        return []
-    s, a = at["search"], at["add"]
-    rss = max(s["rss"], s["rss_open"]) / MB
-    rows = [("dense search p95, one query", "<= 20 ms", f"{s['dense10_ms']['p95']:.1f} ms", s["dense10_ms"]["p95"] <= 20),
-            ("recall@10 against exact, after re-scoring", ">= 0.98", f"{at['recall10']:.3f}", at["recall10"] >= 0.98),
-            ("RSS of the search side (collection open, after the searches)", "<= 1.5 GB", f"{rss:.0f} MB", rss <= 1500),
-            (f"add one 200-page manual ({added_chunks:,} chunks), no full rebuild", "<= 60 s",
-             f"{a['add_s'] + a['flush_s']:.1f} s", a["add_s"] + a["flush_s"] <= 60 and a["lists_before"] == a["lists_after"])]
-    return ["Targets at 1M chunks (2 cores):", "", "| target | wanted | measured | met |", "|---|---|---|---|"] + \
-        [f"| {name} | {want} | {got} | {'met' if ok else 'NOT met'} |" for name, want, got, ok in rows]
+    out = ["Targets (2 cores):", "", "| at | target | wanted | measured | met |", "|---|---|---|---|---|"]
+    for r in results:
+        if r["size"] not in TARGETS:
+            continue
+        p95_ms, rss_mb = TARGETS[r["size"]]
+        s, a, at = r["search"], r["add"], f"{r['size'] // 1_000_000}M"
+        rss = max(s["rss"], s["rss_open"]) / MB
+        added = a["add_s"] + a["flush_s"]
+        rows = [("dense search p95, one query", f"<= {p95_ms} ms", f"{s['dense10_ms']['p95']:.1f} ms",
+                 s["dense10_ms"]["p95"] <= p95_ms),
+                ("recall@10 against exact, after re-scoring", ">= 0.98", f"{r['recall10']:.3f}", r["recall10"] >= 0.98),
+                ("RSS of the search side (collection open, after the searches)", f"<= {rss_mb / 1000:.1f} GB",
+                 f"{rss:.0f} MB", rss <= rss_mb),
+                (f"add one 200-page manual ({added_chunks:,} chunks), no full rebuild", "<= 60 s", f"{added:.1f} s",
+                 added <= 60 and a["lists_before"] == a["lists_after"])]
+        out += [f"| {at} | {name} | {want} | {got} | {'met' if ok else 'NOT met'} |" for name, want, got, ok in rows]
+    return out
 
 
 def _data(derived) -> list[str]:
@@ -83,6 +101,14 @@ def _data(derived) -> list[str]:
         "manual is 650 consecutive chunks of one seed manual, cycled. The queries are the 268 questions of "
         "tests/qa/*.jsonl, embedded for real.",
     ]
+
+
+def _trained(line: str) -> str:
+    """"... rebuilt as approximate (800150 vectors, 3578 lists) in 199.4 s" -> "800,150 chunks: 3,578 lists, 199 s"."""
+    found = re.search(r"\((\d+) vectors, (\d+) lists\) in ([\d.]+) s", line)
+    if not found:
+        return line
+    return f"{int(found[1]):,} chunks: {int(found[2]):,} lists, {float(found[3]):.0f} s"
 
 
 def _pp(ms: dict) -> str:
@@ -107,9 +133,17 @@ def findings(results: list[dict]) -> str:
     big = by_size.get(TARGET_SIZE) or results[-1]
     small = results[0]
     s, b = big["search"], big["built"]
-    rebuilds = b["rebuilds"][-1] if b["rebuilds"] else ""
+    rebuilds = _trained(b["rebuilds"][-1]) if b["rebuilds"] else ""
+    per_vector = [r["exact"]["dense10_ms"]["p95"] / r["size"] for r in results]  # ms a vector, p95
+    limit = IndexPolicy().approximate_from
     return "\n".join([
         "What was found at this size (issue 32):", "",
+        f"- **Where exact search stops.** Exact search's p95 cost {1000 * min(per_vector):.2f}-"
+        f"{1000 * max(per_vector):.2f} us a vector on this shared machine (the issue measured 0.2 us on one quiet "
+        f"core), so at the {limit:,}-chunk limit it takes ~{limit * min(per_vector):.0f}-"
+        f"{limit * max(per_vector):.0f} ms here and ~{limit * 0.0002:.0f} ms quiet; above it the approximate "
+        "index answers in a few ms and its re-scored ranking still misses about 1 in 100 of the true top ten, "
+        "so collections up to ~75 manuals keep the exact ranking.",
         f"- **Keyword search is what grows.** FTS5 BM25 over the question's stems (ORed, most of them as "
         f"prefixes) costs in proportion to the rows its words match: p50 {s['fts5_ms']['p50']:.0f} ms, p95 "
         f"{s['fts5_ms']['p95']:.0f} ms at {big['size']:,} chunks ({small['search']['fts5_ms']['p50']:.0f} / "
@@ -117,18 +151,19 @@ def findings(results: list[dict]) -> str:
         f"(prefix_frequency, one count per stem) {s['terms_ms']['p50']:.0f} ms more. Retrieval without reranker "
         f"then takes {s['retrieve_ms']['p50']:.0f} ms (p50), nearly all of it keyword search, so the lead's "
         "<= 0.5 s after Enter is out of reach at a million chunks until keyword search is bounded. Not changed "
-        "here (it changes rankings): leave out of the MATCH the stems found in more than a few thousand chunks "
-        "(BM25 weighs them least and they cost most), counted with a LIMIT so the count is bounded too; only a "
-        "large collection reaches such counts, so small collections would rank as now. The derived collection "
-        "repeats 15 manuals' words, so its words are more frequent than across 2,000 different manuals: a "
-        "pessimistic case for FTS5.",
+        "here: leaving out of the MATCH the stems found in more than 20,000 chunks (tried by hand on 80 "
+        "questions, counts bounded with a LIMIT) cut FTS5 to about a tenth but kept only 22% of its top ten, "
+        "since each family's words are in ~66,000 of these chunks; a bound has to be chosen against questions "
+        "asked of a large collection, not blind. The derived collection repeats 15 manuals' words, so its words "
+        "are more frequent than across 2,000 different manuals: a pessimistic case for FTS5.",
         f"- **Opening reads the whole database.** Opening the {b['database_bytes'] / 1e9:.1f} GB collection "
         f"read-only took {s['open_s']:.0f} s, of which the dense index {s['open_report']['seconds']:.1f} s: the "
         "rest is the health checks on open (PRAGMA quick_check and a decode of every stored row; a writer also "
         "runs FTS5's integrity-check), which every start of the app and every index run pay. Left as found.",
         "- **Fixed here:** prefix_frequency counted every chunk (a whole index read, ~20 ms at a million) once "
         "per word of every question; the count is now kept until the next commit.",
-        f"- **Retraining** happens inside the add_document that crosses 4x the trained size: {rebuilds}. A "
+        f"- **Retraining** happens inside the add_document that crosses 4x the trained size (at {rebuilds}), "
+        "while the indexer waits. A "
         f"full rebuild from SQLite at this size took {big['rebuild']['open_report']['seconds']:.0f} s; the next "
         "retrain of a growing collection is at about 3.2M chunks.",
         f"- **Bundles** still carry the database ({b['database_bytes'] / 1e9:.1f} GB here) and the index file "
