@@ -94,14 +94,20 @@ def _snapshot(source: Path, folder: Path) -> dict:
     meta = _meta(db_path)
     name = meta.get("faiss_file", "")
     if name:
-        try:
-            data = (source / name).read_bytes()
-        except OSError:
-            data = b""  # a flush replaced it since: rebuilt below from the snapshot
-        if data and hashlib.sha256(data).hexdigest() == meta.get("faiss_sha256"):
-            (folder / name).write_bytes(data)
+        _copy_index(source / name, folder / name, meta.get("faiss_sha256", ""))
     _settle_index(folder)
     return _meta(db_path)
+
+
+def _copy_index(source: Path, dest: Path, sha256: str) -> None:
+    """The faiss file copied block by block (0.4 GB at a million chunks), kept only if it is the
+    one meta names; a flush may have replaced it since (then it is rebuilt from the snapshot)."""
+    try:
+        copied = _copy_hashed(source, dest)
+    except OSError:  # gone since, or unreadable: rebuilt; a full disk fails there, with its message
+        copied = ""
+    if copied != sha256:
+        dest.unlink(missing_ok=True)
 
 
 def _settle_index(folder: Path) -> None:
@@ -173,15 +179,20 @@ def _unique_name(name: str, sha: str, taken: set[str]) -> str:
 
 
 def _copy_document(source: Path, dest: Path) -> str:
-    digest = hashlib.sha256()
     try:
-        with open(source, "rb") as src, open(dest, "wb") as out:
-            while block := src.read(1 << 20):
-                digest.update(block)
-                out.write(block)
+        return _copy_hashed(source, dest)
     except OSError as exc:
         raise BundleError(f"The indexed document {source} cannot be read ({exc.strerror or exc}); "
                           "put it back, or remove it from the collection, then build again.") from exc
+
+
+def _copy_hashed(source: Path, dest: Path) -> str:
+    """Copies block by block; returns the SHA-256 of what was copied."""
+    digest = hashlib.sha256()
+    with open(source, "rb") as src, open(dest, "wb") as out:
+        while block := src.read(1 << 20):
+            digest.update(block)
+            out.write(block)
     return digest.hexdigest()
 
 
