@@ -178,7 +178,8 @@ def _assembled(folder: Path, size: int) -> dict:
     """One size's figures from what its build and its children wrote."""
     result = {"size": size, "built": json.loads((folder / "built.json").read_text())}
     for kind in ("search", "exact", "rebuild", "add"):
-        result[kind] = json.loads((CACHE / f"{folder.name}-{kind}.json").read_text())
+        path = CACHE / f"{folder.name}-{kind}.json"
+        result[kind] = json.loads(path.read_text()) if path.is_file() else {}
     for k in (10, 40):
         pairs = zip(result["search"][f"top{k}"], result["exact"][f"top{k}"])
         result[f"recall{k}"] = float(np.mean([len(set(a) & set(b)) / max(1, len(b)) for a, b in pairs]))
@@ -313,8 +314,13 @@ def _percentiles(seconds: list[float]) -> dict:
 def _render(results: list[dict], derived: scale_data.Derived) -> str:
     from scale_report import render
 
-    sweeps = sorted(CACHE.glob(f"sweep-*-s{len(derived.sample.base)}.md"))
-    return render(results, derived, ADDED_CHUNKS, sweeps[-1].read_text() if sweeps else "")
+    sweeps = sorted(CACHE.glob("sweep-*.md"), key=lambda path: path.stat().st_mtime)
+    sweep = ""
+    if sweeps:
+        sample = sweeps[-1].stem.rsplit("-s", 1)[-1]
+        sweep = f"(bench_scale.py --sweep, run with a noise model from {int(sample):,} real variants)\n\n"
+        sweep += sweeps[-1].read_text()
+    return render(results, derived, ADDED_CHUNKS, sweep)
 
 
 if __name__ == "__main__":

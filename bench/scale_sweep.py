@@ -25,9 +25,8 @@ def sweep(derived, size: int, queries: np.ndarray) -> str:
     truth = _exact_top(vectors, queries)
     root = int(math.sqrt(size))
     rows = [_flat(vectors, queries)]
-    for spec, probes in ((f"IVF{root},SQ8", (16, 32)), (f"IVF{2 * root},SQ8", (16, 32, 64)),
-                         (f"IVF{4 * root},SQ8", (16, 32, 64, 128)), (f"IVF{4 * root},PQ48", (64,)),
-                         ("HNSW32,SQ8", (64, 128))):
+    for spec, probes in ((f"IVF{root},SQ8", (8, 16, 32, 64)), (f"IVF{4 * root},SQ8", (16, 32, 64, 128, 256)),
+                         (f"IVF{4 * root},PQ48", (64, 128)), ("HNSW32,SQ8", (64, 128))):
         if spec.startswith("HNSW") and size > 300_000:
             continue  # hours to build on 2 cores; measured at a smaller size
         rows += _approximate(spec, probes, vectors, queries, truth, derived)
