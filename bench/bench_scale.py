@@ -106,17 +106,13 @@ def _queries() -> tuple[list[str], np.ndarray]:
 
 
 def _collection(derived: scale_data.Derived, size: int) -> tuple[Path, dict]:
-    """The collection of `size` chunks, built once (its build figures kept beside it)."""
+    """The collection of `size` chunks, built once (its build figures kept beside it); a build
+    that was stopped carries on from its last manual."""
     folder = CACHE / f"n{size}-s{len(derived.sample.base)}"
     record = folder / "built.json"
-    if record.is_file():
-        return folder, json.loads(record.read_text())
-    import shutil
-
-    shutil.rmtree(folder, ignore_errors=True)
-    built = _build(derived, folder, size)
-    record.write_text(json.dumps(built))
-    return folder, built
+    if not record.is_file():
+        record.write_text(json.dumps(_build(derived, folder, size)))
+    return folder, json.loads(record.read_text())
 
 
 def _build(derived: scale_data.Derived, folder: Path, size: int) -> dict:
@@ -127,15 +123,21 @@ def _build(derived: scale_data.Derived, folder: Path, size: int) -> dict:
     rebuilds = _rebuild_log()
     logging.getLogger("engine.store.index_store").addHandler(rebuilds)
     logging.getLogger("engine.store.index_store").setLevel(logging.INFO)
-    started, count, number = time.perf_counter(), 0, 0
+    progress = folder / "building.json"
+    done = json.loads(progress.read_text()) if progress.is_file() else {"build_s": 0.0, "rebuilds": []}
+    started = time.perf_counter() - done["build_s"]
     with IndexStore.open(folder, embedder_id=scale_data.embedder_id(CACHE), dimension=derived.seed.vectors.shape[1]) as store:
+        count, number = store.stats()["chunks"], len(store.list_documents())
+        resumed_at = count
         while count < size:
             count += scale_data.add_manual(store, derived, number, min(scale_data.CHUNKS_PER_MANUAL, size - count))
             number += 1
             if number % 100 == 0:
-                print(f"  n{size}: {count} chunks, {time.perf_counter() - started:.0f} s", flush=True)
-    return {"chunks": count, "manuals": number, "build_s": time.perf_counter() - started,
-            "rebuilds": rebuilds.lines, "database_bytes": _size(folder / "collection.sqlite3")}
+                done = {"build_s": time.perf_counter() - started, "rebuilds": done["rebuilds"] + rebuilds.take()}
+                progress.write_text(json.dumps(done))
+                print(f"  n{size}: {count} chunks, {done['build_s']:.0f} s", flush=True)
+    return {"chunks": count, "manuals": number, "build_s": time.perf_counter() - started, "resumed_at": resumed_at,
+            "rebuilds": done["rebuilds"] + rebuilds.take(), "database_bytes": _size(folder / "collection.sqlite3")}
 
 
 def _rebuild_log():
@@ -150,6 +152,10 @@ def _rebuild_log():
         def emit(self, record) -> None:
             if "rebuilt as" in record.msg:
                 self.lines.append(record.getMessage())
+
+        def take(self) -> list[str]:
+            taken, self.lines = self.lines, []
+            return taken
 
     return Lines()
 

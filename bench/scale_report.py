@@ -61,8 +61,9 @@ def _table(r: dict, added_chunks: int) -> list[str]:
         if f"{stage}_ms" in s:
             out.append(f"| {name} | {s[stage + '_ms']['p50']:.1f} | {s[stage + '_ms']['p95']:.1f} |")
     out.append(f"| docs list ({s['documents']:,} documents) | {s['list_documents_ms']:.0f} | |")
-    out += ["", f"Built through add_document manual by manual in {b['build_s'] / 60:.0f} min; the approximate index "
-            "was trained on the way at " + "; ".join(_trained(line) for line in b["rebuilds"]) + "."]
+    out += ["", f"Built through add_document manual by manual in {b['build_s'] / 60:.0f} min{_resumed(b)}; the "
+            "approximate index was trained on the way at " + ("; ".join(_trained(line) for line in b["rebuilds"])
+                                                            or "(not kept)") + "."]
     return out
 
 
@@ -101,6 +102,14 @@ def _data(derived) -> list[str]:
         "manual is 650 consecutive chunks of one seed manual, cycled. The queries are the 268 questions of "
         "tests/qa/*.jsonl, embedded for real.",
     ]
+
+
+def _resumed(built: dict) -> str:
+    if not built.get("resumed_at"):
+        return ""
+    return (f" (in two runs: the first was killed after about {built['resumed_at']:,} chunks, with no error of its "
+            "own on a shared machine; its time is counted to its last progress line, its trainings' times were "
+            "not kept)")
 
 
 def _trained(line: str) -> str:
