@@ -164,7 +164,7 @@ def prepare_tokenizer(gguf_file: Path, out_dir: Path) -> Path:
 
 def parse_variant(name: str) -> tuple[dict, dict, set[str]]:
     """"ours:lm_head_bits=4+so.X=1+no_offsets" -> import options, session options, flags
-    (no_offsets, sub16)."""
+    (FLAGS)."""
     options, session, flags = {}, {}, set()
     for part in filter(None, name.partition(":")[2].split("+")):
         key, _, value = part.partition("=")
@@ -178,8 +178,23 @@ def parse_variant(name: str) -> tuple[dict, dict, set[str]]:
 
 
 # no_offsets: the Q4_1 offset subgraph dropped (wrong results: its cost); sub16: Q2_K/Q3_K/Q6_K
-# kept exactly in blocks of 16 (gguf_weights.SUB_BLOCKS_OF_16: the float32 reference's weights)
-FLAGS = ("no_offsets", "sub16")
+# kept exactly in blocks of 16 (gguf_weights.SUB_BLOCKS_OF_16); f32_wide: every matmul weight not
+# kept in 4-bit blocks stored as float32 (a float32 reference: 8-bit blocks at accuracy level 0
+# are dequantized at every call, seconds a token for a 1.7B model)
+FLAGS = ("no_offsets", "sub16", "f32_wide")
+FOUR_BIT_KINDS = ("Q4_0", "Q4_1", "Q4_K")
+
+
+def float_wide(matmul_weight):
+    """matmul_weight, with the weights it would not keep in 4-bit blocks dequantized to float32."""
+    from engine.models.gguf_weights import to_float
+
+    def convert(tensor, offsets="exact"):
+        if tensor.tensor_type.name in FOUR_BIT_KINDS:
+            return matmul_weight(tensor, offsets)
+        return to_float(tensor)
+
+    return convert
 
 
 def prepare_ours(gguf_file: Path, out_dir: Path, variant: str = "ours") -> Path:
@@ -190,16 +205,19 @@ def prepare_ours(gguf_file: Path, out_dir: Path, variant: str = "ours") -> Path:
     key = {"gguf": file_key(gguf_file), "variant": variant,
            "engine": sources_key(list((ROOT / "engine/models").glob("*.py")))}
     if not cached(out_dir, key):
-        from engine.models import gguf_weights
-        from engine.models.gguf_import import import_gguf
+        from engine.models import gguf_import, gguf_weights
 
         log(f"importing the GGUF with engine.models.gguf_import {options or ''} {' '.join(sorted(flags))}")
         started = time.perf_counter()
         gguf_weights.SUB_BLOCKS_OF_16 = "sub16" in flags
+        original = gguf_import.matmul_weight
+        if "f32_wide" in flags:
+            gguf_import.matmul_weight = float_wide(original)
         try:
-            import_gguf(gguf_file, out_dir, **options)
+            gguf_import.import_gguf(gguf_file, out_dir, **options)
         finally:
             gguf_weights.SUB_BLOCKS_OF_16 = False
+            gguf_import.matmul_weight = original
         if session:
             set_session_options(out_dir, session)
         if "no_offsets" in flags:

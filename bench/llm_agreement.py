@@ -11,8 +11,8 @@ runs through onnxruntime-genai (2 threads), twice per prompt:
 - fed llama.cpp's tokens one by one ("forced"): at each step, whether our best token is
   llama.cpp's (top-1 agreement: every step counts, none is lost after a first difference), and
   how far our logits are from llama.cpp's (largest difference over the largest logit).
-The fp32 variant is our exact import with float32 activations and every weight exact (Q6_K in
-blocks of 16): a float32 run of the file's own weights. Its row against llama.cpp is llama.cpp's
+The fp32 variant is our exact import with float32 activations and every weight exact (4-bit
+blocks, their offsets exact; any other type as float32): a float32 run of the file's own weights. Its row against llama.cpp is llama.cpp's
 agreement with float32, the bar for the others. "vs fp32" compares each variant's forced best
 tokens with fp32's on the same steps.
 
@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = 32
 VARIANTS = {  # name -> bench_llm's "ours:..." import variant
-    "fp32": "ours:accuracy_level=0+offsets=exact+sub16",
+    "fp32": "ours:accuracy_level=0+offsets=exact+f32_wide",
     "exact": "ours:offsets=exact",
     "zp4": "ours:offsets=zero_points",
     "zp8": "ours:offsets=zero_points_8bit",
