@@ -36,6 +36,7 @@ from engine.fleet.manifest import (
     check_signature,
 )
 from engine.paths import DB_NAME
+from engine.store import health
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ def _unpack(paths, manifest: Manifest, objects_dir: Path, where: str) -> Path:
         for entry in manifest.files:
             _place(objects_dir / entry.sha256, temp / entry.name, copy=entry.kind == "database")
         _rewrite_paths(temp / DB_NAME, manifest, final, where)
+        health.stamp(temp / DB_NAME, with_fts=True)  # built from a checked collection, every byte verified
         write_atomic(temp / MANIFEST_NAME, manifest.raw)
         write_atomic(temp / SIGNATURE_NAME, manifest.signature)
         _check_opens(temp, manifest, where)

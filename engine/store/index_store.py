@@ -63,7 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.atomic_file import fsync_folder
-from engine.errors import DiskFullError, EngineError, disk_full_as_error, is_disk_full
+from engine.errors import CollectionDamagedError, DiskFullError, EngineError, disk_full_as_error, is_disk_full
 from engine.paths import DB_NAME
 from engine.store import health
 from engine.store.vectors import EXACT, DenseIndex, IndexPolicy
@@ -190,6 +190,8 @@ def _damage_is_engine_error(method):
             return method(self, *args, **kwargs)
         except (sqlite3.DatabaseError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             error = _engine_error(self.folder, exc)
+            if isinstance(error, CollectionDamagedError):
+                self._sound = False  # no stamp at close: the next open checks everything
             if error is exc:
                 raise
             raise error from exc
@@ -225,6 +227,7 @@ class IndexStore:
         self._has_heading_column = int(meta["schema_version"]) >= 2
         self.heading_weight = HEADING_WEIGHT
         self.open_report: dict = {}
+        self._sound = True  # no damage met since open (see health.py's stamp)
 
     # -- opening and closing ---------------------------------------------------------------
 
@@ -300,13 +303,17 @@ class IndexStore:
         """Persist the faiss cache if it changed, then release the database and the lock."""
         if self._db is None:
             return
+        flushed = False
         try:
             if self._lock is not None:
                 self.flush()
+            flushed = True
         finally:
             self._db.close()
             self._db = None
             if self._lock is not None:
+                if flushed and self._sound:  # what it wrote went through SQLite: as sound as it found it
+                    health.stamp(self.folder / DB_NAME, with_fts=True)
                 self._lock.close()
                 self._lock = None
 
@@ -556,14 +563,15 @@ class IndexStore:
     def prefix_frequency(self, prefix: str) -> float:
         """The fraction of chunks with a word that starts with `prefix` (0 for an empty one)."""
         match = fts_query(prefix)
-        total = self._counted_chunks()
+        total = self.counted_chunks()
         if not match or " OR " in match or total == 0:
             return 0.0
         found = self._db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
                                  ("text : " + match + "*",)).fetchone()[0]
         return found / total
 
-    def _counted_chunks(self) -> int:
+    @_damage_is_engine_error
+    def counted_chunks(self) -> int:
         """The number of chunks, counted again only after a commit (here or elsewhere): a count
         reads a whole index, ~20 ms at a million chunks, and a question asks once per word."""
         state = (self._current_data_version(), self._db.total_changes)
@@ -879,8 +887,9 @@ def _take_writer_lock(folder: Path):
 def _check_on_open(folder: Path, db_path: Path, lock) -> list[str]:
     """Check (and repair) the database before it is used; see engine/store/health.py. A reader
     repairs too when no writer is at work (it holds the writer lock meanwhile), since an
-    FTS5 integrity-check needs a writable connection."""
-    if health.is_fresh(db_path):
+    FTS5 integrity-check needs a writable connection. Files as a sound check left them are not
+    read again (a writer asks for FTS5's check too)."""
+    if health.is_fresh(db_path) or health.is_stamped(db_path, with_fts=lock is not None):
         return []
     guard = lock if lock is not None else _writer_lock_if_free(folder)
     try:

@@ -21,7 +21,8 @@ from engine.fleet import bundle as fleet
 from engine.fleet.kiosk import read_state
 from engine.fleet.manifest import Manifest
 from engine.fleet.records import read_records
-from engine.paths import AppPaths
+from engine.paths import DB_NAME, AppPaths
+from engine.store import health
 from engine.store.index_store import IndexStore
 from engine.store.vectors import APPROXIMATE, IndexPolicy
 from engine.types import Chunk
@@ -86,7 +87,7 @@ def install(kiosk, file, trusted, embedder) -> Path:
 
 # -- build, install, switch ---------------------------------------------------------------------
 def test_an_installed_bundle_is_the_collection_with_its_documents_inside(admin, kiosk, key, trusted,
-                                                                          tmp_path, tiny_embedder):
+                                                                          tmp_path, tiny_embedder, monkeypatch):
     file = build(admin, key, tmp_path, 1)
     manifest = fleet.verify_bundle(file, trusted)
     assert {e.kind for e in manifest.files} == {"database", "index", "document"}
@@ -95,6 +96,8 @@ def test_an_installed_bundle_is_the_collection_with_its_documents_inside(admin, 
     folder = install(kiosk, file, trusted, tiny_embedder)
 
     assert folder == kiosk.fleet_version(NAME, 1).absolute() and kiosk.collection(NAME) == folder
+    monkeypatch.setattr(health, "STAMPED_FROM", 0)  # verified on install: a large one opens without its checks
+    assert health.is_stamped(folder / DB_NAME, with_fts=True)
     with IndexStore.open(kiosk.collection(NAME), embedder_id=tiny_embedder.model_id,
                          dimension=tiny_embedder.dimension, read_only=True) as store:
         assert store.open_report["faiss"] == "loaded" and store.open_report["added"] == 0

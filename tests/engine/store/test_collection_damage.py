@@ -175,3 +175,75 @@ def test_damaged_word_boxes_of_a_scanned_page_have_it_read_again(tmp_path, tiny_
         assert document.status == "failed" and document.error == health.REREAD_REASON
         assert store.page_ocr(scanned, 1) is None
         assert sorted(d.status for d in store.list_documents()) == ["failed", "ready", "ready", "ready"]
+
+
+@pytest.fixture
+def counted_checks(monkeypatch) -> list[bool]:
+    """Every database this size is stamped; each full check run is counted (its can_repair)."""
+    monkeypatch.setattr(health, "STAMPED_FROM", 0)
+    runs: list[bool] = []
+    inspect = health._inspect
+
+    def counted(db_path, connect, can_repair):
+        runs.append(can_repair)
+        return inspect(db_path, connect, can_repair)
+
+    monkeypatch.setattr(health, "_inspect", counted)
+    return runs
+
+
+def _open_reader(folder: Path) -> IndexStore:
+    return IndexStore.open(folder, embedder_id=None, dimension=None, read_only=True)
+
+
+def test_a_large_collection_as_it_was_left_is_not_checked_again(built, tiny_embedder, counted_checks):
+    with _open_reader(built) as store:  # the writer that built it left the stamp
+        assert store.search_keyword("pump", 5)
+    with open_store(built, tiny_embedder) as store:
+        store.remove_document("/manuals/oil.md")
+    with _open_reader(built):
+        pass
+    assert counted_checks == []
+    damage_collection(built)  # any change but a writer's through SQLite: checked again and repaired
+    with _open_reader(built) as store:
+        assert store.open_report["repaired"]
+    assert counted_checks == [True] and _fts_sound(built)
+
+
+def test_a_readers_check_without_fts5s_does_not_spare_a_writers(built, tiny_embedder, counted_checks):
+    (built / health.STAMP_NAME).unlink()
+    lock = _take_writer_lock(built)  # a writer at work: the reader checks without FTS5's check
+    try:
+        _open_reader(built).close()
+        _open_reader(built).close()
+    finally:
+        lock.close()
+    open_store(built, tiny_embedder).close()
+    assert counted_checks == [False, True]
+
+
+class _MalformedDatabase:
+    """A connection whose every read meets a damaged page."""
+
+    def execute(self, *args):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+
+def test_damage_met_in_a_read_has_the_next_open_check_everything(built, tiny_embedder, counted_checks):
+    damage_collection(built)
+    lock = _take_writer_lock(built)
+    try:
+        with _open_reader(built) as store:  # cannot repair beside a writer: no stamp
+            assert not (built / health.STAMP_NAME).exists()
+    finally:
+        lock.close()
+    with open_store(built, tiny_embedder) as writer:  # checked, repaired and stamped
+        assert (built / health.STAMP_NAME).exists()
+        db, writer._db = writer._db, _MalformedDatabase()
+        with pytest.raises(CollectionDamagedError):
+            writer.search_keyword("pump", 5)
+        writer._db = db
+        assert not (built / health.STAMP_NAME).exists()
+    assert not (built / health.STAMP_NAME).exists()  # a writer that met damage leaves none at close
+    open_store(built, tiny_embedder).close()
+    assert counted_checks == [False, True, True]
