@@ -36,6 +36,7 @@ class RetrievalSettings:
     keyword_weight: float = 1.0
     rerank_candidates: int = 20
     merge_neighbours: bool = True
+    keyword_rows: int = 60_000  # chunks BM25 may rank for one question (see _keyword_terms)
     max_merged_chunks: int = 3
     merge_pool: int = 12  # a neighbour ranked this high is merged in; fixed so that the top
     # passages do not depend on how many are asked for
@@ -107,10 +108,28 @@ class Retriever:
         """BM25 on the question's topic words: stems as prefixes ('install' finds 'installing'),
         short words and code-like tokens ('read.fwf' as the phrase "read fwf") exactly.
         Question scaffolding ('how do I') would only add noise."""
-        terms = query.terms
+        terms = self._keyword_terms(query)
         exact = list(query.code) + [t for t in terms if len(t) < PREFIX_MIN]
         prefixes = [t for t in terms if len(t) >= PREFIX_MIN]
         return self.store.search_keyword(" ".join(exact), self.settings.candidates, prefixes)
+
+    def _keyword_terms(self, query: Query) -> list[str]:
+        """The topic stems to rank by: all of them, unless together they match more than
+        keyword_rows chunks (only in a collection of some 100,000 chunks or more); then the
+        rarest that fit. BM25 ranks every chunk a word matches, ~2 us each here (a word in a
+        tenth of a million chunks: 0.2 s), and such a common word adds little to its ranking;
+        dense search still reads the whole question."""
+        total = self.store.counted_chunks()
+        rows = {t: query.frequencies.get(t, 0.0) * total for t in query.terms}
+        if sum(rows.values()) <= self.settings.keyword_rows:
+            return list(query.terms)
+        kept, used = set(), 0.0
+        for term in sorted(query.terms, key=rows.get):
+            if used + rows[term] > self.settings.keyword_rows:
+                break
+            kept.add(term)
+            used += rows[term]
+        return [t for t in query.terms if t in kept]
 
     def _fill_similarities(self, found: dict[int, _Candidate], vector: np.ndarray) -> None:
         """Keyword-only hits get their cosine from the stored embeddings."""

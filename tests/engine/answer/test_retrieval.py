@@ -129,6 +129,21 @@ def test_no_match_anywhere_gives_no_passages_from_keyword_search(store, tiny_emb
     assert retriever.search("", k=5) == []
 
 
+@pytest.mark.parametrize("rows, searched", [(60_000, {"valve", "gasket"}), (4, {"gasket"})],
+                         ids=["all-words", "over-the-budget"])
+def test_keyword_search_ranks_the_rarest_words_that_fit_its_budget(store, tiny_embedder, rows, searched):
+    """In a plant's collection BM25 would rank every chunk a common word matches: beyond
+    keyword_rows chunks the most common words are left to dense search."""
+    pages = [f"Valve {n} opens at {n} bar." for n in range(6)] + ["Replace the valve gasket yearly."]
+    add_page_chunks(store, tiny_embedder, "/manuals/valves.md", pages)
+    retriever = Retriever(store, tiny_embedder, settings=RetrievalSettings(fusion="keyword", keyword_rows=rows))
+    query = retriever.query("valve gasket")
+    assert set(retriever._keyword_terms(query)) == searched
+    texts = [p.text for p in retriever.search(query, k=10)]
+    assert "Replace the valve gasket yearly." in texts[0]
+    assert len(texts) == (1 if searched == {"gasket"} else 7)
+
+
 # -- what a passage carries ----------------------------------------------------------------
 
 PUMP_PAGES = [
