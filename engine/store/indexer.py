@@ -22,8 +22,8 @@ from pathlib import Path
 
 from engine.encoders.embedder import Embedder
 from engine.errors import DocumentError
-from engine.ingest.chunking import chunk_document
 from engine.ingest import text_version
+from engine.ingest.chunking import chunk_document
 from engine.ingest.discover import discover, normal_path
 from engine.ingest.ocr_pages import PAGE_TIME_LIMIT_S, OcrOptions
 from engine.ingest.parse_pool import ParsePool, readable_sha256

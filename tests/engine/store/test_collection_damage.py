@@ -233,7 +233,7 @@ def test_damage_met_in_a_read_has_the_next_open_check_everything(built, tiny_emb
     damage_collection(built)
     lock = _take_writer_lock(built)
     try:
-        with _open_reader(built) as store:  # cannot repair beside a writer: no stamp
+        with _open_reader(built):  # cannot repair beside a writer: no stamp
             assert not (built / health.STAMP_NAME).exists()
     finally:
         lock.close()
