@@ -229,6 +229,8 @@ def test_embeddings_and_prefix_frequency_of_the_store(store, tiny_embedder):
     assert store.prefix_frequency("zebra") == 0.0
     assert store.prefix_frequency("") == 0.0
     assert store.prefix_frequency("two words") == 0.0
+    add_page_chunks(store, tiny_embedder, "/manuals/n.txt", ["A pump.", "Oil."])  # counts kept until a commit
+    assert store.prefix_frequency("pump") == 3 / 6 and store.prefix_frequency("print") == 3 / 6
 
 
 # -- neighbour merging -----------------------------------------------------------------------
