@@ -13,12 +13,21 @@ events come back typed as engine.answer.events_json reads them, so the window, t
 cited document is fetched from there and kept in a folder by the server's name for it; the
 SHA-256 it was indexed from (the reply's ETag) decides whether the copy kept is still current.
 AnswerSession decides when to use it and what answers instead (engine/answer/session.py).
+
+An answer that breaks off (the replica behind a load balancer was killed mid-answer) or that the
+balancer refuses with 502/503/504 is asked again, up to RETRIES times: the balancer sends it to
+another replica. What the person has already seen is not shown twice: passages and lead equal to
+those shown are skipped, and the text carries on from where it stopped (temperature 0 writes the
+same words again; where they differ, the done event's final text replaces the whole). A server
+that cannot be reached at all is not asked again: the kiosk says so at once.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -32,10 +41,18 @@ from engine.errors import CentralServerError
 from engine.llm.supervisor import ModelStatus
 from engine.types import CancelFlag, Passage
 
+log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 2.0  # a kiosk says "cannot be reached" within this, not after a minute
 READ_TIMEOUT_S = 120.0  # the longest wait for the next event (a busy server queues questions)
 ENV_URL = "OFFLINE_ASSISTANT_SERVER_URL"
 ENV_KEY = "OFFLINE_ASSISTANT_SERVER_KEY"
+RETRIES = 2  # a broken-off answer is asked again this many times (another replica takes it)
+RETRY_PAUSE_S = 0.5  # times the try's number: the balancer's health check needs a moment
+RETRIED_STATUSES = frozenset({502, 503, 504})  # a balancer with no replica left, or one still loading
+
+
+class _BrokenOff(CentralServerError):
+    """The answer broke off or was refused by a balancer: worth asking again."""
 
 
 def chosen_server(settings, environ=os.environ) -> tuple[str | None, str | None]:
@@ -48,11 +65,13 @@ def chosen_server(settings, environ=os.environ) -> tuple[str | None, str | None]
 
 class CentralServer:
     def __init__(self, url: str, key: str | None = None, connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                 read_timeout_s: float = READ_TIMEOUT_S):
+                 read_timeout_s: float = READ_TIMEOUT_S, retries: int = RETRIES):
         self.url = url.rstrip("/").removesuffix("/v1")
         self.key = key or None
         self.name = urlsplit(self.url).netloc
         self._documents = self.url + "/v1/documents/"
+        self.retries = retries
+        self.retried = 0  # answers asked again after breaking off (a benchmark counts them)
         headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
         self._client = httpx.Client(timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
                                     headers=headers)
@@ -69,16 +88,42 @@ class CentralServer:
     def ask(self, question: str, history: Sequence[dict] = (), cancel: CancelFlag | None = None,
             collection: str | None = None) -> Iterator:
         """The answer's events as the server streams them. CentralServerError when it cannot be
-        reached, refuses the request, or the stream breaks before its last event."""
+        reached, refuses the request, or the stream still breaks off after RETRIES more tries."""
         body = {"question": question, "history": list(history), "stream": True}
         if collection:
             body["collection"] = collection
+        shown = _Shown()
+        for attempt in range(self.retries + 1):
+            try:
+                yield from self._try(body, cancel, shown)
+                return
+            except _BrokenOff as exc:
+                if attempt == self.retries or (cancel is not None and cancel.is_set()):
+                    raise
+                log.warning("%s Asking again (%d of %d).", exc, attempt + 1, self.retries)
+                self.retried += 1
+                time.sleep(RETRY_PAUSE_S * (attempt + 1))
+
+    def _try(self, body: dict, cancel, shown: _Shown) -> Iterator:
+        shown.start_try()
         try:
             with self._client.stream("POST", self.url + "/v1/ask", json=body) as reply:
                 if reply.status_code != 200:
                     reply.read()
-                    self._refuse_failed(reply)
-                yield from self._events(reply, cancel)
+                    try:
+                        self._refuse_failed(reply)
+                    except CentralServerError as exc:
+                        if reply.status_code in RETRIED_STATUSES:
+                            raise _BrokenOff(str(exc)) from None
+                        raise
+                for event in self._events(reply, cancel):
+                    event = shown.new_part(event)
+                    if event is not None:
+                        yield event
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadTimeout) as exc:
+            raise self._unreachable(exc) from exc  # asking again would only wait as long again
+        except httpx.TransportError as exc:  # the connection was cut: a replica killed mid-answer
+            raise _BrokenOff(f"The server at {self.name} broke off the answer ({type(exc).__name__}).") from exc
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
 
@@ -94,7 +139,7 @@ class CentralServer:
                 ended = kind in ("done", "error")
                 yield event
         if not ended:
-            raise CentralServerError(f"The server at {self.name} broke off the answer.")
+            raise _BrokenOff(f"The server at {self.name} broke off the answer.")
 
     def _event(self, kind: str, data: str):
         try:
@@ -169,3 +214,30 @@ class CentralServer:
         except (ValueError, KeyError, TypeError):
             said = reply.text[:200]
         raise CentralServerError(f"The server at {self.name} answered {reply.status_code}: {said}")
+
+
+class _Shown:
+    """What the person has seen of one answer over its tries, so that a retry shows only what is new."""
+
+    def __init__(self):
+        self.last: dict[str, object] = {}  # kind -> the last passages, lead or citations event shown
+        self.text = ""  # the text shown so far
+        self.written = ""  # the text of the try under way
+
+    def new_part(self, event):
+        """`event`, the part of it not shown yet, or None when it was all shown."""
+        if event.kind == "text":
+            self.written += event.text
+            if len(self.written) <= len(self.text):
+                return None
+            new = self.written[len(self.text):]
+            self.text = self.written
+            return replace(event, text=new)
+        if event.kind in ("passages", "lead", "citations"):
+            if self.last.get(event.kind) == event:
+                return None
+            self.last[event.kind] = event
+        return event
+
+    def start_try(self) -> None:
+        self.written = ""

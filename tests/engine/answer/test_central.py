@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from engine.answer.assistant import DoneEvent, ErrorEvent, PassagesEvent
+from engine.answer.assistant import DoneEvent, ErrorEvent, PassagesEvent, TextEvent
 from engine.answer.central import CentralServer
 from engine.answer.session import SERVER_RETRY_S, AnswerSession, SessionConfig
 from engine.config import Settings
@@ -104,3 +104,38 @@ def test_without_manuals_here_the_question_says_the_server_is_away(tmp_path, tin
     assert isinstance(said[0], EngineUnreachable) and "no manuals of its own" in said[0].message
     assert isinstance(error, ErrorEvent) and error.error == "CentralServerError"
     assert "cannot be reached" in error.message and session.model.llm is None
+
+
+class CutFirstAnswer:
+    """The server's app, but the first streamed answer's connection is cut after its first text,
+    as when the replica behind a load balancer is killed mid-answer."""
+
+    def __init__(self, app):
+        self.app, self.cut = app, 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] != "/v1/ask" or self.cut:
+            return await self.app(scope, receive, send)
+        self.cut += 1
+
+        async def until_first_text(message):
+            await send(message)
+            if b"event: text" in message.get("body", b""):
+                raise ConnectionResetError("the replica was killed")  # uvicorn drops the connection
+
+        await self.app(scope, receive, until_first_text)
+
+
+def test_an_answer_cut_mid_stream_is_asked_again_and_shown_once(central, tmp_path, tiny_llm_dir, tiny_embedder):
+    app = create_app(ServerConfig(central), tiny_llm_dir, embedder=tiny_embedder)
+    cutting = CutFirstAnswer(app)
+    with live_server(cutting) as url:
+        assert app.state.server.wait_loaded(60)
+        session, said = thin(AppPaths(tmp_path / "kiosk").ensure(), url, tiny_embedder)
+        with session:
+            events = list(session.ask(QUESTION))
+            retried = session.server.retried
+    texts = [e.text for e in events if isinstance(e, TextEvent)]
+    assert cutting.cut == 1 and retried == 1 and [type(r) for r in said] == [ModelOpened]  # no fallback
+    assert [type(e) for e in events].count(PassagesEvent) == 1 and isinstance(events[-1], DoneEvent)
+    assert "".join(texts) == events[-1].answer  # the text carried on where the cut left it, not twice
