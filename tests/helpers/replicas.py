@@ -33,7 +33,7 @@ from engine.errors import CentralServerError
 from engine.paths import AppPaths
 
 REPO = Path(__file__).resolve().parents[2]
-HAPROXY = shutil.which("haproxy")
+HAPROXY = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")  # not on a user's PATH
 
 
 def free_port() -> int:
