@@ -176,10 +176,16 @@ class Balancer:
                 return fields[column]
         raise KeyError(server)
 
+    def _status_or_none(self, server: str) -> str | None:
+        try:
+            return self.status(server)
+        except OSError:  # HAProxy is still starting
+            return None
+
     def wait_status(self, server: str, wanted: str, timeout_s: float = 60) -> float:
         """Seconds until HAProxy says `wanted` of `server`."""
         start = time.monotonic()
-        while self.status(server) != wanted:
+        while self._status_or_none(server) != wanted:
             if time.monotonic() - start > timeout_s:
                 raise RuntimeError(f"HAProxy did not mark {server} {wanted} within {timeout_s} s")
             time.sleep(0.05)
@@ -194,13 +200,11 @@ def balancer(urls: list[str], api_key: str, folder: Path) -> Iterator[Balancer]:
     config.write_text(haproxy_config(port, [u.removeprefix("http://") for u in urls], api_key, stats_socket),
                       encoding="utf-8")
     subprocess.run([HAPROXY, "-c", "-q", "-f", str(config)], check=True)
+    stats_socket.unlink(missing_ok=True)  # a previous run's
     process = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     front = Balancer(f"http://127.0.0.1:{port}", process, stats_socket)
     try:
-        deadline = time.monotonic() + 30
-        while not stats_socket.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
         for n in range(1, len(urls) + 1):
             front.wait_status(f"r{n}", "UP", 30)
         yield front
