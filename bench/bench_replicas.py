@@ -120,7 +120,7 @@ def run(args) -> tuple[str, dict]:
     figures = {
         "answers": len(answers), "completed": sum(a.ok for a in answers),
         "broke off": sum(a.retried > 0 for a in answers), "retried ok": sum(a.retried > 0 and a.ok for a in answers),
-        "lost": len(lost), "down_s": down_s, "load": (load_before, load_after), "seconds": ended - start,
+        "lost": len(lost), "retries": sum(a.retried for a in answers), "down_s": down_s, "load": (load_before, load_after), "seconds": ended - start,
         "before": before, "during": during, "after": after, "errors": sorted({a.error for a in lost}),
     }
     return table(args, figures), figures
@@ -150,14 +150,15 @@ def table(args, f) -> str:
     lines += [
         "",
         f"HAProxy marked r1 down {f['down_s']:.2f} s after the kill (check every 1 s, 500 ms once "
-        "failing, down after 2 failed checks); meanwhile a new request sent to it failed to connect "
-        "and HAProxy sent it to the other replica (`retry-on conn-failure`, `option redispatch`).",
+        f"failing, down after 2 failed checks). {len(f['after'])} questions asked after the kill, "
+        f"{sum(a.retried > 0 for a in f['after'])} broke off: HAProxy sends on one that cannot connect "
+        "to r1 meanwhile (`retry-on conn-failure`, `option redispatch`).",
         "",
         "| measure | target | measured |",
         "|---|---|---|",
         f"| replica killed under {args.clients} clients: answers lost after the client's retry | 0 | "
         f"{f['lost']} of {f['answers']} ({f['broke off']} broke off, {f['retried ok']} of them completed "
-        "when asked again) |",
+        f"when asked again; {f['retries']} tries again in all) |",
     ]
     if f["errors"]:
         lines += ["", "Lost answers said: " + "; ".join(f["errors"][:5])]
