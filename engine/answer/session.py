@@ -12,7 +12,8 @@ It opens the parts an Assistant needs (the embedder, the collection read-only, t
 the settings want it) and keeps them between questions; the model's life (remote or local,
 fallback, restarts) is its ModelSupervisor's. The rules all front ends meet:
 - with a central server (settings.server_url: a thin kiosk) whole answers come from it; when it
-  cannot be reached, or fails mid-answer, the session says so (EngineUnreachable) and this
+  cannot be reached, or fails mid-answer also when asked again (CentralServer asks again when a
+  load balancer's replica dies mid-answer), the session says so (EngineUnreachable) and this
   machine's own collection and model answer, if it has a collection, for SERVER_RETRY_S; the
   first question after that goes to the server again;
 - a question the remote engine fails mid-answer is asked again on the local model (if any);
