@@ -77,3 +77,24 @@ async def call_in_thread(fn: Callable[[], T], cancel: threading.Event, disconnec
     finally:
         cancel.set()
         await results.aclose()
+
+
+async def with_pauses_said(items: AsyncIterator[T], every_s: float) -> AsyncIterator[T | None]:
+    """`items`, with a None each time `every_s` passes without one (a stream's keep-alive while
+    a question waits for a model process). Leaving early stops the iteration under way."""
+    iterator = aiter(items)
+    pending = asyncio.ensure_future(anext(iterator))
+    try:
+        while True:
+            done, _ = await asyncio.wait({pending}, timeout=every_s)
+            if not done:
+                yield None
+                continue
+            try:
+                item = pending.result()
+            except StopAsyncIteration:
+                return
+            yield item
+            pending = asyncio.ensure_future(anext(iterator))
+    finally:
+        pending.cancel()

@@ -23,11 +23,12 @@ from pydantic import BaseModel, Field
 
 from engine.answer.events_json import event_data
 from engine.errors import EngineError
-from engine.server.bridge import call_in_thread, iterate_in_thread
+from engine.server.bridge import call_in_thread, iterate_in_thread, with_pauses_said
 from engine.server.replies import PromptTooLong, body_for, error_reply, named_body, named_reply
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["manuals"])
+KEEPALIVE_S = 15.0  # a comment line this often while nothing else is sent (see _sse)
 
 # -- POST /v1/ask ----------------------------------------------------------------------------
 
@@ -82,9 +83,14 @@ def event_json(event) -> dict:
 
 
 async def _sse(events):
-    """The events as server-sent events; a failure becomes an `error` event, the stream's last."""
+    """The events as server-sent events; a failure becomes an `error` event, the stream's last.
+    While a question waits in the queue for a model process, a comment line every KEEPALIVE_S
+    keeps the stream alive (a thin kiosk waits READ_TIMEOUT_S for the next line, proxies less)."""
     try:
-        async for event in events:
+        async for event in with_pauses_said(events, KEEPALIVE_S):
+            if event is None:
+                yield ": waiting\n\n"
+                continue
             yield _sse_line(event.kind, event_json(event))
     except EngineError as exc:
         yield _sse_line("error", body_for(exc))

@@ -98,6 +98,39 @@ def test_ask_streams_one_typed_event_per_assistant_event_in_order(client):
     assert data["citations"]["citations"][0]["title"]
 
 
+def test_a_question_waiting_for_a_model_process_keeps_its_stream_alive(client, monkeypatch):
+    """A thin kiosk gives up after READ_TIMEOUT_S without a line; a queued question sends comments."""
+    from engine.server import manuals
+
+    monkeypatch.setattr(manuals, "KEEPALIVE_S", 0.05)
+    pool = client.app.state.server.pool
+    held, release = threading.Event(), threading.Event()
+
+    def hold_every_slot():
+        tickets = [pool.admit() for _ in range(pool.workers)]
+        leases = [ticket.lease() for ticket in tickets]
+        for lease in leases:
+            lease.__enter__()
+        held.set()
+        release.wait(10)
+        for lease in leases:
+            lease.__exit__(None, None, None)
+
+    holder = threading.Thread(target=hold_every_slot)
+    holder.start()
+    assert held.wait(10)
+    threading.Timer(0.5, release.set).start()
+    try:
+        with client.stream("POST", "/v1/ask", json={"question": FILTER_Q, "stream": True}) as reply:
+            blocks = "".join(reply.iter_text())[:-2].split("\n\n")
+    finally:
+        release.set()
+        holder.join(10)
+    assert blocks[0] == ": waiting", blocks[:3]  # while the question waited, before any event
+    events = [block.split("\n")[0] for block in blocks if block != ": waiting"]
+    assert events[0] == "event: passages" and events[-1] == "event: done"
+
+
 def test_a_streamed_refusal_has_no_lead(client):
     events = sse_events(client, {"question": OFF_TOPIC_Q})
     assert [kind for kind, _ in events] == ["passages", "text", "citations", "done"]
