@@ -61,10 +61,15 @@ def main() -> int:
     parser.add_argument("--report", action="store_true", help="render the figures the last run left in the cache")
     parser.add_argument("--children", default="search,exact,rebuild,add",
                         help="which measurements to run again (the others' last figures are reported)")
+    parser.add_argument("--budget-shares", help="retrieval quality on the seed manuals with the keyword "
+                        "budget at these shares of the collection, e.g. 0,0.06 (0: no budget)")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "FOLDER", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         return _child(*args.child, sample=args.sample, keyword_questions=args.keyword_questions)
+    if args.budget_shares:
+        print(_budget_quality([float(share) for share in args.budget_shares.split(",")]))
+        return 0
     derived = _derived(args.sample)
     if args.sweep:
         from scale_sweep import sweep
@@ -83,6 +88,31 @@ def main() -> int:
     if not args.no_doc:
         update_section(DOC, HEADING, text)
     return 0
+
+
+def _budget_quality(shares: list[float]) -> str:
+    """hit@5 and MRR@5 of the 268 questions over the 15 seed manuals, with the keyword search's
+    row budget (RetrievalSettings.keyword_rows) set to each share of the collection: what the
+    budget costs in ranking where it binds at the same share of a larger collection."""
+    from engine.answer.retrieval import RetrievalSettings, Retriever
+    from engine.evaluation.qa import load_qa
+    from engine.evaluation.scoring import evaluate, summarize
+    from engine.paths import AppPaths
+    from engine.store.indexer import default_embedder, open_collection
+
+    items = [item for path in sorted((ROOT / "tests" / "qa").glob("*.jsonl")) for item in load_qa(path)]
+    paths = AppPaths(CACHE / "seed").ensure()
+    embedder = default_embedder(paths)
+    out = ["| keyword budget, share of the chunks | rows | hit@5 | MRR@5 |", "|---|---|---|---|"]
+    with open_collection(paths, embedder=embedder, read_only=True) as store:
+        total = store.counted_chunks()
+        for share in shares:
+            rows = int(share * total) if share else 10**12
+            retriever = Retriever(store, embedder, settings=RetrievalSettings(keyword_rows=rows))
+            summary = summarize(evaluate(items, retriever))
+            out.append(f"| {share or 'none'} | {rows if share else '-'} | {summary['hit@5']:.3f} | "
+                       f"{summary['mrr@5']:.3f} |")
+    return "\n".join(out)
 
 
 def _derived(size: int) -> scale_data.Derived:
