@@ -9,13 +9,14 @@ to the collection, never deleted, and CollectionDamagedError says where and what
 
 The checks: SQLite's quick_check, FTS5's own integrity-check (which needs a writable
 connection, so only a process that may write runs it), and a scan that decodes every stored
-text and checks every embedding. They read the whole database: 0.1 s at 6,000 chunks, 55 s at
+text and checks every embedding. They read the whole database: 0.1 s at 6,000 chunks, 50 s at
 a million. So a sound check leaves a stamp beside the database (its files' size, time and
-inode), and so does a writer that closes cleanly; an open of a large database (STAMPED_FROM
-bytes on) that finds the files as stamped skips the checks. Smaller ones are checked on every
-open, which also finds a disk's silent damage (bytes changed with no file time changed). Anything else that touches the files (a crash mid-write, a copy, a damaged
-disk block rewritten) changes them, and a read that meets damage removes the stamp, so the next
-open checks everything again.
+inode), and so do a writer that closes cleanly and a verified bundle install; an open of a
+database of STAMPED_FROM bytes or more that finds its files as stamped skips the checks.
+Anything that changes the files otherwise (a crash mid-write, a copy, a restore) changes the
+stamp's figures, and a read that meets damage removes the stamp, so the next open checks
+everything again. Smaller databases are checked on every open, which also finds a disk's
+silent damage (bytes changed, file times not).
 """
 
 from __future__ import annotations
