@@ -5,7 +5,7 @@ PYTHON ?= python3
 DATA_DIR ?=
 DATA_ARG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: setup system-libs prepare run test test-deps test-fast test-packaging manuals llama-server bench soak dist docker clean
+.PHONY: setup system-libs prepare run test test-deps test-fast test-packaging manuals llama-server llama-server-native bench soak dist docker clean
 
 # the app alone (`pip install -e .`); the tests and the installers add their extras on top
 setup: $(VENV)/.installed
@@ -58,6 +58,12 @@ $(LLAMA_VENV)/.installed:
 	CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(LLAMA_VENV)/bin/pip install --quiet --no-cache-dir \
 		--no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36"
 	touch $@
+
+# llama.cpp's own C++ `llama-server` (continuous batching over -np slots), built with CMake from
+# the llama.cpp vendored in the same llama-cpp-python sdist, into bench/.cache/llama-server/bin:
+# bench/bench_server.py's llama-server-npN peers (issue 33). Nothing but the sdist is downloaded.
+llama-server-native:
+	PYTHON=$(PY) bash bench/build_llama_server.sh
 
 # what the whole suite needs; the packaging tests in it build the installer: PyInstaller too. Not
 # the train extra: its torch CPU wheel is found on this machine's disk (/opt/wheels), and where it

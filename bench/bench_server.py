@@ -13,13 +13,18 @@ of the server and its child processes is sampled from /proc throughout.
     python bench/bench_server.py --quick          # smoke run: our server alone, 4 clients
     python bench/bench_server.py --servers ours-w1,llama.cpp --rounds 1 --no-doc
     python bench/bench_server.py --install        # builds llama-cpp-python[server] if missing
+    python bench/bench_server.py --servers ours-w1,ours-w2,llama-server-np4,llama-server-np8 --soak 0
+                                                  # against llama.cpp's own server (issue 33)
 
 Servers: `ours-wW` is `offline-assistant-cli serve --llm-workers W`; `ours-wW-tT` is the same
 with the model's genai_config.json session_options.intra_op_num_threads = T (a patched copy of
 the prepared model in bench/.cache); `llama.cpp` is `python -m llama_cpp.server` on the same
 GGUF with --n_threads 2 (and --interrupt_requests False: by default it cuts the running stream
-short whenever another request waits). Servers take turns per level, and the order rotates per
-round, so that a noisy neighbour does not land on one server only. After the rounds, the best
+short whenever another request waits); `llama-server-npN` is llama.cpp's own C++ server (built by
+`make llama-server-native` into bench/.cache/llama-server) with N slots decoded together
+(continuous batching), and a run with one writes its own section of docs/benchmarks.md. Servers
+take turns per level, and the order rotates per round, so that a noisy neighbour does not land on
+one server only. After the rounds, the best
 of our servers is driven on until it has answered --soak requests, for its RSS trend.
 Scratch files go to bench/.cache/.
 """
@@ -49,12 +54,15 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "bench" / ".cache"
 DOC = ROOT / "docs" / "benchmarks.md"
 SECTION = "## The server under load (issue 16)"
+PEER_SECTION = "## Serving against llama.cpp's own server (issue 33)"  # runs with a llama-server-npN
 LLAMA_VENV = ROOT / ".venv-llama"  # `make llama-server` builds it too
 LLAMA_PACKAGE = "llama-cpp-python[server]==0.3.36"  # the Makefile's pin
 CLI = Path(sys.executable).with_name("offline-assistant-cli")
 DEFAULT_SERVERS = "ours-w1,ours-w2,ours-w1-t2,llama.cpp"
 DEFAULT_LEVELS = "1:4,4:12,16:32,64:64"  # clients:requests per round
 THREADS = 2  # this machine's cores: llama.cpp's --n_threads, the most our variants use
+LLAMA_SERVER = CACHE / "llama-server" / "bin" / "llama-server"  # bench/build_llama_server.sh
+SLOT_CTX = 2048  # context per llama-server slot, as llama_cpp.server's --n_ctx
 
 # Prompts: a manual excerpt and a question, about the size of a short retrieval answer's prompt.
 SYSTEM = ("You answer questions about a technical manual. Use only the excerpt below; if it does "
@@ -245,18 +253,51 @@ def threaded_data_dir(data_dir: Path, threads: int) -> Path:
     return target
 
 
+def llama_server(name: str, slots: int, gguf: Path, cache_prompt: bool = True,
+                 threads: int = THREADS) -> Server:
+    """llama.cpp's own server: `slots` sequences decoded together in one batch (continuous
+    batching), each with SLOT_CTX of context; the rest wait in its queue. By default a slot
+    keeps its last prompt's KV cache and reuses the longest common prefix (the bench's 6 chats
+    come round again); cache_prompt False turns that off, as ours has no prompt cache."""
+    if not LLAMA_SERVER.exists():
+        raise SystemExit(f"{LLAMA_SERVER} is missing: run `make llama-server-native` "
+                         "(or --install-llama-server).")
+    port = free_port()
+    command = [str(LLAMA_SERVER), "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port),
+               "-np", str(slots), "-c", str(SLOT_CTX * slots), "-t", str(threads),
+               "-tb", str(threads), "--cont-batching"] + ([] if cache_prompt else ["--no-cache-prompt"])
+    return Server(name, command, port=port)
+
+
+def install_llama_server() -> None:
+    """Builds llama-server from the llama-cpp-python sdist's llama.cpp (20 min on 2 busy cores)."""
+    log_file = CACHE / "build-llama-server.log"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    log(f"building {LLAMA_SERVER} (log: {log_file}); takes minutes")
+    with open(log_file, "w") as out:
+        rc = subprocess.call(["bash", str(ROOT / "bench" / "build_llama_server.sh")],
+                             stdout=out, stderr=subprocess.STDOUT,
+                             env=dict(os.environ, PYTHON=sys.executable))
+    if rc != 0 or not LLAMA_SERVER.exists():
+        raise SystemExit(f"building llama-server failed (see {log_file})")
+
+
 def parse_server(spec: str, data_dir: Path, llama_python: Path | None, gguf: Path) -> Server:
     match = re.fullmatch(r"ours-w(\d+)(?:-t(\d+))?", spec)
     if match:
         threads = int(match[2]) if match[2] else None
         return ours(spec, int(match[1]), threads, data_dir)
+    match = re.fullmatch(r"llama-server-np(\d+)(?:-t(\d+))?(-nocache)?", spec)
+    if match:
+        return llama_server(spec, int(match[1]), gguf, cache_prompt=not match[3],
+                            threads=int(match[2] or THREADS))
     if spec in ("llama.cpp", "llama.cpp-interrupting"):
         if llama_python is None:
             raise SystemExit("llama.cpp: no Python with llama_cpp.server (give --llama-python "
                              "or --install).")
         return llama_cpp(spec, llama_python, gguf, interrupt=spec != "llama.cpp")
-    raise SystemExit(f"unknown server {spec!r}: ours-wW, ours-wW-tT, llama.cpp or "
-                     f"llama.cpp-interrupting (its default --interrupt_requests True)")
+    raise SystemExit(f"unknown server {spec!r}: ours-wW, ours-wW-tT, llama-server-npN[-tT][-nocache], llama.cpp "
+                     f"or llama.cpp-interrupting (its default --interrupt_requests True)")
 
 
 def has_llama_server(python: Path) -> bool:
@@ -306,6 +347,7 @@ class Outcome:
     tokens: int = 0
     usage: bool = False  # the token count came from the server's usage chunk
     detail: str = ""
+    prompt_tokens: int | None = None  # the usage chunk's: shows each chat template's length
 
 
 def request_body(index: int, max_tokens: int) -> dict:
@@ -357,7 +399,8 @@ async def one_request(client, url: str, index: int, max_tokens: int, count_token
         return Outcome("lost", first, total,
                        detail="no [DONE]" if not done else "no finish_reason")
     if usage and "completion_tokens" in usage:
-        return Outcome("ok", first, total, int(usage["completion_tokens"]), usage=True)
+        return Outcome("ok", first, total, int(usage["completion_tokens"]), usage=True,
+                       prompt_tokens=usage.get("prompt_tokens"))
     return Outcome("ok", first, total, count_tokens("".join(text)))
 
 
@@ -429,7 +472,9 @@ def level_figures(outcomes: list[Outcome], wall_s: float) -> dict:
     tokens = sum(o.tokens for o in ok)
     kinds = {k: sum(o.kind == k for o in outcomes) for k in ("ok", "error", "429", "lost")}
     details = sorted({o.detail for o in outcomes if o.detail})[:3]
-    return {"requests": len(outcomes), **kinds, "tokens": tokens, "wall_s": round(wall_s, 3),
+    prompts = [o.prompt_tokens for o in ok if o.prompt_tokens]
+    return {"prompt_tokens": statistics.median(prompts) if prompts else None,
+            "load1": round(os.getloadavg()[0], 2), "requests": len(outcomes), **kinds, "tokens": tokens, "wall_s": round(wall_s, 3),
             "tok_s": round(tokens / wall_s, 1) if wall_s > 0 else 0.0,
             "ttft_p50": percentile(firsts, 0.5), "ttft_p95": percentile(firsts, 0.95),
             "total_p50": percentile(totals, 0.5), "total_p95": percentile(totals, 0.95),
@@ -443,7 +488,8 @@ def median_of(runs: list[dict], key: str) -> float | None:
 
 def combine(runs: list[dict]) -> dict:
     """Medians over rounds of the rates and percentiles; sums of the counts."""
-    out = {k: median_of(runs, k) for k in ("tok_s", "ttft_p50", "ttft_p95", "total_p50", "total_p95")}
+    out = {k: median_of(runs, k) for k in ("tok_s", "ttft_p50", "ttft_p95", "total_p50", "total_p95",
+                                           "load1", "prompt_tokens")}
     out.update({k: sum(r[k] for r in runs) for k in ("requests", "ok", "error", "429", "lost")})
     out["usage_counted"] = all(r["usage_counted"] for r in runs)
     out["details"] = sorted({d for r in runs for d in r["details"]})[:3]
@@ -465,9 +511,12 @@ def seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}"
 
 
-def table(levels: list[tuple[int, int]], names: list[str], results: dict) -> str:
+def table(levels: list[tuple[int, int]], names: list[str], results: dict, load: bool = False) -> str:
+    """One row per level and server; `load`: with the 1-minute load average as the level
+    started (median over rounds)."""
     head = ("| clients | server | tok/s | first token p50 / p95 (s) | complete p50 / p95 (s) "
-            "| ok | errors | 429 | lost |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+            "| ok | errors | 429 | lost |" + (" load |" if load else "") +
+            "\n|---:|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if load else "") + "\n")
     rows = []
     for clients, _ in levels:
         for name in names:
@@ -478,7 +527,7 @@ def table(levels: list[tuple[int, int]], names: list[str], results: dict) -> str
             rows.append(f"| {clients} | {name} | {c['tok_s']:.1f} | {seconds(c['ttft_p50'])} / "
                         f"{seconds(c['ttft_p95'])} | {seconds(c['total_p50'])} / "
                         f"{seconds(c['total_p95'])} | {c['ok']} | {c['error']} | {c['429']} | "
-                        f"{c['lost']} |")
+                        f"{c['lost']} |" + (f" {c['load1'] or 0:.1f} |" if load else ""))
     return head + "\n".join(rows) + "\n"
 
 
@@ -563,7 +612,7 @@ async def soak(args, servers, results, count_tokens, index) -> None:
         f"lost {figures['lost']}, errors {figures['error']}, 429 {figures['429']}")
 
 
-def versions(llama_python: Path | None) -> str:
+def versions(llama_python: Path | None, names: list[str]) -> str:
     import importlib.metadata as md
 
     ours_v = {d: md.version(d) for d in ("onnxruntime-genai", "onnxruntime", "uvicorn")}
@@ -573,7 +622,20 @@ def versions(llama_python: Path | None) -> str:
             [str(llama_python), "-c", "import llama_cpp; print(llama_cpp.__version__)"],
             capture_output=True, text=True, check=False).stdout.strip()
         text += f"; llama-cpp-python {llama_v or '?'} (built from source)"
+    if any(n.startswith("llama-server") for n in names) and LLAMA_SERVER.exists():
+        built = subprocess.run([str(LLAMA_SERVER), "--version"], capture_output=True, text=True,
+                               check=False)
+        line = next((x for x in (built.stdout + built.stderr).splitlines() if x.startswith("version")), "?")
+        text += f"; llama-server {line.removeprefix('version:').strip()}"
     return text
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "?")
+    except OSError:
+        return platform.processor() or "?"
 
 
 def section(report: dict) -> str:
@@ -619,27 +681,31 @@ process about 300 MiB more.
 
 
 def verdict(report: dict) -> str:
-    """Against the issue's target: per level, tokens/s at least llama.cpp's and p95 first-token
-    time no worse; and which of ours serves each level best."""
+    """Against the issue's target: per level, tokens/s at least the peer's and p95 first-token
+    time no worse, the peer being llama-server -np 4 (with 2 threads, and with 1 where that ran)
+    or else llama-cpp-python's server; and which of ours serves each level best."""
     names, results = report["names"], report["results"]
-    peer = next((n for n in names if n == "llama.cpp" and results.get(n)), None)
+    peers = [n for n in ("llama-server-np4", "llama-server-np4-t1") if n in names and results.get(n)]
+    if not peers and "llama.cpp" in names and results.get("llama.cpp"):
+        peers = ["llama.cpp"]
     lines = []
     for name in (n for n in names if n.startswith("ours") and results.get(n)):
-        misses = []
-        for clients, _ in report["levels"]:
-            if peer is None or clients not in results[name] or clients not in results[peer]:
-                continue
-            ours_c, peer_c = combine(results[name][clients]), combine(results[peer][clients])
-            if ours_c["tok_s"] < peer_c["tok_s"]:
-                misses.append(f"{clients} clients: {ours_c['tok_s']:.1f} < {peer_c['tok_s']:.1f} tok/s")
-            if (ours_c["ttft_p95"] or 0) > (peer_c["ttft_p95"] or 0):
-                misses.append(f"{clients} clients: first-token p95 {seconds(ours_c['ttft_p95'])} > "
-                              f"{seconds(peer_c['ttft_p95'])} s")
-            if ours_c["lost"] or ours_c["error"]:
-                misses.append(f"{clients} clients: {ours_c['lost']} lost, {ours_c['error']} errors")
-        if peer is not None:
-            lines.append(f"- {name}: " + ("meets the target at every level." if not misses
-                                          else "misses it at " + "; ".join(misses) + "."))
+        for peer in peers:
+            misses = []
+            for clients, _ in report["levels"]:
+                if clients not in results[name] or clients not in results[peer]:
+                    continue
+                ours_c, peer_c = combine(results[name][clients]), combine(results[peer][clients])
+                if ours_c["tok_s"] < peer_c["tok_s"]:
+                    misses.append(f"{clients} clients: {ours_c['tok_s']:.1f} < {peer_c['tok_s']:.1f} tok/s")
+                if (ours_c["ttft_p95"] or 0) > (peer_c["ttft_p95"] or 0):
+                    misses.append(f"{clients} clients: first-token p95 {seconds(ours_c['ttft_p95'])} > "
+                                  f"{seconds(peer_c['ttft_p95'])} s")
+                if ours_c["lost"] or ours_c["error"]:
+                    misses.append(f"{clients} clients: {ours_c['lost']} lost, {ours_c['error']} errors")
+            against = f" against {peer}" if len(peers) > 1 or peer != "llama.cpp" else ""
+            lines.append(f"- {name}{against}: " + ("meets the target at every level." if not misses
+                                                   else "misses it at " + "; ".join(misses) + "."))
     best = []
     for clients, _ in report["levels"]:
         ranked = [(combine(results[n][clients])["tok_s"], n) for n in names
@@ -651,6 +717,69 @@ def verdict(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def ratios(report: dict) -> str:
+    """Per level: the best of ours (most tokens/s) against each llama-server run, as ratios."""
+    names, results = report["names"], report["results"]
+    peers = [n for n in names if n.startswith("llama-server") and results.get(n)]
+    head = ("| clients | best of ours | " + " | ".join(
+        f"tok/s ours / {p} | first-token p95 ours / {p}" for p in peers) + " |\n|---:|---|" +
+        "---:|---:|" * len(peers) + "\n")
+    rows = []
+    for clients, _ in report["levels"]:
+        ranked = [(combine(results[n][clients])["tok_s"], n) for n in names
+                  if n.startswith("ours") and clients in results.get(n, {})]
+        if not ranked:
+            continue
+        best = combine(results[max(ranked)[1]][clients])
+        cells = []
+        for peer in peers:
+            other = combine(results[peer].get(clients, []) or [{}]) if clients in results[peer] else None
+            if other is None:
+                cells += ["—", "—"]
+                continue
+            cells.append(f"{best['tok_s'] / other['tok_s']:.2f}x" if other["tok_s"] else "—")
+            cells.append(f"{best['ttft_p95'] / other['ttft_p95']:.2f}x"
+                         if best["ttft_p95"] and other["ttft_p95"] else "—")
+        rows.append(f"| {clients} | {max(ranked)[1]} ({best['tok_s']:.1f} tok/s) | " + " | ".join(cells) + " |")
+    return head + "\n".join(rows) + "\n"
+
+
+def peer_section(report: dict) -> str:
+    """The issue-33 section: ours against llama.cpp's own llama-server."""
+    names, levels, results = report["names"], report["levels"], report["results"]
+    prompts = "; ".join(
+        f"{n}: {combine([x for v in results[n].values() for x in v])['prompt_tokens']:.0f}"
+        for n in names if results.get(n)
+        and combine([x for v in results[n].values() for x in v])["prompt_tokens"])
+    loads = [r.get("load1") for n in names for v in results.get(n, {}).values() for r in v
+             if r.get("load1") is not None]
+    load_text = (f"1-minute load average {min(loads):.1f} to {max(loads):.1f} at the levels' starts "
+                 f"(median {statistics.median(loads):.1f})" if loads else "load not recorded")
+    return (
+        f"{PEER_SECTION}\n\n"
+        f"`python bench/bench_server.py --servers {','.join(names)} --rounds {report['rounds']} "
+        f"--soak 0` ({report['started'][:16].replace('T', ' ')}, {report.get('cpu', '?')}, "
+        f"{report['machine']}, shared: {load_text}; servers taking turns per level, the order "
+        f"rotating per round; medians over rounds, counts summed). {report['versions']}.\n\n"
+        f"Streaming `/v1/chat/completions` on loopback, `max_tokens` {report['max_tokens']}, "
+        f"temperature 0, `stream_options.include_usage`, the same 6 chats in the same order for "
+        f"every server. `llama-server-npN`: llama.cpp's own server built from the llama.cpp in the "
+        f"llama-cpp-python 0.3.36 sdist (`make llama-server-native`), `-np N -c {SLOT_CTX}*N -t "
+        f"{THREADS} -tb {THREADS} --cont-batching` on the GGUF our built-in model is imported from "
+        f"(N sequences decoded together in one batch; it keeps each slot's last prompt in its KV "
+        f"cache and reuses the common prefix, so a chat that comes round again skips most of its "
+        f"prefill; `-nocache`: `--no-cache-prompt`, prefill every time as ours does; `-tT`: T threads instead of {THREADS}); "
+        f"`llama.cpp`: llama-cpp-python's server, "
+        f"one request at a time; `ours-wW`: `serve --llm-workers W`. Prompt tokens per request "
+        f"(median, from the usage chunk): {prompts or 'none reported'}.\n\n"
+        f"{table(levels, names, results, load=True)}\n"
+        f"The best of ours at each level against llama-server (ratios of medians; above 1x ours "
+        f"is faster in tokens/s, slower in first token):\n\n{ratios(report)}\n"
+        f"Against the target (tokens/s >= llama-server -np 4, p95 first token no worse):\n\n"
+        f"{verdict(report)}"
+    )
+
+
 def load_report(path: Path) -> dict:
     report = json.loads(path.read_text())
     report["levels"] = [tuple(level) for level in report["levels"]]
@@ -660,15 +789,19 @@ def load_report(path: Path) -> dict:
 
 
 def write_outputs(args, report: dict) -> None:
-    print(table(report["levels"], report["names"], report["results"]))
+    print(table(report["levels"], report["names"], report["results"], load=True))
+    if any(n.startswith("llama-server") for n in report["names"]):
+        print(ratios(report))
     print(rss_table(report["trends"]))
     if args.json:
         saved = {**report, "results": {n: {str(k): v for k, v in r.items()}
                                        for n, r in report["results"].items()}}
         args.json.write_text(json.dumps(saved, indent=1))
     if not args.no_doc:
-        update_section(DOC, SECTION, section(report))
-        log(f"wrote {DOC.relative_to(ROOT)} ({SECTION})")
+        peer = any(n.startswith("llama-server") for n in report["names"])
+        heading, text = (PEER_SECTION, peer_section(report)) if peer else (SECTION, section(report))
+        update_section(DOC, heading, text)
+        log(f"wrote {DOC.relative_to(ROOT)} ({heading})")
 
 
 def main() -> int:
@@ -685,6 +818,8 @@ def main() -> int:
     parser.add_argument("--llama-python", help="a Python with llama_cpp.server")
     parser.add_argument("--install", action="store_true", help="build llama-cpp-python[server] "
                         "into .venv-llama when no Python has it")
+    parser.add_argument("--install-llama-server", action="store_true", help="build llama.cpp's "
+                        "llama-server into bench/.cache/llama-server (bench/build_llama_server.sh)")
     parser.add_argument("--quick", action="store_true", help="smoke run: ours-w1, 4 clients, 8 requests")
     parser.add_argument("--no-doc", action="store_true")
     parser.add_argument("--json", type=Path, help="every level's figures as JSON")
@@ -698,6 +833,8 @@ def main() -> int:
         args.warmup = 4
     started = datetime.datetime.now()
     names = args.servers.split(",")
+    if args.install_llama_server and not LLAMA_SERVER.exists():
+        install_llama_server()
     wants_llama = any(n.startswith("llama.cpp") for n in names)
     llama_python = find_llama_python(args.llama_python, args.install) if wants_llama else None
     data_dir = prepare_data_dir(args.data_dir)
@@ -714,7 +851,8 @@ def main() -> int:
             server.stop()
     report = {"started": started.isoformat(), "names": names, "levels": levels,
               "rounds": args.rounds, "max_tokens": args.max_tokens,
-              "prompt_tokens": args.prompt_tokens, "versions": versions(llama_python),
+              "prompt_tokens": args.prompt_tokens, "versions": versions(llama_python, names),
+              "cpu": cpu_model(),
               "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
               "results": results, "trends": trends}
     write_outputs(args, report)
