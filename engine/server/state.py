@@ -58,7 +58,7 @@ class ServerState:
         from engine.encoders.onnx_session import physical_cores
         from engine.llm.process import LLMClient
 
-        threads = max(1, physical_cores() // config.llm_workers)  # the workers share the cores
+        threads = max(1, (config.threads or physical_cores()) // config.llm_workers)  # the workers share them
         return lambda: LLMClient(self.llm_folder, config.provider, threads)
 
     @property

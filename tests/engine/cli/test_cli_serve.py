@@ -44,9 +44,10 @@ def test_a_port_in_use_is_said_before_the_model_loads(tmp_path, capsys):
     assert not (tmp_path / "models" / "SmolLM2-135M-Instruct").exists()  # nothing was prepared
 
 
-def test_llm_workers_must_be_one_or_more(tmp_path, capsys):
-    assert main(["serve", "--data-dir", str(tmp_path), "--llm-workers", "0"]) == 1
-    assert "--llm-workers must be 1 or more" in capsys.readouterr().err
+@pytest.mark.parametrize("option", ["--llm-workers", "--threads"])
+def test_workers_and_threads_must_be_one_or_more(tmp_path, capsys, option):
+    assert main(["serve", "--data-dir", str(tmp_path), option, "0"]) == 1
+    assert f"{option} must be 1 or more" in capsys.readouterr().err
 
 
 def test_an_engine_url_that_is_not_http_is_said_before_anything_loads(tmp_path, capsys):

@@ -189,16 +189,16 @@ def test_a_dead_child_is_restarted_on_the_next_lease(tiny_llm_dir):
         pool.close()
 
 
-@pytest.mark.parametrize("workers", [1, 2, 64])
-def test_the_model_processes_share_the_cores(tmp_path, tiny_llm_dir, workers):
-    """Each of N processes gets its share of the physical cores (at least one), so they do not
-    fight over them; one process gets them all."""
+@pytest.mark.parametrize("workers, threads", [(1, None), (2, None), (64, None), (1, 1), (2, 8)])
+def test_the_model_processes_share_the_cores(tmp_path, tiny_llm_dir, workers, threads):
+    """Each of N processes gets its share of the physical cores, or of --threads (at least one),
+    so they do not fight over them; one process gets them all."""
     from engine.encoders.onnx_session import physical_cores
     from engine.paths import AppPaths
     from engine.server.config import ServerConfig
     from engine.server.state import ServerState
 
-    config = ServerConfig(AppPaths(tmp_path).ensure(), provider="cpu", llm_workers=workers)
+    config = ServerConfig(AppPaths(tmp_path).ensure(), provider="cpu", llm_workers=workers, threads=threads)
     llm = ServerState(config, tiny_llm_dir).pool._make_llm()
     assert isinstance(llm, LLMClient)
-    assert llm.threads == max(1, physical_cores() // workers)
+    assert llm.threads == max(1, (threads or physical_cores()) // workers)
