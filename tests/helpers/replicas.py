@@ -76,13 +76,16 @@ class Replica:
 @contextlib.contextmanager
 def replicas(paths: AppPaths, count: int, api_key: str, timeout_s: float = 180) -> Iterator[list[Replica]]:
     """`count` serve processes on `paths`, one model process each, every one ready."""
+    from engine.encoders.onnx_session import physical_cores
+
     started = []
     env = {**os.environ, "OFFLINE_ASSISTANT_API_KEY": api_key}  # not in the process list
+    threads = str(max(1, physical_cores() // count))  # each its part of the cores, as deploy.md says
     try:
         for _ in range(count):
             port = free_port()
             command = [sys.executable, "-m", "engine", "serve", "--data-dir", str(paths.root), "--port",
-                       str(port), "--llm-workers", "1", "--provider", "cpu", "--log-level", "warning"]
+                       str(port), "--llm-workers", "1", "--threads", threads, "--provider", "cpu", "--log-level", "warning"]
             # its own process group: a kill takes the model process with it, as a machine's death would
             process = subprocess.Popen(command, cwd=REPO, env=env, start_new_session=True,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
