@@ -142,12 +142,16 @@ def scripted_engine(behaviour: str = "ok", context_length: int | None = None,
         thread.join(10)
 
 
-def refused_url() -> str:
-    """An address on loopback where nothing listens (a port the kernel just gave and took back)."""
+def free_port() -> int:
+    """A port on loopback that the kernel just gave and took back: nothing listens there."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
+        return probe.getsockname()[1]
+
+
+def refused_url() -> str:
+    """An address on loopback where nothing listens."""
+    return f"http://127.0.0.1:{free_port()}"
 
 
 def llama_python() -> Path:

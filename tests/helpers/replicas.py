@@ -31,15 +31,10 @@ import httpx
 from engine.answer.central import CentralServer
 from engine.errors import CentralServerError
 from engine.paths import AppPaths
+from tests.helpers.http_engines import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 HAPROXY = shutil.which("haproxy") or shutil.which("haproxy", path="/usr/sbin:/sbin")  # not on a user's PATH
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def bundled_data_dir(root: Path, models: Path, manuals: list[Path], settings: str = "") -> AppPaths:
@@ -117,16 +112,28 @@ def _stop(replica: Replica) -> None:
     replica.process.wait(10)
 
 
+def _poll(condition, timeout_s: float, every_s: float) -> float | None:
+    """Seconds until condition() held, or None after timeout_s. Polled: a replica's /ready and
+    HAProxy's view of its servers are other processes' state, with nothing to wait on here."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout_s:
+            return None
+        time.sleep(every_s)
+    return time.monotonic() - start
+
+
 def _wait_ready(replica: Replica, api_key: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if replica.process.poll() is not None:
             raise RuntimeError(f"serve on {replica.url} exited with {replica.process.returncode}")
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(replica.url + "/ready", headers={"Authorization": f"Bearer {api_key}"},
-                         timeout=2).status_code == 200:
-                return
-        time.sleep(0.3)
-    raise RuntimeError(f"serve on {replica.url} was not ready in time")
+            return httpx.get(replica.url + "/ready", headers={"Authorization": f"Bearer {api_key}"},
+                             timeout=2).status_code == 200
+        return False
+
+    if _poll(ready, deadline - time.monotonic(), 0.3) is None:
+        raise RuntimeError(f"serve on {replica.url} was not ready in time")
 
 
 def haproxy_config(port: int, servers: list[str], api_key: str, stats_socket: Path) -> str:
@@ -187,12 +194,10 @@ class Balancer:
 
     def wait_status(self, server: str, wanted: str, timeout_s: float = 60) -> float:
         """Seconds until HAProxy says `wanted` of `server`."""
-        start = time.monotonic()
-        while self._status_or_none(server) != wanted:
-            if time.monotonic() - start > timeout_s:
-                raise RuntimeError(f"HAProxy did not mark {server} {wanted} within {timeout_s} s")
-            time.sleep(0.05)
-        return time.monotonic() - start
+        seconds = _poll(lambda: self._status_or_none(server) == wanted, timeout_s, 0.05)
+        if seconds is None:
+            raise RuntimeError(f"HAProxy did not mark {server} {wanted} within {timeout_s} s")
+        return seconds
 
 
 @contextlib.contextmanager
@@ -223,6 +228,24 @@ class Answer:
     retried: int  # times it was asked again after breaking off
     ok: bool  # ended with a done event
     error: str = ""
+
+
+class Answers(list):
+    """The clients' answers; a test waits for a count of them (notified on each) instead of polling."""
+
+    def __init__(self):
+        super().__init__()
+        self._added = threading.Condition()
+
+    def append(self, answer: Answer) -> None:
+        with self._added:
+            super().append(answer)
+            self._added.notify_all()
+
+    def wait_count(self, count: int, timeout_s: float) -> None:
+        with self._added:
+            if not self._added.wait_for(lambda: len(self) >= count, timeout_s):
+                raise TimeoutError(f"{len(self)} answers after {timeout_s} s, not {count}")
 
 
 def client(url: str, api_key: str, questions: list[str], stop: threading.Event, answers: list[Answer],

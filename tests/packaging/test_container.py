@@ -20,7 +20,6 @@ import json
 import os
 import selectors
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.helpers.http_engines import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
@@ -153,14 +154,8 @@ def _wait_healthy(name: str, timeout: float = 300) -> None:
     pytest.fail(f"{name} never became ready (events: {seen}):\n{(logs.stdout + logs.stderr)[-4000:]}")
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_the_image_serves_at_once_as_a_non_root_user(image, container):
-    port, key = _free_port(), uuid.uuid4().hex
+    port, key = free_port(), uuid.uuid4().hex
     name = container("--network", "host", "-e", f"PORT={port}", "-e", f"OFFLINE_ASSISTANT_API_KEY={key}", image)
     started = time.perf_counter()
     _wait_healthy(name)

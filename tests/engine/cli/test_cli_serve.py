@@ -18,13 +18,7 @@ from engine.cli.main import main
 from engine.llm.remote import ENV_KEY, ENV_URL
 from engine.server.config import API_KEY_ENV
 from tests.engine.cli.test_cli import REPO, private_env
-from tests.helpers.http_engines import MODEL_ID, WORDS, scripted_engine
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tests.helpers.http_engines import MODEL_ID, WORDS, free_port, scripted_engine
 
 
 def test_a_host_on_the_network_needs_an_api_key(tmp_path, capsys, monkeypatch):

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
 
 from engine.paths import AppPaths
-from tests.helpers.replicas import HAPROXY, balancer, bundled_data_dir, client, kill, replicas
+from tests.helpers.replicas import HAPROXY, Answers, balancer, bundled_data_dir, client, kill, replicas
 
 if HAPROXY is None and os.environ.get("CI"):
     raise RuntimeError("haproxy is not installed; .ci/run installs it (apt-get install haproxy)")
@@ -37,29 +36,22 @@ QUESTIONS = ["How do I prime the pump?", "When is the shaft seal replaced?",
 CLIENTS = 4
 
 
-def wait_for(condition, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 def test_a_replica_killed_under_load_costs_no_answer_after_the_retry(builtin_data_dir, tmp_path):
     (tmp_path / "pump.md").write_text(MANUAL, encoding="utf-8")
     paths = bundled_data_dir(tmp_path, AppPaths(builtin_data_dir).models, [tmp_path / "pump.md"],
                              "max_new_tokens = 16\npassages = 2\n")
-    answers, stop = [], threading.Event()
+    answers, stop = Answers(), threading.Event()
     with replicas(paths, 2, KEY) as started, balancer([r.url for r in started], KEY, tmp_path) as front:
         threads = [threading.Thread(target=client, args=(front.url, KEY, QUESTIONS, stop, answers, n))
                    for n in range(CLIENTS)]
         for thread in threads:
             thread.start()
         try:
-            wait_for(lambda: len(answers) >= 1, 60)  # both replicas are answering
+            answers.wait_count(1, 60)  # both replicas are answering
             kill(started[0])
             killed = len(answers)
             down_s = front.wait_status("r1", "DOWN", 20)
-            wait_for(lambda: len(answers) >= killed + CLIENTS, 90)  # the cut ones asked again, and more
+            answers.wait_count(killed + CLIENTS, 90)  # the cut ones asked again, and more
         finally:
             stop.set()
             for thread in threads:

@@ -6,6 +6,7 @@ asks the built-in models a question from an indexed R manual."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 
@@ -107,14 +108,11 @@ def test_a_question_waiting_for_a_model_process_keeps_its_stream_alive(client, m
     held, release = threading.Event(), threading.Event()
 
     def hold_every_slot():
-        tickets = [pool.admit() for _ in range(pool.workers)]
-        leases = [ticket.lease() for ticket in tickets]
-        for lease in leases:
-            lease.__enter__()
-        held.set()
-        release.wait(10)
-        for lease in leases:
-            lease.__exit__(None, None, None)
+        with contextlib.ExitStack() as leases:
+            for _ in range(pool.workers):
+                leases.enter_context(pool.admit().lease())
+            held.set()
+            release.wait(10)
 
     holder = threading.Thread(target=hold_every_slot)
     holder.start()
