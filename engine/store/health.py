@@ -214,9 +214,11 @@ def read_error(folder: Path, exc: BaseException) -> CollectionDamagedError:
 
 def stamp(db_path: Path, *, with_fts: bool) -> None:
     """Record the database's files as checked and sound (`with_fts`: FTS5's integrity-check
-    included). Best effort: a folder that cannot be written (a read-only install) is checked
-    on every open, as before."""
+    included). Only where an open reads it (STAMPED_FROM bytes on). Best effort: a folder that
+    cannot be written (a read-only install) is checked on every open, as before."""
     try:
+        if db_path.stat().st_size < STAMPED_FROM:
+            return
         write_json_atomic(db_path.with_name(STAMP_NAME), {"files": _file_states(db_path), "fts": with_fts})
     except OSError as exc:
         log.debug("no check stamp for %s: %s", db_path, exc)

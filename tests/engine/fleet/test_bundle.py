@@ -93,10 +93,10 @@ def test_an_installed_bundle_is_the_collection_with_its_documents_inside(admin, 
     assert {e.kind for e in manifest.files} == {"database", "index", "document"}
     assert kiosk.collection(NAME) == kiosk.collections / NAME  # nothing installed yet
 
+    monkeypatch.setattr(health, "STAMPED_FROM", 0)  # verified on install: a large one opens without its checks
     folder = install(kiosk, file, trusted, tiny_embedder)
 
     assert folder == kiosk.fleet_version(NAME, 1).absolute() and kiosk.collection(NAME) == folder
-    monkeypatch.setattr(health, "STAMPED_FROM", 0)  # verified on install: a large one opens without its checks
     assert health.is_stamped(folder / DB_NAME, with_fts=True)
     with IndexStore.open(kiosk.collection(NAME), embedder_id=tiny_embedder.model_id,
                          dimension=tiny_embedder.dimension, read_only=True) as store:

@@ -179,7 +179,8 @@ def test_damaged_word_boxes_of_a_scanned_page_have_it_read_again(tmp_path, tiny_
 
 @pytest.fixture
 def counted_checks(monkeypatch) -> list[bool]:
-    """Every database this size is stamped; each full check run is counted (its can_repair)."""
+    """Every database is stamped and the stamp read, whatever its size; each full check run is
+    counted (its can_repair). Ask for it before the collection it concerns."""
     monkeypatch.setattr(health, "STAMPED_FROM", 0)
     runs: list[bool] = []
     inspect = health._inspect
@@ -196,7 +197,7 @@ def _open_reader(folder: Path) -> IndexStore:
     return IndexStore.open(folder, embedder_id=None, dimension=None, read_only=True)
 
 
-def test_a_large_collection_as_it_was_left_is_not_checked_again(built, tiny_embedder, counted_checks):
+def test_a_large_collection_as_it_was_left_is_not_checked_again(counted_checks, built, tiny_embedder):
     with _open_reader(built) as store:  # the writer that built it left the stamp
         assert store.search_keyword("pump", 5)
     with open_store(built, tiny_embedder) as store:
@@ -210,7 +211,7 @@ def test_a_large_collection_as_it_was_left_is_not_checked_again(built, tiny_embe
     assert counted_checks == [True] and _fts_sound(built)
 
 
-def test_a_readers_check_without_fts5s_does_not_spare_a_writers(built, tiny_embedder, counted_checks):
+def test_a_readers_check_without_fts5s_does_not_spare_a_writers(counted_checks, built, tiny_embedder):
     (built / health.STAMP_NAME).unlink()
     lock = _take_writer_lock(built)  # a writer at work: the reader checks without FTS5's check
     try:
@@ -229,7 +230,7 @@ class _MalformedDatabase:
         raise sqlite3.DatabaseError("database disk image is malformed")
 
 
-def test_damage_met_in_a_read_has_the_next_open_check_everything(built, tiny_embedder, counted_checks):
+def test_damage_met_in_a_read_has_the_next_open_check_everything(counted_checks, built, tiny_embedder):
     damage_collection(built)
     lock = _take_writer_lock(built)
     try:
