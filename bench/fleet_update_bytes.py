@@ -10,7 +10,7 @@ URL as the app makes it from its settings, installs version 1. Then the administ
 short service note (or --add FILE; indexed by the engine), publishes version 2, and the kiosk
 polls once more.
 
-Reported: each bundle's bytes by kind (documents, database, index), what the kiosk's watcher
+Reported: each bundle's bytes by kind (documents, rows, index), what the kiosk's watcher
 counted and what the server sent for the update, and the update's new objects by kind.
 """
 
@@ -31,7 +31,7 @@ from fleet_kiosks import Admin  # noqa: E402  (the fleet bench's administrator: 
 
 
 def by_kind(entries) -> dict:
-    """Bytes per kind (document, database, index) of manifest entries, and their total."""
+    """Bytes per kind (document, rows, index) of manifest entries, and their total."""
     sizes: dict = {}
     for entry in entries:
         sizes[entry.kind] = sizes.get(entry.kind, 0) + entry.size

@@ -190,9 +190,9 @@ def findings(results: list[dict]) -> str:
         f"- **Retraining** happens inside the add_document that crosses 4x the trained size (at {rebuilds}), "
         "while the indexer waits. " + _rebuild_said(big) + "The next retrain of a growing collection is at "
         "about 3.2M chunks.",
-        f"- **Bundles** still carry the database ({b['database_bytes'] / 1e9:.1f} GB here) and the index file "
-        f"(0.4 GB) whole, so one changed manual moves both to every kiosk: the issue's \"a few MB\" needs deltas "
-        "(per-document database pages, an index file per batch of documents), not done here.",
+        f"- **Bundles** carry each manual's rows, not the database ({b['database_bytes'] / 1e9:.1f} GB here): "
+        "a kiosk holding the previous version downloads the changed manuals and their rows only (\"Bundles of "
+        "a plant's collection\", below).",
         f"- **docs list** of {s['documents']:,} documents took {s['list_documents_ms']:.0f} ms (each document's "
         "chunk count); the Documents panel lists documents, not chunks.",
     ])

@@ -6,10 +6,12 @@ public API of engine/fleet (built in snapshot.py, installed and switched in kios
     verify_bundle("R-7.tar", trusted_keys(paths))     # BundleError naming what is wrong
     install_bundle(paths, "R-7.tar", trusted_keys(paths))                     -> version folder
     install_version(paths, manifest, paths.fleet_objects, keys)   # objects already downloaded
+    needed_objects(manifest, delta_base(paths, manifest))     # what that needs: the changed documents
     publish_bundle("R-7.tar", "/srv/bundles")         # objects it lacks, then latest.json last
     switch(paths, "R", 7); rollback(paths, "R"); status(paths)
 
-A bundle is a plain tar (or a folder) holding manifest.json, manifest.sig and objects/<sha256>;
+A bundle is a plain tar (or a folder) holding manifest.json, manifest.sig and objects/<sha256>
+(each document's file and rows, and the dense index);
 a bundle source is SOURCE/latest.json, SOURCE/bundles/<N>/manifest.{json,sig}, SOURCE/objects/.
 Tar members are read one by one and checked; nothing is ever extracted by name from the tar.
 """
@@ -32,8 +34,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from engine.atomic_file import write_atomic, write_json_atomic
 from engine.errors import BundleError
 from engine.fleet.kiosk import (  # noqa: F401
+    DeltaError,
     builtin_embedder_id,
+    delta_base,
     install_version,
+    needed_objects,
     rollback,
     status,
     switch,

@@ -7,9 +7,13 @@
                                                 "rolled_back": R | null}, written atomically
 
 A version is unpacked into versions/.N-<random> and renamed to versions/N only when whole and
-opened once; state.json is replaced last (the switch). Every check comes before the switch,
-so a refusal or a crash at any point leaves the running version as it was. `rolled_back` is
-the highest version rolled back from: a watcher does not install it again, only a newer one.
+opened once. A bundle carries each document's rows, not a database: a kiosk that holds the
+current version copies it and applies the documents that changed (downloading only those:
+`needed_objects`); one without assembles the collection from every document's rows and the
+bundle's index (engine/fleet/assembly.py). state.json is replaced last (the switch). Every
+check comes before the switch, so a refusal or a crash at any point leaves the running version
+as it was. `rolled_back` is the highest version rolled back from: a watcher does not install it
+again, only a newer one.
 Installs of one collection are serialised by an OS lock (install.lock), across processes.
 """
 
@@ -28,7 +32,8 @@ from pathlib import Path
 
 from engine.atomic_file import fsync_folder, write_atomic, write_json_atomic
 from engine.errors import BundleError, EngineError
-from engine.fleet import records
+from engine.fleet import assembly, records
+from engine.fleet.assembly import DeltaError
 from engine.fleet.manifest import (
     MANIFEST_NAME,
     SIGNATURE_NAME,
@@ -70,12 +75,13 @@ def read_state(paths, collection: str) -> dict:
 
 
 def install_version(paths, manifest: Manifest, objects_dir: str | Path, trusted_keys: Iterable[str],
-                    expected_embedder: str | None = None) -> Path:
+                    expected_embedder: str | None = None, fresh: bool = False) -> Path:
     """Installs `manifest` (its raw bytes and signature as downloaded) from the objects in
     `objects_dir` and switches to it; returns the version folder. Checks, in order: the
     signature, the embedder (`expected_embedder`, default: this kiosk's built-in one), that
     the version is newer than the installed (and any rolled-back) one, and every object's
-    size and SHA-256. A BundleError leaves the running version untouched, with an audit line."""
+    size and SHA-256. A BundleError leaves the running version untouched, with an audit line.
+    `fresh` assembles the version from all its rows, not from the current version."""
     objects_dir = Path(objects_dir)
     where = manifest.origin or f"version {manifest.version} of '{manifest.collection}'"
     audit = {"collection": manifest.collection, "version": manifest.version, "file": where}
@@ -88,17 +94,48 @@ def install_version(paths, manifest: Manifest, objects_dir: str | Path, trusted_
                                   f"this kiosk searches with '{expected}', so it could not search it; build "
                                   "the bundle with the kiosks' embedder.")
             _check_newer(paths, manifest, where)
-            for entry in manifest.objects().values():
+            base = None if fresh else delta_base(paths, manifest)
+            for entry in needed_objects(manifest, base).values():
                 _check_object(objects_dir / entry.sha256, entry.sha256, entry.size, where)
             started = time.perf_counter()
-            folder = _unpack(paths, manifest, objects_dir, where)
+            folder = _unpack(paths, manifest, objects_dir, where, base)
             previous = switch(paths, manifest.collection, manifest.version, _audit=False)
+    except DeltaError as exc:  # not refused: the caller installs it from all of its rows
+        records.record(paths, "not_applied", reason=str(exc), **audit)
+        raise
     except BundleError as exc:
         records.record(paths, "refused", reason=str(exc), **audit)
         raise
-    records.record(paths, "installed", previous=previous, folder=str(folder),
+    records.record(paths, "installed", previous=previous, folder=str(folder), applied_to=base and base.version,
                    seconds=round(time.perf_counter() - started, 3), **audit)
     return folder
+
+
+def delta_base(paths, manifest: Manifest) -> Manifest | None:
+    """The manifest of the current version when `manifest` can be applied to it (the same
+    embedder), else None (then every object is needed)."""
+    try:
+        current = read_state(paths, manifest.collection)["current"]
+        if current is None:
+            return None
+        folder = paths.fleet_version(manifest.collection, current)
+        base = Manifest.from_bytes((folder / MANIFEST_NAME).read_bytes(), origin=str(folder))
+    except (OSError, BundleError):
+        return None
+    same = (base.embedder_id, base.dimension) == (manifest.embedder_id, manifest.dimension)
+    return base if same and (folder / DB_NAME).is_file() else None
+
+
+def needed_objects(manifest: Manifest, base: Manifest | None) -> dict:
+    """{sha256: entry} a kiosk must hold to install `manifest` onto `base` (its current version,
+    or None): the documents, the rows of the documents that changed, and the index only when its
+    lists changed (else the kiosk's own follows the rows). Without a base, all of them."""
+    if base is None:
+        return manifest.objects()
+    held = {entry.sha256 for entry in base.files if entry.kind == "rows"}
+    return {sha: entry for sha, entry in manifest.objects().items()
+            if entry.kind == "document" or (entry.kind == "rows" and sha not in held)
+            or (entry.kind == "index" and base.index_lists != manifest.index_lists)}
 
 
 def _check_newer(paths, manifest: Manifest, where: str) -> None:
@@ -127,17 +164,16 @@ def _check_object(path: Path, sha: str, size: int, where: str) -> None:
         raise BundleError(f"{where}: object {sha} ({path}) was tampered with or damaged ({what}).")
 
 
-def _unpack(paths, manifest: Manifest, objects_dir: Path, where: str) -> Path:
-    """versions/N, built in a hidden sibling and renamed when whole: the database copied (its
-    document paths rewritten to the version's documents/), the index and documents linked."""
+def _unpack(paths, manifest: Manifest, objects_dir: Path, where: str, base: Manifest | None) -> Path:
+    """versions/N, built in a hidden sibling and renamed when whole: the documents linked and
+    the collection assembled from their rows (engine/fleet/assembly.py)."""
     final = paths.fleet_version(manifest.collection, manifest.version).absolute()
     final.parent.mkdir(parents=True, exist_ok=True)
     temp = Path(tempfile.mkdtemp(prefix=f".{manifest.version}-", dir=final.parent))
     try:
         (temp / "documents").mkdir()
-        for entry in manifest.files:
-            _place(objects_dir / entry.sha256, temp / entry.name, copy=entry.kind == "database")
-        _rewrite_paths(temp / DB_NAME, manifest, final, where)
+        base_folder = base and paths.fleet_version(manifest.collection, base.version).absolute()
+        assembly.assemble(temp, manifest, objects_dir, final, base, base_folder, where)
         health.stamp(temp / DB_NAME, with_fts=True)  # built from a checked collection, every byte verified
         write_atomic(temp / MANIFEST_NAME, manifest.raw)
         write_atomic(temp / SIGNATURE_NAME, manifest.signature)
@@ -153,35 +189,6 @@ def _unpack(paths, manifest: Manifest, objects_dir: Path, where: str) -> Path:
             raise BundleError(f"{where}: cannot unpack into {final.parent}: {exc}") from exc
         raise
     return final
-
-
-def _place(source: Path, dest: Path, copy: bool) -> None:
-    """A hard link to the object where the disk allows it (no second copy of a manual), else
-    a copy; the database is always copied, since it is rewritten."""
-    if not copy:
-        with contextlib.suppress(OSError):
-            os.link(source, dest)
-            return
-    shutil.copyfile(source, dest)
-
-
-def _rewrite_paths(db_path: Path, manifest: Manifest, final: Path, where: str) -> None:
-    """Each document's stored path becomes its file in the version folder, so cited pages open."""
-    db = sqlite3.connect(db_path, isolation_level=None)
-    try:
-        db.execute("PRAGMA journal_mode = DELETE")
-        db.execute("BEGIN IMMEDIATE")
-        for entry in manifest.files:
-            if entry.kind != "document":
-                continue
-            changed = db.execute("UPDATE documents SET path = ? WHERE path = ?",
-                                 (str(final / entry.name), entry.source_path)).rowcount
-            if changed != 1:
-                db.execute("ROLLBACK")
-                raise BundleError(f"{where}: the manifest lists {entry.source_path}, which its database lacks.")
-        db.execute("COMMIT")
-    finally:
-        db.close()
 
 
 def _check_opens(folder: Path, manifest: Manifest, where: str) -> None:

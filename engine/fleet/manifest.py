@@ -25,25 +25,28 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from engine.errors import BundleError
 
-FORMAT = 1
+# 2: each document's rows as an object of its own, so an update moves the changed documents only
+# (a kiosk applies them to the version it holds); 1 carried the whole database.
+FORMAT = 2
 MANIFEST_NAME = "manifest.json"
 SIGNATURE_NAME = "manifest.sig"
-KINDS = ("database", "index", "document")
+KINDS = ("index", "document", "rows")
+_FOLDERS = {"document": "documents/", "rows": "rows/"}
 SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
-_NAME_PATTERN = re.compile(r"^(documents/)?[^/\\\x00]+$")  # one level, no traversal
+_NAME_PATTERN = re.compile(r"^((documents|rows)/)?[^/\\\x00]+$")  # one level, no traversal
 
 
 @dataclass(frozen=True)
 class FileEntry:
-    name: str  # "collection.sqlite3", the faiss file's name, or "documents/<file name>"
+    name: str  # the faiss file's name, "documents/<file name>" or "rows/<file name>"
     sha256: str
     size: int
-    kind: str  # database | index | document
-    source_path: str = ""  # documents: the path stored in the collection
+    kind: str  # index | document | rows
+    source_path: str = ""  # documents and rows: the document's path in the admin's collection
 
     def to_dict(self) -> dict:
         data = {"name": self.name, "sha256": self.sha256, "size": self.size, "kind": self.kind}
-        if self.kind == "document":
+        if self.kind in _FOLDERS:
             data["source_path"] = self.source_path
         return data
 
@@ -60,6 +63,8 @@ class Manifest:
     # The reranker the admin's app ranked passages with ('' for none): a record, not a check,
     # since the index does not depend on it (a kiosk reranks with its own).
     reranker_id: str = ""
+    dimension: int = 0  # the embedder's, for the collection a kiosk assembles
+    index_lists: int = 0  # the index's lists (0: exact); a kiosk whose index has others takes this one
     format: int = FORMAT
     raw: bytes = field(default=b"", repr=False, compare=False)  # the exact bytes signed
     signature: bytes = field(default=b"", repr=False, compare=False)
@@ -69,7 +74,8 @@ class Manifest:
         return {"format": self.format, "version": self.version, "created": self.created,
                 "collection": self.collection, "embedder_id": self.embedder_id,
                 "schema_version": self.schema_version, "signer": self.signer,
-                "reranker_id": self.reranker_id, "files": [entry.to_dict() for entry in self.files]}
+                "reranker_id": self.reranker_id, "dimension": self.dimension, "index_lists": self.index_lists,
+                "files": [entry.to_dict() for entry in self.files]}
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
@@ -88,6 +94,10 @@ class Manifest:
     def entry(self, kind: str) -> FileEntry | None:
         return next((entry for entry in self.files if entry.kind == kind), None)
 
+    def by_source(self, kind: str) -> dict[str, FileEntry]:
+        """{the document's path in the admin's collection: its entry} for documents or rows."""
+        return {entry.source_path: entry for entry in self.files if entry.kind == kind}
+
     @classmethod
     def from_bytes(cls, data: bytes, signature: bytes = b"", origin: str = "") -> Manifest:
         where = origin or MANIFEST_NAME
@@ -98,19 +108,19 @@ class Manifest:
         if not isinstance(doc, dict):
             raise BundleError(f"{where}: manifest.json must be a JSON object.")
         if doc.get("format") != FORMAT:
-            raise BundleError(f"{where}: manifest format {doc.get('format')!r} is not supported "
-                              f"(this app reads format {FORMAT}); use a matching version of the app.")
+            raise BundleError(f"{where}: manifest format {doc.get('format')!r} is not supported (this app reads "
+                              f"format {FORMAT}); build the bundle with a matching version of the app.")
         files = doc.get("files")
-        if not isinstance(files, list) or not files:
-            raise BundleError(f"{where}: manifest field 'files' must be a non-empty list.")
+        if not isinstance(files, list):
+            raise BundleError(f"{where}: manifest field 'files' must be a list.")
         entries = tuple(_entry(item, index, where) for index, item in enumerate(files))
         _check_entries(entries, where)
         return cls(version=_field(doc, "version", int, where), collection=_collection(doc, where),
                    embedder_id=_field(doc, "embedder_id", str, where),
                    schema_version=_field(doc, "schema_version", int, where), files=entries,
                    created=_field(doc, "created", str, where), signer=str(doc.get("signer", "")),
-                   reranker_id=str(doc.get("reranker_id", "")),
-                   raw=bytes(data), signature=bytes(signature), origin=origin)
+                   reranker_id=str(doc.get("reranker_id", "")), dimension=_field(doc, "dimension", int, where),
+                   index_lists=_field(doc, "index_lists", int, where), raw=bytes(data), signature=bytes(signature), origin=origin)
 
 
 def _field(doc: dict, name: str, kind: type, where: str):
@@ -140,24 +150,31 @@ def _entry(item, index: int, where: str) -> FileEntry:
         raise BundleError(f"{at} ({name}): 'sha256' must be 64 lowercase hex digits.")
     if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         raise BundleError(f"{at} ({name}): 'size' must be a non-negative integer.")
-    if kind not in KINDS or (kind == "document") != name.startswith("documents/"):
+    folder = next((f for f in _FOLDERS.values() if name.startswith(f)), "")
+    if kind not in KINDS or _FOLDERS.get(kind, "") != folder:
         raise BundleError(f"{at} ({name}): 'kind' must be one of {', '.join(KINDS)} "
-                          "(document exactly for documents/...).")
+                          "(document exactly for documents/..., rows for rows/...).")
     source = item.get("source_path", "")
-    if kind == "document" and (not isinstance(source, str) or not source):
-        raise BundleError(f"{at} ({name}): a document needs its 'source_path'.")
-    return FileEntry(name, sha, size, kind, source if kind == "document" else "")
+    if kind in _FOLDERS and (not isinstance(source, str) or not source):
+        raise BundleError(f"{at} ({name}): a {kind} entry needs its 'source_path'.")
+    return FileEntry(name, sha, size, kind, source if kind in _FOLDERS else "")
 
 
 def _check_entries(entries: tuple[FileEntry, ...], where: str) -> None:
     names = [entry.name for entry in entries]
     if len(set(names)) != len(names):
         raise BundleError(f"{where}: manifest lists a file name twice.")
-    for kind in ("database", "index"):
-        count = sum(entry.kind == kind for entry in entries)
-        if count > 1 or (kind == "database" and count == 0):
-            raise BundleError(f"{where}: manifest must list {'exactly' if kind == 'database' else 'at most'} "
-                              f"one {kind} file, not {count}.")
+    count = sum(entry.kind == "index" for entry in entries)
+    if count > 1:
+        raise BundleError(f"{where}: manifest must list at most one index file, not {count}.")
+    for kind in ("rows", "document"):
+        sources = [entry.source_path for entry in entries if entry.kind == kind]
+        if len(set(sources)) != len(sources):
+            raise BundleError(f"{where}: manifest lists the {kind} of a document twice.")
+    rows = {entry.source_path for entry in entries if entry.kind == "rows"}
+    orphan = next((e.source_path for e in entries if e.kind == "document" and e.source_path not in rows), None)
+    if orphan is not None:
+        raise BundleError(f"{where}: manifest lists the document {orphan} without its rows.")
     sizes: dict[str, int] = {}
     for entry in entries:
         if sizes.setdefault(entry.sha256, entry.size) != entry.size:

@@ -2,16 +2,19 @@
 
     manifest = build_bundle(paths, "R", private_key, Path("R-7.tar"), version=None)
 
-The database is copied with VACUUM INTO (one read transaction: a consistent, compact copy,
-while an indexer goes on committing). The faiss file is taken only if it is exactly the one
-the snapshot's meta names (same SHA-256); otherwise, and for any vectors it lacks, IndexStore
-rebuilds it from the snapshot's own embeddings, so database and index always agree. Each
-ready document's file is copied (hashed while copied) and must still be the bytes that were
-indexed, so a bundle never pairs an index with other text than it was made from.
+The database is copied with VACUUM INTO (one read transaction: a consistent copy, while an
+indexer goes on committing). The faiss file is taken only if it is exactly the one the
+snapshot's meta names (same SHA-256); otherwise, and for any vectors it lacks, IndexStore
+rebuilds it from the snapshot's own embeddings, so rows and index always agree. The bundle
+carries each document's rows (engine.store.portable), not the database: a kiosk holding the
+previous version downloads the rows of the documents that changed. Each ready document's file
+is copied (hashed while copied) and must still be the bytes that were indexed, so a bundle
+never pairs an index with other text than it was made from.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -35,6 +38,7 @@ from engine.fleet.manifest import (
     utc_now,
 )
 from engine.paths import DB_NAME
+from engine.store import health, portable
 
 BUILDS_FILE = "builds.json"  # DATA/fleet/builds.json: {collection: last version built here}
 _READY = ("ready", "ready_with_warnings")
@@ -61,7 +65,8 @@ def build_bundle(paths, collection: str, private_key: Ed25519PrivateKey, out: st
         manifest = Manifest(version=version, collection=collection, embedder_id=meta["embedder_id"],
                             schema_version=int(meta["schema_version"]), files=tuple(files),
                             created=utc_now(), signer=public_key_text(private_key), format=FORMAT,
-                            reranker_id=reranker_id(paths))
+                            reranker_id=reranker_id(paths), dimension=int(meta["dimension"]),
+                            index_lists=int(meta.get("faiss_lists", 0)) if meta.get("faiss_file") else 0)
         raw = manifest.to_bytes()
         signature = sign(raw, private_key)
         _write_tar(out, raw, signature, objects)
@@ -84,6 +89,7 @@ def reranker_id(paths) -> str:
 def _snapshot(source: Path, folder: Path) -> dict:
     """The collection in `source` copied consistently into `folder`; returns its meta."""
     db_path = folder / DB_NAME
+    checked = health.is_stamped(source / DB_NAME, with_fts=True)
     try:
         with sqlite3.connect(f"file:{(source / DB_NAME).resolve()}?mode=ro", uri=True) as db:
             db.execute("PRAGMA busy_timeout = 10000")
@@ -91,6 +97,8 @@ def _snapshot(source: Path, folder: Path) -> dict:
         db.close()
     except sqlite3.Error as exc:
         raise BundleError(f"Cannot copy {source / DB_NAME}: {exc}.") from exc
+    if checked and health.is_stamped(source / DB_NAME, with_fts=True):  # checked, and unchanged while copied
+        health.stamp(db_path, with_fts=True)
     meta = _meta(db_path)
     name = meta.get("faiss_file", "")
     if name:
@@ -112,18 +120,13 @@ def _copy_index(source: Path, dest: Path, sha256: str) -> None:
 
 def _settle_index(folder: Path) -> None:
     """Opens the snapshot as its writer: faiss is reconciled with (or rebuilt from) the
-    snapshot's chunks and flushed, the meta then naming it; the database ends a single file."""
-    from engine.store.index_store import LOCK_NAME, IndexStore
+    snapshot's chunks and flushed, the meta then naming it."""
+    from engine.store.index_store import IndexStore
 
     try:
         IndexStore.open(folder, embedder_id=None, dimension=None, create=False).close()
     except EngineError as exc:
         raise BundleError(f"The snapshot of the collection cannot be opened: {exc}") from exc
-    with sqlite3.connect(folder / DB_NAME) as db:
-        db.execute("PRAGMA journal_mode = DELETE")
-    db.close()
-    for leftover in (LOCK_NAME, DB_NAME + "-wal", DB_NAME + "-shm"):
-        (folder / leftover).unlink(missing_ok=True)
 
 
 def _meta(db_path: Path) -> dict:
@@ -133,17 +136,9 @@ def _meta(db_path: Path) -> dict:
     return meta
 
 
-def _documents(db_path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as db:
-        marks = ",".join("?" * len(_READY))
-        rows = db.execute(f"SELECT path, sha256 FROM documents WHERE status IN ({marks}) ORDER BY path",
-                          _READY).fetchall()
-    db.close()
-    return rows
-
-
 def _entries(folder: Path, meta: dict) -> tuple[list[FileEntry], dict[str, Path]]:
-    """The manifest's files and {sha256: file holding those bytes}."""
+    """The manifest's files and {sha256: file holding those bytes}: the index, then per document
+    (failed ones too, so a kiosk lists them) its rows and, when indexed, its file."""
     objects: dict[str, Path] = {}
 
     def add(name: str, path: Path, kind: str, source_path: str = "") -> FileEntry:
@@ -151,21 +146,29 @@ def _entries(folder: Path, meta: dict) -> tuple[list[FileEntry], dict[str, Path]
         objects.setdefault(sha, path)
         return FileEntry(name, sha, size, kind, source_path)
 
-    files = [add(DB_NAME, folder / DB_NAME, "database")]
+    files = []
     if meta.get("faiss_file"):
         files.append(add(meta["faiss_file"], folder / meta["faiss_file"], "index"))
-    documents = folder.parent / "documents"
+    documents, rows = folder.parent / "documents", folder.parent / "rows"
     documents.mkdir()
+    rows.mkdir()
     taken: set[str] = set()
-    for stored_path, stored_sha in _documents(folder / DB_NAME):
-        name = _unique_name(Path(stored_path).name, stored_sha, taken)
-        copy = documents / name
-        sha = _copy_document(Path(stored_path), copy)
-        if sha != stored_sha:
-            raise BundleError(f"{stored_path} changed since it was indexed (its bytes are not the ones in "
-                              "the index); index it again, then build the bundle.")
-        files.append(add(f"documents/{name}", copy, "document", stored_path))
+    with contextlib.closing(sqlite3.connect(f"file:{folder / DB_NAME}?mode=ro", uri=True)) as db:
+        for document_id, stored_path, stored_sha, status in db.execute(
+                "SELECT id, path, sha256, status FROM documents ORDER BY path").fetchall():
+            name = _unique_name(Path(stored_path).name, stored_sha, taken)
+            (rows / name).write_bytes(portable.export_rows(db, document_id))
+            files.append(add(f"rows/{name}", rows / name, "rows", stored_path))
+            if status in _READY:
+                files.append(_document(stored_path, stored_sha, documents / name, add))
     return files, objects
+
+
+def _document(stored_path: str, stored_sha: str, copy: Path, add) -> FileEntry:
+    if _copy_document(Path(stored_path), copy) != stored_sha:
+        raise BundleError(f"{stored_path} changed since it was indexed (its bytes are not the ones in "
+                          "the index); index it again, then build the bundle.")
+    return add(f"documents/{copy.name}", copy, "document", stored_path)
 
 
 def _unique_name(name: str, sha: str, taken: set[str]) -> str:

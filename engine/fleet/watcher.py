@@ -1,5 +1,6 @@
 """A kiosk's bundle watcher: a background thread (no Qt) that polls a bundle source's latest.json,
-downloads only the objects this kiosk lacks, and installs the new version (engine.fleet.bundle,
+downloads only the objects this kiosk lacks (holding the current version: the changed documents
+and their rows), and installs the new version (engine.fleet.bundle,
 which checks the signature and every hash, then switches state.json atomically).
 
     watcher = BundleWatcher(paths, open_source(settings.bundle_source), settings.bundle_keys,
@@ -142,8 +143,7 @@ class BundleWatcher:
 
     def _poll(self) -> PollResult:
         from engine.errors import BundleError
-        from engine.fleet.bundle import install_version
-        from engine.fleet.kiosk import read_state
+        from engine.fleet.kiosk import DeltaError, delta_base, install_version, needed_objects, read_state
 
         latest = self.source.latest()
         state = read_state(self.paths, latest.collection)
@@ -164,10 +164,16 @@ class BundleWatcher:
             self._refused.add(digest)
             raise _Refused(f"{self.source}: latest.json names {latest.collection} {latest.version}, its "
                            f"manifest {manifest.collection} {manifest.version}", latest.version)
-        moved, count = self._download(manifest)
+        moved, count = self._download(needed_objects(manifest, delta_base(self.paths, manifest)))
         started = time.monotonic()
         try:
-            install_version(self.paths, manifest, self.paths.fleet_objects, self.trusted_keys)
+            try:
+                install_version(self.paths, manifest, self.paths.fleet_objects, self.trusted_keys)
+            except DeltaError as exc:  # the version here is not the one the bundle follows: all its rows
+                log.warning("%s; installing it from all of its rows", exc)
+                more, extra = self._download(manifest.objects())
+                moved, count = moved + more, count + extra
+                install_version(self.paths, manifest, self.paths.fleet_objects, self.trusted_keys, fresh=True)
         except BundleError:  # audited by install_version; not tried again until latest.json changes
             self._refused.add(digest)
             raise
@@ -175,12 +181,13 @@ class BundleWatcher:
                  manifest.collection, manifest.version, self.source, time.monotonic() - started, count, moved)
         return PollResult("installed", manifest.version, bytes_moved=moved, objects_moved=count)
 
-    def _download(self, manifest) -> tuple[int, int]:
-        """Fetches the objects of `manifest` this kiosk lacks: (bytes moved, objects fetched)."""
+    def _download(self, needed: dict) -> tuple[int, int]:
+        """Fetches the objects in `needed` ({sha256: entry}) this kiosk lacks: (bytes moved, objects
+        fetched)."""
         objects = self.paths.fleet_objects
         objects.mkdir(parents=True, exist_ok=True)
         moved = count = 0
-        for entry in manifest.objects().values():
+        for entry in needed.values():
             target = objects / entry.sha256
             if target.is_file() and target.stat().st_size == entry.size:
                 continue  # held already (the install checks its hash again)

@@ -65,7 +65,7 @@ import numpy as np
 from engine.atomic_file import fsync_folder
 from engine.errors import CollectionDamagedError, DiskFullError, EngineError, disk_full_as_error, is_disk_full
 from engine.paths import DB_NAME
-from engine.store import health
+from engine.store import health, portable
 from engine.store.vectors import EXACT, DenseIndex, IndexPolicy
 from engine.types import Chunk, PageOcr, StoredDocument
 
@@ -413,6 +413,18 @@ class IndexStore:
             document_id = self._insert_document(path, sha256, size, mtime, status, error, 0, "")
         self._after_commit(removed, [], None)
         return document_id
+
+    @_damage_is_engine_error
+    def put_rows(self, rows: portable.DocumentRows, path: str | Path) -> int:
+        """Store a document exported from another collection (a bundle's rows) with the ids it
+        has there, at `path`, replacing any document with that path; faiss follows. Returns its
+        id. sqlite3.IntegrityError when one of its ids is taken here."""
+        self._require_writable()
+        with self._write_transaction():
+            removed = self._delete_document_rows(path)
+            added, vectors = portable.insert_rows(self._db, rows, str(path), self._dimension)
+        self._after_commit(removed, added, vectors)
+        return rows.document_id
 
     @_damage_is_engine_error
     def remove_document(self, path_or_id: str | Path | int) -> bool:
@@ -1003,6 +1015,13 @@ def _upgrade(db: sqlite3.Connection, folder: Path) -> bool:
     log.info("collection %s upgraded to format %d (keyword index with headings) in %.1f s",
              folder, SCHEMA_VERSION, time.perf_counter() - started)
     return True
+
+
+def adopt_vectors(db: sqlite3.Connection, name: str, sha256: str, lists: int) -> None:
+    """Names `name`, a faiss file beside the database with that SHA-256, as the collection's
+    dense index: an install that inserted a bundle's rows takes the index built with them
+    instead of building its own (minutes at a million chunks)."""
+    _set_meta(db, faiss_file=name, faiss_sha256=sha256, faiss_lists=int(lists), faiss_generation=1)
 
 
 def _set_meta(db: sqlite3.Connection, **values) -> None:

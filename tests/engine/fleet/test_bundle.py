@@ -90,7 +90,7 @@ def test_an_installed_bundle_is_the_collection_with_its_documents_inside(admin, 
                                                                           tmp_path, tiny_embedder, monkeypatch):
     file = build(admin, key, tmp_path, 1)
     manifest = fleet.verify_bundle(file, trusted)
-    assert {e.kind for e in manifest.files} == {"database", "index", "document"}
+    assert {e.kind for e in manifest.files} == {"rows", "index", "document"}  # no database: its rows
     assert kiosk.collection(NAME) == kiosk.collections / NAME  # nothing installed yet
 
     monkeypatch.setattr(health, "STAMPED_FROM", 0)  # verified on install: a large one opens without its checks
@@ -130,20 +130,70 @@ def test_a_bundle_records_the_reranker_its_builder_ranks_with(admin, kiosk, key,
     assert fleet.status(kiosk)["collections"][NAME]["reranker_id"] == expected
 
 
-def test_an_update_needs_only_the_changed_document_the_database_and_the_index(
-        admin, kiosk, key, trusted, tmp_path, tiny_embedder):
-    first = fleet.verify_bundle(build(admin, key, tmp_path, 1), trusted)
+def collection_view(folder: Path, embedder) -> tuple:
+    """What a reader of the collection sees: its documents (name, sha256, chunk count), its chunks
+    by id, and the dense and keyword hits of a few questions."""
+    with IndexStore.open(folder, embedder_id=embedder.model_id, dimension=embedder.dimension,
+                         read_only=True) as store:
+        documents = sorted((Path(d.path).name, d.sha256, d.chunk_count) for d in store.list_documents())
+        ids = sorted(store.vector_ids().tolist())
+        chunks = [(c["id"], Path(c["path"]).name, c["page"], c["text"]) for c in store.chunks(ids)]
+        queries = embedder.encode_queries(["prime the pump", "filter part", "dipstick"])
+        dense = [store.search_dense(query, 4) for query in queries]
+        keyword = [store.search_keyword(word, 4) for word in ("pump", "oil", "valve")]
+    return documents, chunks, dense, keyword
+
+
+def change_manuals(admin, tiny_embedder, tmp_path) -> None:
+    """Version 2's changes: pump.md rewritten, filter.md removed, valve.md added."""
     with open_writer(admin, tiny_embedder) as store:
         add_manual(store, tiny_embedder, tmp_path / "files" / "pump.md", ["Prime pump with oil, not water."])
+        store.remove_document(str(tmp_path / "files" / "filter.md"))
+        add_manual(store, tiny_embedder, tmp_path / "files" / "valve.md", ["Close the valve first.", "Torque 9 Nm."])
+
+
+def test_an_update_moves_only_the_changed_documents_and_their_rows(
+        admin, kiosk, key, trusted, tmp_path, tiny_embedder, monkeypatch):
+    monkeypatch.setattr(health, "STAMPED_FROM", 0)  # the copy of a checked version is not checked again
+    first = fleet.verify_bundle(build(admin, key, tmp_path, 1), trusted)
+    install(kiosk, tmp_path / "out" / f"{NAME}-1.tar", trusted, tiny_embedder)
+    change_manuals(admin, tiny_embedder, tmp_path)
     second = fleet.verify_bundle(build(admin, key, tmp_path, 2), trusted)
 
-    new = {second.objects()[sha].name for sha in set(second.objects()) - set(first.objects())}
-    assert new == {"collection.sqlite3", second.entry("index").name, "documents/pump.md"}
+    needed = fleet.needed_objects(second, fleet.delta_base(kiosk, second))
+    assert sorted(e.name for sha, e in needed.items() if sha not in first.objects()) == [
+        "documents/pump.md", "documents/valve.md", "rows/pump.md", "rows/valve.md"]  # not the index
+    assert fleet.needed_objects(second, None) == second.objects()  # nothing to apply them to: all
 
-    install(kiosk, tmp_path / "out" / f"{NAME}-1.tar", trusted, tiny_embedder)
     install(kiosk, tmp_path / "out" / f"{NAME}-2.tar", trusted, tiny_embedder)
     assert read_state(kiosk, NAME) == {"current": 2, "previous": 1, "rolled_back": None}
-    assert (kiosk.collection(NAME) / "documents" / "pump.md").read_text().startswith("Prime pump with oil")
+    assert read_records(kiosk)[-1]["applied_to"] == 1
+    folder = kiosk.collection(NAME)
+    assert (folder / "documents" / "pump.md").read_text().startswith("Prime pump with oil")
+    assert health.is_stamped(folder / DB_NAME, with_fts=True)
+    assert collection_view(folder, tiny_embedder) == collection_view(admin.collection(NAME), tiny_embedder)
+
+    fresh = AppPaths(tmp_path / "fresh").ensure()  # the same version on a kiosk that held none
+    install(fresh, tmp_path / "out" / f"{NAME}-2.tar", trusted, tiny_embedder)
+    assert read_records(fresh)[-1]["applied_to"] is None
+    assert collection_view(fresh.collection(NAME), tiny_embedder) == collection_view(folder, tiny_embedder)
+
+
+def test_rows_that_do_not_fit_the_version_held_are_refused_and_a_fresh_install_takes_them(
+        admin, kiosk, key, trusted, tmp_path, tiny_embedder):
+    install(kiosk, build(admin, key, tmp_path, 1), trusted, tiny_embedder)
+    held = kiosk.collection(NAME) / DB_NAME
+    with sqlite3.connect(held) as db:  # the version here lost a document the bundle keeps
+        db.execute("DELETE FROM documents WHERE path LIKE '%oil.md'")
+    db.close()
+    change_manuals(admin, tiny_embedder, tmp_path)
+    file = build(admin, key, tmp_path, 2)
+    with pytest.raises(fleet.DeltaError, match="oil.md"):
+        install(kiosk, file, trusted, tiny_embedder)
+    assert kiosk.collection(NAME) == kiosk.fleet_version(NAME, 1)  # still serving the one it had
+    folder = fleet.install_version(kiosk, fleet.verify_bundle(file, trusted), kiosk.fleet_objects, trusted,
+                                   tiny_embedder.model_id, fresh=True)
+    assert collection_view(folder, tiny_embedder) == collection_view(admin.collection(NAME), tiny_embedder)
 
 
 def test_rollback_returns_to_the_previous_version_and_refuses_the_rolled_back_one(
@@ -274,10 +324,18 @@ def test_no_trusted_key_refuses_every_bundle(admin, kiosk, key, tmp_path, tiny_e
         install(kiosk, build(admin, key, tmp_path, 1), [], tiny_embedder)
 
 
-def test_a_manifest_naming_a_path_outside_its_folder_is_refused():
-    data = {"format": 1, "version": 1, "created": "", "collection": "c", "embedder_id": "e",
-            "schema_version": 2, "files": [{"name": "../evil", "sha256": "0" * 64, "size": 1, "kind": "database"}]}
-    with pytest.raises(BundleError, match="not a plain file name"):
+@pytest.mark.parametrize("change, message", [
+    ({"files": [{"name": "../evil", "sha256": "0" * 64, "size": 1, "kind": "index"}]}, "not a plain file name"),
+    ({"files": [{"name": "rows/../../evil", "sha256": "0" * 64, "size": 1, "kind": "rows", "source_path": "/m"}]},
+     "not a plain file name"),
+    ({"files": [{"name": "documents/m.pdf", "sha256": "0" * 64, "size": 1, "kind": "document", "source_path": "/m"}]},
+     "without its rows"),
+    ({"format": 1}, "format 1 is not supported"),  # the whole database: built by an older app
+])
+def test_a_manifest_naming_a_path_outside_its_folder_or_of_another_format_is_refused(change, message):
+    data = {"format": 2, "version": 1, "created": "", "collection": "c", "embedder_id": "e", "schema_version": 2,
+            "dimension": 8, "index_lists": 0, "files": [], **change}
+    with pytest.raises(BundleError, match=message):
         Manifest.from_bytes(json.dumps(data).encode(), origin="m.json")
 
 
@@ -334,7 +392,8 @@ def test_a_bundle_carries_the_approximate_index_and_the_kiosk_searches_it_exactl
     install(kiosk, file, trusted, tiny_embedder)
     with IndexStore.open(kiosk.collection(NAME), embedder_id=None, dimension=None, read_only=True) as store:
         assert store.open_report["faiss"] == "loaded" and store.stats()["index"] == APPROXIMATE
-        assert store.stats()["faiss_file"] == index.name
+        faiss_file = kiosk.collection(NAME) / store.stats()["faiss_file"]
+        assert hashlib.sha256(faiss_file.read_bytes()).hexdigest() == index.sha256  # the admin's, not rebuilt
         stored = store.embeddings(store.vector_ids().tolist())
         ids, matrix = np.array(list(stored)), np.stack(list(stored.values()))
         for query in tiny_embedder.encode_queries(["torque for valve 12", "seal kit", "oil dipstick"]):

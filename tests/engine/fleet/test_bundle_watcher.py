@@ -86,8 +86,9 @@ def test_a_kiosk_installs_then_takes_only_the_new_document(tmp_path, admin, wher
 
     held = set(Manifest.from_bytes(v1[0]).objects())
     new = {sha: e for sha, e in v2.objects().items() if sha not in held}
-    assert second.bytes_moved == sum(e.size for e in new.values())
-    assert not any(e.kind == "document" and "pump" in e.name for e in new.values())  # the pump PDF stayed
+    moved = [e for e in new.values() if e.kind != "index"]  # the kiosk's index takes the new rows
+    assert sorted(e.name for e in moved) == ["documents/valve.txt", "rows/valve.txt"]
+    assert second.bytes_moved == sum(e.size for e in moved)
     watcher.stop()
 
 
@@ -99,6 +100,27 @@ def installed_then_v2_published(tmp_path, admin, where):
     assert watcher.poll_once().outcome == "installed"
     add_manual(paths, "valve.txt", "Valve manual. Close the valve before removing the strainer basket.")
     return watcher, publish(paths, key, source, 2)
+
+
+def test_a_version_here_that_the_update_does_not_follow_is_replaced_from_all_its_rows(tmp_path, admin, where):
+    import sqlite3
+
+    watcher, v2 = installed_then_v2_published(tmp_path, admin, where)
+    kiosk = watcher.paths
+    with sqlite3.connect(kiosk.collection("default") / "collection.sqlite3") as db:
+        db.execute("DELETE FROM documents")  # not the version 1 the bundle was built on any more
+    db.close()
+    result = watcher.poll_once()
+    assert result.outcome == "installed" and result.version == 2, result
+    new = [e for e in v2.files if e.kind == "index" or "valve" in e.name]  # the rest came with version 1
+    assert (result.objects_moved, result.bytes_moved) == (3, sum(e.size for e in new))
+    actions = [r["action"] for r in read_records(kiosk)]
+    assert actions[-2:] == ["not_applied", "installed"]
+    from engine.store.index_store import IndexStore
+
+    with IndexStore.open(kiosk.collection("default"), embedder_id=None, dimension=None, read_only=True) as store:
+        assert sorted(Path(d.path).name for d in store.list_documents()) == ["pump.pdf", "valve.txt"]
+    watcher.stop()
 
 
 def test_a_tampered_manifest_is_refused_and_audited_once(tmp_path, admin, where):
@@ -119,7 +141,7 @@ def test_a_tampered_manifest_is_refused_and_audited_once(tmp_path, admin, where)
 def test_a_tampered_object_is_refused_and_the_current_version_keeps_serving(tmp_path, admin, where):
     source = admin[2]
     watcher, v2 = installed_then_v2_published(tmp_path, admin, where)
-    document = next(e for e in v2.files if "valve" in e.name)
+    document = next(e for e in v2.files if e.kind == "document" and "valve" in e.name)
     target = source / "objects" / document.sha256
     target.write_bytes(target.read_bytes().replace(b"valve", b"VALVE"))
     result = watcher.poll_once()
