@@ -12,6 +12,12 @@
                 documents and batches; a busy worker never runs a queued slot, so a slot
                 could not cancel anything.
 
+The worker holds the writer store (with its own dense index, ~0.4 GB at a million chunks, beside
+the answering store's) and the embedder only while indexing is in use: once nothing has been asked
+of it for RELEASE_AFTER_S, the controller has it close both and give the memory back (a kiosk,
+which never indexes, then holds one dense index; docs/benchmarks.md, issue 32). The next request
+opens them again (about 3 s at a million chunks).
+
 Requests travel in a small locked inbox, not as slot arguments: a request made while a run is
 busy is then visible to the worker between two documents (removals, refreshes), and cancel can
 drop the adds still waiting. The controller keeps the per-document state the GUI shows:
@@ -38,6 +44,7 @@ from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal, Slot
 from desktop_app.controllers.worker_thread import WorkerThread
 from engine.errors import EngineError
 from engine.ingest.discover import Found, find_documents, normal_path
+from engine.store.memory import give_back_freed_memory
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.index_store import READY_STATUSES, IndexStore
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection, outdated_files
@@ -51,6 +58,7 @@ SUPPORTED_TEXT = "PDF, TXT, Markdown, HTML and DOCX"
 _SNAPSHOT_EVERY_S = 0.5  # during a run, the store's list is sent at most this often
 _EMIT_DELAY_MS = 30  # changes within this time go out as one documentsChanged
 _PROBLEMS_SHOWN = 5  # of the dropped paths that cannot be indexed, in one message
+RELEASE_AFTER_S = 30.0  # idle this long, the worker closes the store and the embedder
 
 
 # -- requests from the GUI thread to the worker ------------------------------------------------
@@ -93,6 +101,10 @@ class _Inbox:
             if any(r.kind == "add" for r in taken):
                 self.cancel.clear()  # a cancel applies to what was asked before it
             return taken
+
+    def empty(self) -> bool:
+        with self._lock:
+            return not self._requests
 
     def take_others(self) -> list[_Request]:
         """Removals and refreshes; adds stay for the next run."""
@@ -208,7 +220,7 @@ def _problems(inputs: list, found: Found) -> list[str]:
 
 class _IndexWorker(QObject):
     """Owns the writer IndexStore and the Embedder; both are opened here, on this thread, at
-    the first request, and closed here by close() as the thread ends."""
+    the first request, and closed here by release() when idle, or by close() as the thread ends."""
 
     event = Signal(object)  # IndexProgress, or one of the records above
 
@@ -241,6 +253,19 @@ class _IndexWorker(QObject):
     def close(self) -> None:
         with self._reporting():
             self._close()
+
+    def release(self) -> None:
+        """Close the store and the embedder and give their memory back, unless requests wait
+        (their drain comes next and would open them again); the next request reopens them."""
+        if (self._store is None and self._embedder is None) or not self._inbox.empty():
+            return
+        with self._reporting():
+            self._close()
+        give_back_freed_memory()
+
+    @property
+    def holds_store(self) -> bool:
+        return self._store is not None
 
     # -- requests --------------------------------------------------------------------------
 
@@ -429,7 +454,8 @@ class IndexController(QObject):
     rereading = Signal(int)
 
     def __init__(self, paths: AppPaths, collection: str = DEFAULT_COLLECTION, parent: QObject | None = None,
-                 *, index_settings: IndexSettings | None = None, ocr: bool | None = None, clock=time.monotonic):
+                 *, index_settings: IndexSettings | None = None, ocr: bool | None = None, clock=time.monotonic,
+                 release_after_s: float = RELEASE_AFTER_S):
         super().__init__(parent)
         # OCR (Settings.ocr; None keeps index_settings' choice), its page cache in the data dir
         index_settings = ocr_settings(index_settings or IndexSettings(), paths, ocr)
@@ -454,6 +480,9 @@ class IndexController(QObject):
         self._stats = (0, 0)
         self._emit_timer = QTimer(self, singleShot=True, interval=_EMIT_DELAY_MS)
         self._emit_timer.timeout.connect(self._emit_documents)
+        # restarted by each request and when a run ends: the store is released once idle
+        self._release_timer = QTimer(self, singleShot=True, interval=int(release_after_s * 1000))
+        self._release_timer.timeout.connect(self._release_when_idle)
 
         self._worker = _IndexWorker(paths, collection, index_settings, self._inbox)
         # the store is closed on its thread as it ends; stopping cancels the run and drops the adds
@@ -473,6 +502,21 @@ class IndexController(QObject):
     def _wake(self) -> None:
         """The worker handles what waits in the inbox (at once when idle, else after its run)."""
         self._index_jobs.run(self._worker.drain)
+        self._release_timer.start()
+
+    def _release_when_idle(self) -> None:
+        if self._closed:
+            return
+        if self._busy:
+            self._release_timer.start()  # and again when the run ends
+            return
+        self._index_jobs.run(self._worker.release)
+
+    @property
+    def holds_store(self) -> bool:
+        """The worker has the collection open (with its dense index) and the embedder loaded:
+        from a request until RELEASE_AFTER_S after the last one (a snapshot, for tools and tests)."""
+        return self._worker.holds_store
 
     @property
     def busy(self) -> bool:
@@ -549,6 +593,7 @@ class IndexController(QObject):
             return
         self._closed = True
         self._emit_timer.stop()
+        self._release_timer.stop()
         self._scan_jobs.stop(0)
         self._index_jobs.stop(None)
         self._scan_jobs.stop(None)
@@ -748,4 +793,6 @@ class IndexController(QObject):
         if busy != self._busy:
             self._busy = busy
             self.busyChanged.emit(busy)
+            if not busy and not self._closed:
+                self._release_timer.start()
 

@@ -281,6 +281,33 @@ def test_the_worker_runs_on_its_own_thread_and_shutdown_stops_it(qtbot, data_pat
     controller.shutdown()  # twice is harmless
 
 
+def test_idle_indexing_closes_the_collection_and_the_next_request_opens_it_again(qtbot, data_paths, docs, gates):
+    """Idle for release_after_s, the worker closes its writer store and the embedder (the window
+    then holds one dense index, the answering store's: issue 32); never during a run."""
+    controller = IndexController(data_paths, index_settings=SETTINGS, release_after_s=0.2)
+    try:
+        with qtbot.waitSignal(controller.statsChanged, timeout=RUN_S):
+            pass  # the first listing opened the store
+        qtbot.waitUntil(lambda: not controller.holds_store, timeout=RUN_S)
+        assert controller._worker._embedder is None
+        with open_collection(data_paths, "default", default_embedder(data_paths)) as store:  # the lock is free
+            assert store.list_documents() == []
+
+        gate = Gate(controller, "pump.md", gates)
+        controller.add_paths([str(docs / "pump.md")])
+        gate.wait(qtbot)
+        qtbot.wait(600)  # three times release_after_s, with the run held
+        assert controller.holds_store and controller.busy
+        gate.release()
+        qtbot.waitUntil(lambda: statuses(controller.documents()) == {"pump.md": "ready"}, timeout=RUN_S)
+        qtbot.waitUntil(lambda: not controller.holds_store, timeout=RUN_S)
+        index(qtbot, controller, [docs / "oil.txt"], {"oil.txt": "ready", "pump.md": "ready"})
+    finally:
+        controller.shutdown()
+    with open_collection(data_paths, "default", default_embedder(data_paths)) as store:
+        assert sorted(Path(d.path).name for d in store.list_documents()) == ["oil.txt", "pump.md"]
+
+
 def test_shutdown_during_a_run_cancels_it_and_frees_the_collection(qtbot, data_paths, docs, gates):
     controller = IndexController(data_paths, index_settings=SETTINGS)
     gate = Gate(controller, "manual.pdf", gates)
