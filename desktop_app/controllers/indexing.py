@@ -44,10 +44,11 @@ from PySide6.QtCore import QCoreApplication, QObject, QTimer, Signal, Slot
 from desktop_app.controllers.worker_thread import WorkerThread
 from engine.errors import EngineError
 from engine.ingest.discover import Found, find_documents, normal_path
-from engine.store.memory import give_back_freed_memory
 from engine.paths import DEFAULT_COLLECTION, AppPaths
+from engine.store.health import collection_exists
 from engine.store.index_store import READY_STATUSES, IndexStore
 from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection, outdated_files
+from engine.store.memory import give_back_freed_memory
 from engine.types import IndexProgress, StoredDocument
 
 log = logging.getLogger(__name__)
@@ -279,7 +280,7 @@ class _IndexWorker(QObject):
             with self._reporting():
                 changed = True
                 if request.kind == "refresh":
-                    self._open()
+                    pass  # the list is sent after these requests
                 elif request.path in self._remaining:
                     self._doomed.add(request.path)  # the run will store it: remove it then
                 else:
@@ -336,7 +337,8 @@ class _IndexWorker(QObject):
         store cannot say): a lookup for the source view, never an error shown to the user."""
         found = None
         try:
-            found = self._open().page_ocr_by_path(request.path, request.page)
+            with self._reader() as store:
+                found = store.page_ocr_by_path(request.path, request.page) if store is not None else None
         except Exception:
             log.warning("could not read the recognised words of %s, page %d", request.path, request.page,
                         exc_info=True)
@@ -358,12 +360,31 @@ class _IndexWorker(QObject):
             self.opened_on_thread = threading.get_ident()
         return self._store
 
-    def _publish(self) -> None:
-        if self._store is None:
+    @contextmanager
+    def _reader(self):
+        """The writer store when it is open; else the collection read-only, without its dense
+        index and with no embedder loaded, closed after (a kiosk lists its manuals and reads a
+        page without holding a second index); None when there is no collection yet."""
+        if self._store is not None:
+            yield self._store
             return
-        stats = self._store.stats()
+        if not collection_exists(self._paths, self._collection):
+            yield None
+            return
+        store = open_collection(self._paths, self._collection, read_only=True, dense=False)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def _publish(self) -> None:
+        with self._reader() as store:
+            if store is None:
+                self.event.emit(_Snapshot([], 0, 0, ()))
+                return
+            stats = store.stats()
+            documents = store.list_documents()
         ready = sum(stats["documents_by_status"].get(status, 0) for status in READY_STATUSES)
-        documents = self._store.list_documents()
         outdated = () if self._last_snapshot else tuple(outdated_files(documents))
         self.event.emit(_Snapshot(documents, ready, stats["chunks"], outdated))
         self._last_snapshot = time.monotonic()

@@ -72,7 +72,7 @@ class _Cancelled(Exception):
 
 
 def open_collection(paths: AppPaths, name: str = DEFAULT_COLLECTION, embedder: Embedder | None = None,
-                    *, read_only: bool = False) -> IndexStore:
+                    *, read_only: bool = False, dense: bool = True) -> IndexStore:
     """A collection of `paths`; with an embedder it must have been built with that one."""
     folder = paths.collection(name)
     return IndexStore.open(
@@ -81,6 +81,7 @@ def open_collection(paths: AppPaths, name: str = DEFAULT_COLLECTION, embedder: E
         dimension=embedder.dimension if embedder else None,
         create=embedder is not None and not read_only,
         read_only=read_only,
+        dense=dense,
     )
 
 

@@ -275,14 +275,19 @@ def test_another_embedder_is_refused_for_writing_and_dense_search(folder):
             add(reader, "/docs/b.pdf", MANUAL, seed=2)
 
 
-def test_read_only_listing_without_knowing_the_embedder(folder):
+@pytest.mark.parametrize("dense", [True, False])
+def test_read_only_listing_without_knowing_the_embedder(folder, dense):
     with open_store(folder) as store:
-        add(store, "/docs/a.pdf", MANUAL, seed=1)
-    with IndexStore.open(folder, embedder_id=None, dimension=None, read_only=True) as reader:
+        vectors = add(store, "/docs/a.pdf", MANUAL, seed=1)
+    with IndexStore.open(folder, embedder_id=None, dimension=None, read_only=True, dense=dense) as reader:
         assert reader.embedder_id == EMBEDDER and reader.dimension == DIM
-        assert len(reader.list_documents()) == 1
+        assert len(reader.list_documents()) == 1 and reader.search_keyword("pump", 1)
+        assert reader.stats()["vectors"] == (len(MANUAL) if dense else 0)  # a listing holds no dense index
         with pytest.raises(EngineError, match="read-only"):
             reader.remove_document("/docs/a.pdf")
+        if not dense:
+            with pytest.raises(EngineError, match="without its dense index"):
+                reader.search_dense(vectors[0], 1)
 
 
 def test_opening_a_missing_collection_without_create(folder):

@@ -282,16 +282,14 @@ def test_the_worker_runs_on_its_own_thread_and_shutdown_stops_it(qtbot, data_pat
 
 
 def test_idle_indexing_closes_the_collection_and_the_next_request_opens_it_again(qtbot, data_paths, docs, gates):
-    """Idle for release_after_s, the worker closes its writer store and the embedder (the window
-    then holds one dense index, the answering store's: issue 32); never during a run."""
+    """Listing the documents opens no writer and loads no embedder; idle for release_after_s
+    after indexing, the worker closes its writer store and the embedder (the window then holds
+    one dense index, the answering store's: issue 32); never during a run."""
     controller = IndexController(data_paths, index_settings=SETTINGS, release_after_s=0.2)
     try:
         with qtbot.waitSignal(controller.statsChanged, timeout=RUN_S):
-            pass  # the first listing opened the store
-        qtbot.waitUntil(lambda: not controller.holds_store, timeout=RUN_S)
-        assert controller._worker._embedder is None
-        with open_collection(data_paths, "default", default_embedder(data_paths)) as store:  # the lock is free
-            assert store.list_documents() == []
+            pass  # the first listing
+        assert not controller.holds_store and controller._worker._embedder is None  # listing opens neither
 
         gate = Gate(controller, "pump.md", gates)
         controller.add_paths([str(docs / "pump.md")])
@@ -306,6 +304,14 @@ def test_idle_indexing_closes_the_collection_and_the_next_request_opens_it_again
         controller.shutdown()
     with open_collection(data_paths, "default", default_embedder(data_paths)) as store:
         assert sorted(Path(d.path).name for d in store.list_documents()) == ["oil.txt", "pump.md"]
+    listing = IndexController(data_paths, index_settings=SETTINGS)  # a kiosk's start: a listing, no writer
+    try:
+        qtbot.waitUntil(lambda: len(listing.documents()) == 2, timeout=RUN_S)
+        assert not listing.holds_store
+        with open_collection(data_paths, "default", default_embedder(data_paths)):
+            pass  # the writer's lock is free while the window lists the collection
+    finally:
+        listing.shutdown()
 
 
 def test_shutdown_during_a_run_cancels_it_and_frees_the_collection(qtbot, data_paths, docs, gates):
