@@ -233,6 +233,7 @@ class _IndexWorker(QObject):
         self.settings = settings
         self._inbox = inbox
         self._store: IndexStore | None = None
+        self._listing: IndexStore | None = None  # read-only, no dense index: while no writer is needed
         self._embedder = None
         self._remaining: set[str] = set()  # files of the current run not finished yet
         self._doomed: set[str] = set()  # removed while in the current run: removed when done
@@ -258,7 +259,7 @@ class _IndexWorker(QObject):
     def release(self) -> None:
         """Close the store and the embedder and give their memory back, unless requests wait
         (their drain comes next and would open them again); the next request reopens them."""
-        if (self._store is None and self._embedder is None) or not self._inbox.empty():
+        if (self._store is None and self._embedder is None and self._listing is None) or not self._inbox.empty():
             return
         with self._reporting():
             self._close()
@@ -337,8 +338,8 @@ class _IndexWorker(QObject):
         store cannot say): a lookup for the source view, never an error shown to the user."""
         found = None
         try:
-            with self._reader() as store:
-                found = store.page_ocr_by_path(request.path, request.page) if store is not None else None
+            store = self._reader()
+            found = store.page_ocr_by_path(request.path, request.page) if store is not None else None
         except Exception:
             log.warning("could not read the recognised words of %s, page %d", request.path, request.page,
                         exc_info=True)
@@ -352,38 +353,37 @@ class _IndexWorker(QObject):
 
     # -- the store -------------------------------------------------------------------------
 
+    def _close_listing(self) -> None:
+        listing, self._listing = self._listing, None
+        if listing is not None:
+            listing.close()
+
     def _open(self) -> IndexStore:
         if self._store is None:
+            self._close_listing()
             if self._embedder is None:
                 self._embedder = default_embedder(self._paths)
             self._store = open_collection(self._paths, self._collection, self._embedder)
             self.opened_on_thread = threading.get_ident()
         return self._store
 
-    @contextmanager
-    def _reader(self):
+    def _reader(self) -> IndexStore | None:
         """The writer store when it is open; else the collection read-only, without its dense
-        index and with no embedder loaded, closed after (a kiosk lists its manuals and reads a
-        page without holding a second index); None when there is no collection yet."""
+        index and with no embedder loaded (a kiosk lists its manuals and reads a page without
+        holding a second index), kept until release; None when there is no collection yet."""
         if self._store is not None:
-            yield self._store
-            return
-        if not collection_exists(self._paths, self._collection):
-            yield None
-            return
-        store = open_collection(self._paths, self._collection, read_only=True, dense=False)
-        try:
-            yield store
-        finally:
-            store.close()
+            return self._store
+        if self._listing is None and collection_exists(self._paths, self._collection):
+            self._listing = open_collection(self._paths, self._collection, read_only=True, dense=False)
+        return self._listing
 
     def _publish(self) -> None:
-        with self._reader() as store:
-            if store is None:
-                self.event.emit(_Snapshot([], 0, 0, ()))
-                return
-            stats = store.stats()
-            documents = store.list_documents()
+        store = self._reader()
+        if store is None:
+            self.event.emit(_Snapshot([], 0, 0, ()))
+            return
+        stats = store.stats()
+        documents = store.list_documents()
         ready = sum(stats["documents_by_status"].get(status, 0) for status in READY_STATUSES)
         outdated = () if self._last_snapshot else tuple(outdated_files(documents))
         self.event.emit(_Snapshot(documents, ready, stats["chunks"], outdated))
@@ -393,6 +393,7 @@ class _IndexWorker(QObject):
         return time.monotonic() - self._last_snapshot >= _SNAPSHOT_EVERY_S
 
     def _close(self) -> None:
+        self._close_listing()
         store, self._store = self._store, None
         embedder, self._embedder = self._embedder, None
         try:
