@@ -120,7 +120,8 @@ class Manifest:
                    schema_version=_field(doc, "schema_version", int, where), files=entries,
                    created=_field(doc, "created", str, where), signer=str(doc.get("signer", "")),
                    reranker_id=str(doc.get("reranker_id", "")), dimension=_field(doc, "dimension", int, where),
-                   index_lists=_field(doc, "index_lists", int, where), raw=bytes(data), signature=bytes(signature), origin=origin)
+                   index_lists=_field(doc, "index_lists", int, where),
+                   raw=bytes(data), signature=bytes(signature), origin=origin)
 
 
 def _field(doc: dict, name: str, kind: type, where: str):
