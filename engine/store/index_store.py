@@ -49,13 +49,16 @@ Durability:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import logging
 import os
 import sqlite3
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,6 +82,10 @@ VECTORS_GLOB = "vectors-*.faiss*"
 READY_STATUSES = ("ready", "ready_with_warnings")
 FAILED_STATUS = "failed"
 _ID_BATCH = 500  # ids per "IN (...)" query, well under SQLite's variable limit
+# Read-only stores of one faiss file share its index (a server's sessions, one per model process,
+# would each hold 0.4 GB at a million chunks); a store that must change it takes a copy first.
+_SHARED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # (file, sha256) -> DenseIndex
+_SHARED_LOCK = threading.Lock()  # held by a reader while it loads: others of the same file then share
 _MAX_QUERY_TERMS = 64  # bounds the cost of a pasted paragraph as a keyword query
 
 # Default separators: "E-1234" and "R_LIBS_USER" are queried as phrases ("e" "1234"), which
@@ -224,6 +231,7 @@ class IndexStore:
         self._mismatch = mismatch  # why adding and dense search are refused; "" when allowed
         self._dimension = int(meta["dimension"])
         self._vectors: DenseIndex | None = None
+        self._shared = False  # _vectors is _SHARED's: copied before it is changed
         self._dirty = False
         self._data_version = 0
         self._chunk_total: tuple[tuple[int, int], int] = ((-1, -1), 0)  # (state counted at, count)
@@ -748,12 +756,17 @@ class IndexStore:
         """Load the recorded faiss file (or start an index of the kind the size wants) and
         reconcile it with SQLite."""
         started = time.perf_counter()
-        with self._read_snapshot():
-            vectors, source = self._vectors_from_file()
+        # readers opened at once (a server's sessions) wait for the first one's load, then share it
+        with _SHARED_LOCK if self.read_only else contextlib.nullcontext(), self._read_snapshot():
+            vectors, source = self._vectors_shared() if self.read_only else (None, "")
+            if vectors is None:
+                vectors, source = self._vectors_from_file()
             self._vectors = vectors or self._fresh_index(self.policy.kind_for(self._chunk_count(), EXACT))
             added, removed = self._reconcile()
             self._data_version = self._current_data_version()
-        self._dirty = source != "loaded" or bool(added or removed)
+            if self.read_only and source == "loaded" and not (added or removed):
+                self._share()
+        self._dirty = source not in ("loaded", "shared") or bool(added or removed)
         self.open_report = {"faiss": source, "added": added, "removed": removed,
                             "seconds": round(time.perf_counter() - started, 3)}
         if source != "loaded" or added or removed:
@@ -780,6 +793,21 @@ class IndexStore:
             return None, "rebuilt: unreadable"
         return vectors, "loaded"
 
+    def _shared_key(self) -> tuple[str, str]:
+        return str((self.folder / self._meta.get("faiss_file", "")).resolve()), self._meta.get("faiss_sha256", "")
+
+    def _vectors_shared(self) -> tuple[DenseIndex | None, str]:
+        """The index another read-only store of this collection loaded from the same file."""
+        if not self._meta.get("faiss_file"):
+            return None, ""
+        vectors = _SHARED.get(self._shared_key())
+        self._shared = vectors is not None
+        return vectors, "shared"
+
+    def _share(self) -> None:
+        self._vectors = _SHARED.setdefault(self._shared_key(), self._vectors)
+        self._shared = True
+
     def _fresh_index(self, kind: str) -> DenseIndex:
         """An empty index of `kind` for the chunks SQLite holds now, which _reconcile fills; an
         approximate one is trained on a sample of their vectors (the same sample for the same
@@ -805,6 +833,8 @@ class IndexStore:
         in_faiss = self._vectors.ids()
         extra = np.setdiff1d(in_faiss, in_sqlite, assume_unique=True)
         missing = np.setdiff1d(in_sqlite, in_faiss, assume_unique=True)
+        if (extra.size or missing.size) and self._shared:  # others search it: change a copy
+            self._vectors, self._shared = self._vectors.copy(), False
         if extra.size:
             self._vectors.remove(extra.tolist())
         for batch in _batches(missing.tolist()):
@@ -840,7 +870,7 @@ class IndexStore:
         self._meta = meta
         loaded, _ = self._vectors_from_file()
         if loaded is not None:
-            self._vectors = loaded
+            self._vectors, self._shared = loaded, False
 
     def _current_data_version(self) -> int:
         return self._db.execute("PRAGMA data_version").fetchone()[0]

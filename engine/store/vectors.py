@@ -99,6 +99,9 @@ class DenseIndex:
         """Streams the index to `write(bytes)`: no second copy of it in memory."""
         faiss.write_index(self._index, faiss.PyCallbackIOWriter(write))
 
+    def copy(self) -> "DenseIndex":
+        return DenseIndex(faiss.clone_index(self._index))
+
     @property
     def kind(self) -> str:
         return EXACT if self._ivf is None else APPROXIMATE

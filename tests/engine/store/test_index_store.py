@@ -432,6 +432,22 @@ def test_a_reader_sees_what_a_writer_commits(folder):
             assert reader.search_keyword("filter", 5) == []
 
 
+def test_readers_of_one_file_share_its_dense_index_until_one_must_change_it(folder):
+    """A server's sessions (one per model process) hold one dense index, not one each; a reader
+    that sees a writer's commit changes a copy, and the other readers keep theirs."""
+    with open_store(folder) as writer:
+        first = add(writer, "/docs/a.pdf", MANUAL[:2], seed=1)
+        writer.flush()
+        with open_store(folder, read_only=True) as one, open_store(folder, read_only=True) as two:
+            assert one._vectors is two._vectors and two.open_report["faiss"] == "shared"
+            new = add(writer, "/docs/b.pdf", MANUAL[2:], seed=2)
+            b_ids = set(writer.vector_ids().tolist()) - {1, 2}
+            assert one.search_dense(new[0], 1)[0][0] in b_ids  # one took a copy with b's vectors
+            assert one._vectors is not two._vectors
+            assert two._vectors.ntotal == 2 and two.search_dense(first[0], 1)[0][0] == 1  # two's untouched
+            assert two.search_dense(new[0], 1)[0][0] in b_ids  # and follows the commit on its own copy
+
+
 def test_word_frequencies_follow_commits_here_and_on_another_connection(folder):
     with open_store(folder) as writer, open_store(folder, read_only=True) as reader:
         add(writer, "/docs/a.pdf", MANUAL, seed=1)
