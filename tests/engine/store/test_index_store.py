@@ -448,6 +448,21 @@ def test_readers_of_one_file_share_its_dense_index_until_one_must_change_it(fold
             assert two.search_dense(new[0], 1)[0][0] in b_ids  # and follows the commit on its own copy
 
 
+def test_readers_opened_at_once_on_threads_share_one_dense_index(folder):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with open_store(folder) as writer:
+        add(writer, "/docs/a.pdf", MANUAL, seed=1)
+    with ThreadPoolExecutor(4) as pool:
+        readers = list(pool.map(lambda _: open_store(folder, read_only=True), range(4)))
+    try:
+        assert len({id(reader._vectors) for reader in readers}) == 1
+        assert sorted(reader.open_report["faiss"] for reader in readers) == ["loaded", "shared", "shared", "shared"]
+    finally:
+        for reader in readers:
+            reader.close()
+
+
 def test_word_frequencies_follow_commits_here_and_on_another_connection(folder):
     with open_store(folder) as writer, open_store(folder, read_only=True) as reader:
         add(writer, "/docs/a.pdf", MANUAL, seed=1)
