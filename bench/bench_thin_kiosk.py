@@ -12,6 +12,10 @@ the thin session asked again: the time until it says so.
 
     python bench/bench_thin_kiosk.py              # prints the table (markdown)
     python bench/bench_thin_kiosk.py --questions 10
+    python bench/bench_thin_kiosk.py --questions 10 --busy 3   # 3 other clients keep the model busy
+
+With --busy N, N other clients ask the server in a loop meanwhile (streamed /v1/ask), so that the
+measured questions queue for the server's model process as they would in a plant.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -89,6 +94,19 @@ def timed(session: AnswerSession, question: str) -> tuple[float, float | None]:
     return lead if lead is not None else time.perf_counter() - start, first
 
 
+def keep_busy(url: str, questions: list[str], stop: threading.Event) -> None:
+    """Asks the server one question after another (streamed) until `stop`."""
+    with httpx.Client(timeout=300) as client:
+        for n in range(10**9):
+            if stop.is_set():
+                return
+            body = {"question": questions[n % len(questions)], "stream": True}
+            with client.stream("POST", url + "/v1/ask", json=body) as reply:
+                for _ in reply.iter_lines():
+                    if stop.is_set():
+                        return
+
+
 def figures(values: list[float]) -> str:
     values = sorted(v for v in values if v is not None)
     if not values:
@@ -100,6 +118,7 @@ def figures(values: list[float]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=20)
+    parser.add_argument("--busy", type=int, default=0, help="other clients asking the server meanwhile")
     args = parser.parse_args()
     paths = prepared()
     questions = [q.question for q in load_qa(ROOT / "tests" / "qa" / "dev_nut.jsonl") if q.answerable]
@@ -107,14 +126,21 @@ def main() -> int:
     server, url = serve(paths)
     kiosk = AppPaths(CACHE.parent / "thin-kiosk").ensure()  # no manuals, no model of its own
     times: dict[str, list] = {"thin": [], "local": []}
+    stop = threading.Event()
+    busy = [threading.Thread(target=keep_busy, args=(url, questions[::-1], stop), daemon=True)
+            for _ in range(args.busy)]
     try:
         with AnswerSession(kiosk) as thin, AnswerSession(paths) as local:
             thin.open(SessionConfig(Settings(server_url=url, max_new_tokens=32)))
             local.open(SessionConfig(Settings(max_new_tokens=32)))
             timed(thin, questions[0]), timed(local, questions[0])  # warm both
+            for thread in busy:
+                thread.start()
+            time.sleep(2.0 if busy else 0.0)  # their questions queue first
             for n, question in enumerate(questions):
                 for name, session in (("thin", thin), ("local", local))[:: 1 if n % 2 else -1]:
                     times[name].append(timed(session, question))
+            stop.set()
             server.terminate()
             server.wait(30)
             start = time.perf_counter()
@@ -124,7 +150,8 @@ def main() -> int:
         if server.poll() is None:
             server.kill()
     load = os.getloadavg()[0]
-    print(f"{len(questions)} questions, load average {load:.1f}, {os.cpu_count()} CPUs\n")
+    print(f"{len(questions)} questions, {args.busy} other clients, load average {load:.1f}, "
+          f"{os.cpu_count()} CPUs\n")
     print("| session | lead shown, p50 / p95 s | first generated text, p50 / p95 s |")
     print("|---|---|---|")
     for name, rows in times.items():

@@ -3,14 +3,16 @@ GET /v1/documents (a collection's documents) and POST /v1/embeddings (OpenAI's s
 built-in embedder).
 
 Every route's engine work runs in a thread (engine.server.bridge); the event loop only waits.
-An answer takes a place in the LLM pool's queue first (429 when it is full) and its slot's LLM
-in the thread; a client that goes away sets the request's cancel flag, which stops its
+An answer takes a place in the LLM pool's queue first (429 when it is full); in the thread it
+retrieves, judges and shows the lead at once, and waits for a free model process only to generate
+(LeasedLLM). A client that goes away sets the request's cancel flag, which stops its wait or its
 generation before the next token.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import threading
@@ -24,6 +26,7 @@ from pydantic import BaseModel, Field
 from engine.answer.events_json import event_data
 from engine.errors import EngineError
 from engine.server.bridge import call_in_thread, iterate_in_thread, with_pauses_said
+from engine.server.pool import LeasedLLM
 from engine.server.replies import PromptTooLong, body_for, error_reply, named_body, named_reply
 
 log = logging.getLogger(__name__)
@@ -62,11 +65,20 @@ async def ask(body: AskRequest, request: Request):
     cancel = threading.Event()
 
     def events():
-        with ticket.lease(cancel) as slot:  # waits in this thread for a free LLM process
-            for event in state.session(name, slot).ask(body.question, history, cancel):
-                if event.kind == "passages":
-                    state.metrics.record_retrieval(event.relevance)
-                yield event
+        counter = state.pool.counter()
+        try:
+            with contextlib.ExitStack() as held:
+                if counter is not None:  # the answer waits for a model process only to generate
+                    llm = LeasedLLM(ticket, cancel, counter)
+                else:  # tokens counted by a model process: leased from the start
+                    llm = held.enter_context(ticket.lease(cancel)).llm
+                with state.answering(name, llm) as session:
+                    for event in session.ask(body.question, history, cancel):
+                        if event.kind == "passages":
+                            state.metrics.record_retrieval(event.relevance)
+                        yield event
+        finally:
+            ticket.release_unused()  # a refused question never leased: its place goes back
 
     if body.stream:
         return StreamingResponse(_sse(iterate_in_thread(events, cancel)), media_type="text/event-stream",

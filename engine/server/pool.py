@@ -5,9 +5,12 @@
         slot.llm.stream(...)
 
 A slot's process is restarted by its LLMClient when it died (the next request on that slot
-starts a fresh one), so one crash costs one request. Each slot also has a number, so that
-whatever must not be shared between two requests at once (a collection's SQLite handle) can be
-kept per slot.
+starts a fresh one), so one crash costs one request.
+
+    llm = LeasedLLM(ticket, cancel, pool.counter())   # a model leased only when it generates
+
+An answer leases its slot only when its text is generated (LeasedLLM): retrieval, the gate and the
+lead run while the request is still queued, so the manual's words are shown at once under load.
 
 With a remote engine a slot holds a RemoteLLM instead (one request at a time on the engine);
 one that could not reach its engine at start is loaded again by each lease.
@@ -97,6 +100,15 @@ class LLMPool:
         for slot in slots:
             slot.llm.close()
 
+    def counter(self):
+        """A slot's model when its tokens are counted in this process (an LLMClient with its
+        folder's tokenizer), so an answer can wait for a slot only to generate; else None."""
+        from engine.llm.process import LLMClient
+
+        with self._lock:
+            llm = self._slots[0].llm if self._slots else None
+        return llm if isinstance(llm, LLMClient) and llm.token_counter is not None else None
+
     @property
     def ready(self) -> bool:
         with self._lock:
@@ -162,6 +174,34 @@ class LLMPool:
             if slot is not None and not self._closed:
                 self._free.append(slot)
                 self._lock.notify_all()  # the waiter first in line is the one that takes it
+
+
+class LeasedLLM:
+    """The LanguageModel an answer sees: tokens are counted here with `counter` (a slot's model,
+    whose tokenizer is in this process), and stream() waits for a free slot when it is iterated
+    and gives it back when the text ends."""
+
+    def __init__(self, ticket: "Ticket", cancel, counter):
+        self._ticket, self._cancel, self._counter = ticket, cancel, counter
+        self.context_length = counter.context_length
+        self.template_overhead = counter.template_overhead
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter.count_tokens(text)
+
+    def template_tokens(self, messages: int) -> int:
+        return self._counter.template_tokens(messages)
+
+    def stream(self, messages, **kwargs):
+        from engine.types import GenerationStream
+
+        return GenerationStream(self._leased(messages, kwargs))
+
+    def _leased(self, messages, kwargs):
+        with self._ticket.lease(self._cancel) as slot:
+            inner = slot.llm.stream(messages, **kwargs)
+            yield from inner
+            yield inner.stats
 
 
 class Ticket:

@@ -3,7 +3,7 @@
     state.pool            the LLM processes (or a remote engine's slots) and their queue
     state.embedder        the built-in embedder (one ONNX session; thread-safe)
     state.metrics         the Prometheus metrics of answers and requests
-    state.session(name, slot)     the AnswerSession of a collection on one leased slot
+    state.answering(name, llm)    an AnswerSession of a collection for one request, answering with llm
     state.documents(name) the collection's documents
 
 Loading (the embedder, then each LLM process) runs in a background thread, so that /health
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 
 from engine.answer.metrics import Metrics
@@ -43,7 +44,7 @@ class ServerState:
         self._given_embedder = embedder  # a loaded one (tests); None: the built-in one, loaded here
         self.load_error: str | None = None  # why loading failed, for /ready
         self._stores: dict[str, object] = {}  # collection -> the IndexStore of listings
-        self._sessions: dict[tuple[str, int], object] = {}  # (collection, slot) -> AnswerSession
+        self._idle: dict[str, list] = {}  # collection -> AnswerSessions no request uses now
         self._stores_lock = threading.Lock()
         self._loader: threading.Thread | None = None
         self._shared_reranker = None  # loaded at the first question; False when none is imported
@@ -110,7 +111,7 @@ class ServerState:
         self.pool.close()
         with self._stores_lock:
             stores, self._stores = list(self._stores.values()), {}
-            sessions, self._sessions = list(self._sessions.values()), {}
+            sessions, self._idle = [s for idle in self._idle.values() for s in idle], {}
         for part in sessions + stores:
             part.close()
         for encoder in (self.embedder, self._shared_reranker):
@@ -142,22 +143,30 @@ class ServerState:
                 self._stores[name] = store
             return store
 
-    def session(self, name: str, slot):
-        """The AnswerSession of collection `name` on the leased slot, with the settings file as
-        it is now. A slot serves one request at a time, so its session's SQLite handle is never
-        shared; the slot's model stays the pool's (restarted at its lease), the encoders the server's."""
+    @contextmanager
+    def answering(self, name: str, llm):
+        """An AnswerSession of collection `name` for one request, answering with `llm` (a leased
+        slot's model, or a LeasedLLM), with the settings file as it is now. A session serves one
+        request at a time, so its SQLite handle is never shared; idle ones are kept for the next
+        request (their dense index is the one the collection's readers share)."""
         from engine.answer.session import AnswerSession, SessionConfig
         from engine.config import load_settings
         from engine.llm.supervisor import GivenModel
 
-        key = (self.check_collection(name), slot.index)
+        name = self.check_collection(name)
         with self._stores_lock:
-            session = self._sessions.get(key)
-            if session is None:
-                session = AnswerSession(self.paths, key[0], metrics=self.metrics, model=GivenModel(slot.llm),
-                                        embedder=self._require_embedder(), reranker=self._reranker)
-                self._sessions[key] = session
-        return session.open(SessionConfig(load_settings(self.paths.settings_file), central=False))
+            idle = self._idle.setdefault(name, [])
+            session = idle.pop() if idle else None
+        if session is None:
+            session = AnswerSession(self.paths, name, metrics=self.metrics, model=GivenModel(None),
+                                    embedder=self._require_embedder(), reranker=self._reranker)
+        session.model.llm = llm
+        try:
+            yield session.open(SessionConfig(load_settings(self.paths.settings_file), central=False))
+        finally:
+            session.model.llm = None
+            with self._stores_lock:
+                self._idle.setdefault(name, []).append(session)
 
     def _reranker(self):
         """The imported reranker, loaded once for every session (None when none is, or when the

@@ -64,7 +64,7 @@ def test_answers_come_from_the_server_and_nothing_opens_here(central, tmp_path, 
             again = session.server.document(cited, tmp_path / "cache")
             unchanged = httpx.get(cited.path, headers={
                 "Authorization": "Bearer k", "If-None-Match": f'"{copy.with_name(copy.name + ".sha256").read_text()}"'})
-            forwarded = [s.server for s in app.state.server._sessions.values()]
+            forwarded = [s.server for idle in app.state.server._idle.values() for s in idle]
             wrong_key = CentralServer(url, "nope")
             with pytest.raises(Exception, match="refused this kiosk's key"):
                 wrong_key.check()

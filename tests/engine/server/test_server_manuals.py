@@ -99,8 +99,10 @@ def test_ask_streams_one_typed_event_per_assistant_event_in_order(client):
     assert data["citations"]["citations"][0]["title"]
 
 
-def test_a_question_waiting_for_a_model_process_keeps_its_stream_alive(client, monkeypatch):
-    """A thin kiosk gives up after READ_TIMEOUT_S without a line; a queued question sends comments."""
+def test_a_queued_question_shows_its_lead_at_once_and_keeps_its_stream_alive(client, monkeypatch):
+    """Retrieval, the gate and the lead do not wait for a model process: a thin kiosk shows the
+    manual's words while every process is busy. It gives up after READ_TIMEOUT_S without a line,
+    so the question, waiting to generate, sends comments."""
     from engine.server import manuals
 
     monkeypatch.setattr(manuals, "KEEPALIVE_S", 0.05)
@@ -124,9 +126,10 @@ def test_a_question_waiting_for_a_model_process_keeps_its_stream_alive(client, m
     finally:
         release.set()
         holder.join(10)
-    assert blocks[0] == ": waiting", blocks[:3]  # while the question waited, before any event
-    events = [block.split("\n")[0] for block in blocks if block != ": waiting"]
-    assert events[0] == "event: passages" and events[-1] == "event: done"
+    kinds = [block.split("\n")[0] for block in blocks]
+    assert kinds[:3] == ["event: passages", "event: lead", ": waiting"], kinds[:4]  # the lead, then the wait
+    events = [kind for kind in kinds if kind != ": waiting"]
+    assert events[2] == "event: text" and events[-1] == "event: done"
 
 
 def test_a_streamed_refusal_has_no_lead(client):
@@ -290,13 +293,15 @@ def test_a_client_that_leaves_a_stream_cancels_its_answer(paths, tiny_llm_dir, t
 
     app = create_app(ServerConfig(paths), tiny_llm_dir, embedder=tiny_embedder)
     state = app.state.server
-    real, spies = state.session, []
+    real, spies = state.answering, []
 
-    def spied(name, slot):
-        spies.append(_WaitsForCancel(real(name, slot)))
-        return spies[-1]
+    @contextlib.contextmanager
+    def spied(name, llm):
+        with real(name, llm) as session:
+            spies.append(_WaitsForCancel(session))
+            yield spies[-1]
 
-    state.session = spied
+    state.answering = spied
     with live_server(app) as base_url:
         assert state.wait_loaded(60)
         with httpx.stream("POST", base_url + "/v1/ask", json={"question": FILTER_Q, "stream": True},
