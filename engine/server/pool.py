@@ -201,7 +201,8 @@ class LeasedLLM:
         with self._ticket.lease(self._cancel) as slot:
             inner = slot.llm.stream(messages, **kwargs)
             yield from inner
-            yield inner.stats
+            if inner.stats is not None:  # the outer stream's stats
+                yield inner.stats
 
 
 class Ticket:
