@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, query_terms, typed_words
+from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, compounds, query_terms, typed_words
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class Query:
     code: tuple[str, ...]  # tokens typed exactly: "E-4711", "read.fwf", "--vanilla"
     typed: Mapping[str, str]  # each stem as first typed ("Jupyter" for "jupyter")
     vector: np.ndarray | None = field(default=None, compare=False)  # the embedding (normalised)
+    joined: tuple[str, ...] = ()  # two of its words written as one, as the collection has them
 
     @classmethod
     def of(cls, text: str, frequency: Callable[[str], float] | None = None, embedder=None) -> "Query":
@@ -37,7 +38,8 @@ class Query:
         terms = tuple(query_terms(text))
         frequencies = {t: frequency(t) for t in terms} if frequency is not None else {}
         vector = embedder.encode_queries([text])[0] if embedder is not None else None
-        return cls(text, terms, frequencies, tuple(code_tokens(text)), typed_words(text), vector)
+        joined = tuple(j for j in compounds(text) if frequency is not None and frequency(j) > 0)
+        return cls(text, terms, frequencies, tuple(code_tokens(text)), typed_words(text), vector, joined)
 
     @cached_property
     def weights(self) -> dict[str, float]:

@@ -110,7 +110,7 @@ class Retriever:
         Question scaffolding ('how do I') would only add noise."""
         terms = self._keyword_terms(query)
         exact = list(query.code) + [t for t in terms if len(t) < PREFIX_MIN]
-        prefixes = [t for t in terms if len(t) >= PREFIX_MIN]
+        prefixes = [t for t in terms if len(t) >= PREFIX_MIN] + list(query.joined)
         return self.store.search_keyword(" ".join(exact), self.settings.candidates, prefixes)
 
     def _keyword_terms(self, query: Query) -> list[str]:

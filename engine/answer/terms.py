@@ -47,6 +47,18 @@ def query_terms(question: str) -> list[str]:
     return list(dict.fromkeys(stem(w) for w in words if w not in STOPWORDS and len(w) > 1))
 
 
+def compounds(question: str) -> list[str]:
+    """Two topic words side by side, written as one ("log scale" -> "logscale", "feed rate" ->
+    "feedrate", "data file" -> "datafile"), as prefixes: manuals name their commands, settings
+    and sections that way, and people type them apart."""
+    found = []
+    words = [w.casefold() for w in WORD.findall(question)]
+    for first, second in zip(words, words[1:]):
+        if first.isalpha() and second.isalpha() and not {first, second} & STOPWORDS and min(len(first), len(second)) > 1:
+            found.append(first + stem(second))
+    return list(dict.fromkeys(found))
+
+
 def typed_words(question: str) -> dict[str, str]:
     """Each topic stem of the question (as query_terms gives them) with the word first typed
     for it."""

@@ -27,7 +27,7 @@ from engine.answer.grounding import (
 )
 from engine.answer.query import Query
 from engine.answer.retrieval import Retriever
-from engine.answer.terms import code_tokens, query_terms, stem
+from engine.answer.terms import code_tokens, compounds, query_terms, stem
 from engine.encoders.embedder import Embedder
 from engine.store.index_store import IndexStore
 from engine.types import Chunk, Passage, Span
@@ -73,6 +73,12 @@ def test_query_terms_keep_topic_words_in_order_once():
     assert query_terms("How do I fix error E-4711 in R_LIBS_USER?") == ["fix", "error", "4711", "r_libs_user"]
     assert query_terms("How do I do it?") == []
     assert query_terms("") == []
+
+
+def test_compounds_are_two_topic_words_side_by_side_written_as_one():
+    assert compounds("Switch the vertical axis to a log scale; the data file's feed rates") == [
+        "verticalaxis", "logscale", "datafile", "feedrate"]
+    assert compounds("Cite R in a package's op amp note") == ["opamp", "ampnote"]  # no single letters
 
 
 def test_code_tokens_are_the_names_a_person_types_exactly():

@@ -108,6 +108,20 @@ def test_an_error_code_is_found_first_by_its_exact_name(store, tiny_embedder, fu
     assert result.stages == expected and set(result.timings_s) == set(expected)
 
 
+@pytest.mark.parametrize("question, page", [("How do I set the feed rate?", 2), ("Switch to a log scale", 3)])
+def test_two_words_a_manual_writes_as_one_find_its_page(store, tiny_embedder, question, page):
+    """People type "feed rate" and "log scale"; manuals name the setting FEEDRATE and the
+    command logscale: keyword search also looks for the two written as one."""
+    pages = ["Spindle speed is given by SPEED.", "FEEDRATE sets the axis speed in mm/min.",
+             "The logscale command switches the axis.", "Rates of the feed pump are in the table."]
+    _store(store, tiny_embedder, "/m/cnc.md", tuple(Page(n, t) for n, t in enumerate(pages, 1)),
+           [Chunk(page=n, start=0, end=len(t), text=t) for n, t in enumerate(pages, 1)])
+    retriever = Retriever(store, tiny_embedder, settings=RetrievalSettings(fusion="keyword", merge_neighbours=False))
+    query = retriever.query(question)
+    assert query.joined == (("feedrate",) if page == 2 else ("logscale",))  # as the collection has them
+    assert retriever.search(query, k=1)[0].page == page
+
+
 def test_dense_only_fusion_runs_no_keyword_search(store, tiny_embedder):
     _error_code_manual(store, tiny_embedder)
     settings = RetrievalSettings(fusion="dense", merge_neighbours=False)
