@@ -34,7 +34,7 @@ def assemble(temp: Path, manifest: Manifest, objects_dir: Path, final: Path, bas
              base_folder: Path | None, where: str) -> None:
     for entry in manifest.files:
         if entry.kind == "document":
-            place(objects_dir / entry.sha256, temp / entry.name, copy=False)
+            _place(objects_dir / entry.sha256, temp / entry.name)
     paths = kiosk_paths(manifest, final)
     try:
         if base is None:
@@ -68,13 +68,12 @@ def kiosk_paths(manifest: Manifest, final: Path) -> dict[str, str]:
             for source in manifest.by_source("rows")}
 
 
-def place(source: Path, dest: Path, copy: bool) -> None:
-    """A hard link to the object where the disk allows it (no second copy of a manual), else
-    a copy; a database is always copied, since it is rewritten."""
-    if not copy:
-        with contextlib.suppress(OSError):
-            os.link(source, dest)
-            return
+def _place(source: Path, dest: Path) -> None:
+    """A hard link to the object where the disk allows it (no second copy of a manual or of an
+    index), else a copy."""
+    with contextlib.suppress(OSError):
+        os.link(source, dest)
+        return
     shutil.copyfile(source, dest)
 
 
@@ -107,7 +106,7 @@ def _from_base(temp: Path, manifest: Manifest, base: Manifest, base_folder: Path
                 raise DeltaError(f"{where}: version {base.version} here lacks {source}, which it listed.")
         vectors = db.execute("SELECT value FROM meta WHERE key = 'faiss_file'").fetchone()
     if vectors and vectors[0]:
-        place(base_folder / vectors[0], temp / vectors[0], copy=False)
+        _place(base_folder / vectors[0], temp / vectors[0])
     if checked:  # a copy of a checked collection, changed here through SQLite alone
         health.stamp(temp / DB_NAME, with_fts=True)
     gone = [old_paths[source] for source in old_rows if source not in kept]
@@ -116,7 +115,7 @@ def _from_base(temp: Path, manifest: Manifest, base: Manifest, base_folder: Path
 
 def _adopt_index(temp: Path, source: Path, sha256: str, lists: int) -> None:
     name = f"vectors-bundle-{sha256[:16]}.faiss"
-    place(source, temp / name, copy=False)
+    _place(source, temp / name)
     stamped = health.is_stamped(temp / DB_NAME, with_fts=True)
     with _connection(temp) as db:
         adopt_vectors(db, name, sha256, lists)
