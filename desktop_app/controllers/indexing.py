@@ -12,11 +12,12 @@
                 documents and batches; a busy worker never runs a queued slot, so a slot
                 could not cancel anything.
 
-The worker holds the writer store (with its own dense index, ~0.4 GB at a million chunks, beside
-the answering store's) and the embedder only while indexing is in use: once nothing has been asked
-of it for RELEASE_AFTER_S, the controller has it close both and give the memory back (a kiosk,
-which never indexes, then holds one dense index; docs/benchmarks.md, issue 32). The next request
-opens them again (about 3 s at a million chunks).
+The worker opens the writer store (with its own dense index, ~0.4 GB at a million chunks, beside
+the answering store's) and the embedder only to index or remove: the documents' list and a
+scanned page's words are read from the collection opened read-only without its dense index, so a
+kiosk, which never indexes, holds one dense index and no writer's lock (docs/benchmarks.md, issue
+32). Once nothing has been asked of it for RELEASE_AFTER_S, the controller has it close what it
+holds and give the memory back; the next request opens it again (about 3 s at a million chunks).
 
 Requests travel in a small locked inbox, not as slot arguments: a request made while a run is
 busy is then visible to the worker between two documents (removals, refreshes), and cancel can
@@ -373,6 +374,8 @@ class _IndexWorker(QObject):
         holding a second index), kept until release; None when there is no collection yet."""
         if self._store is not None:
             return self._store
+        if self._listing is not None and self._listing.folder != self._paths.collection(self._collection):
+            self._close_listing()  # a bundle switch: list the version now current
         if self._listing is None and collection_exists(self._paths, self._collection):
             self._listing = open_collection(self._paths, self._collection, read_only=True, dense=False)
         return self._listing
