@@ -33,6 +33,7 @@ not PyInstaller's one-file one, whose bootloader is the parent): WATCHDOG_PID na
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import socket
@@ -88,6 +89,7 @@ class Notifier:
 
 
 _default = Notifier()
+atexit.register(_default.close)  # its socket lives as long as the process, and no longer
 
 
 def ready() -> bool:
