@@ -19,6 +19,7 @@ import numpy as np
 
 from engine.answer.query import Query
 from engine.answer.sentences import ends_sentence
+from engine.answer.terms import code_forms
 from engine.answer.timing import StageTimes
 from engine.encoders.embedder import Embedder
 from engine.store.index_store import IndexStore
@@ -109,7 +110,7 @@ class Retriever:
         short words and code-like tokens ('read.fwf' as the phrase "read fwf") exactly.
         Question scaffolding ('how do I') would only add noise."""
         terms = self._keyword_terms(query)
-        exact = list(query.code) + [t for t in terms if len(t) < PREFIX_MIN]
+        exact = list(query.code) + code_forms(query.text) + [t for t in terms if len(t) < PREFIX_MIN]
         prefixes = [t for t in terms if len(t) >= PREFIX_MIN] + list(query.joined)
         return self.store.search_keyword(" ".join(exact), self.settings.candidates, prefixes)
 

@@ -81,6 +81,20 @@ def code_tokens(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+_JOINED_CODE = re.compile(r"\b([A-Za-z]{1,3})-?(\d{1,5})\b")  # E12, e-12, ERR-4
+_SPACED_CODE = re.compile(r"\b([A-Z]{1,3}) (\d{1,5})\b")  # E 12 (capitals: "a 14 mm" is not one)
+
+
+def code_forms(text: str) -> list[str]:
+    """Each alarm or error code the text names, in the two ways manuals print it: "E12" and
+    "E-12" (a phrase that also finds "E 12"), so that a code typed one way finds the manual that
+    prints it the other."""
+    forms = []
+    for letters, digits in _JOINED_CODE.findall(text) + _SPACED_CODE.findall(text):
+        forms += [letters + digits, f"{letters}-{digits}"]
+    return list(dict.fromkeys(forms))
+
+
 def words_of(text: str) -> set[str]:
     """The text's words, case folded, with the parts of names joined by "_" ("max_feed_override":
     also "max", "feed", "override") and the full form of a short one ("max": also "maximum")."""

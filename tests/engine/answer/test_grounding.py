@@ -27,7 +27,7 @@ from engine.answer.grounding import (
 )
 from engine.answer.query import Query
 from engine.answer.retrieval import Retriever
-from engine.answer.terms import code_tokens, compounds, query_terms, stem
+from engine.answer.terms import code_forms, code_tokens, compounds, query_terms, stem
 from engine.encoders.embedder import Embedder
 from engine.store.index_store import IndexStore
 from engine.types import Chunk, Passage, Span
@@ -79,6 +79,11 @@ def test_compounds_are_two_topic_words_side_by_side_written_as_one():
     assert compounds("Switch the vertical axis to a log scale; the data file's feed rates") == [
         "verticalaxis", "logscale", "datafile", "feedrate"]
     assert compounds("Cite R in a package's op amp note") == ["opamp", "ampnote"]  # no single letters
+
+
+def test_code_forms_are_an_alarm_code_both_ways_manuals_print_it():
+    assert code_forms("E12, e-13, ERR-4 and F 15; not a 14 mm spanner") == [
+        "E12", "E-12", "e13", "e-13", "ERR4", "ERR-4", "F15", "F-15"]
 
 
 def test_code_tokens_are_the_names_a_person_types_exactly():

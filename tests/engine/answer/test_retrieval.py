@@ -122,6 +122,18 @@ def test_two_words_a_manual_writes_as_one_find_its_page(store, tiny_embedder, qu
     assert retriever.search(query, k=1)[0].page == page
 
 
+@pytest.mark.parametrize("question, page", [
+    ("What does E-12 mean?", 1), ("What does E 12 mean?", 1), ("What does e13 mean?", 2),
+    ("A14", 3), ("A-14", 3), ("Fault F 15?", 4), ("F15", 4)])
+def test_an_alarm_code_typed_one_way_finds_the_page_that_prints_it_another(store, tiny_embedder, question, page):
+    pages = ["Error E12 means the motor overheated.", "Error E-13 means the door is open.",
+             "Alarm A 14 means low oil.", "Fault F15: fan blocked.", "What the errors and alarms mean."]
+    _store(store, tiny_embedder, "/m/codes.md", tuple(Page(n, t) for n, t in enumerate(pages, 1)),
+           [Chunk(page=n, start=0, end=len(t), text=t) for n, t in enumerate(pages, 1)])
+    retriever = Retriever(store, tiny_embedder, settings=RetrievalSettings(fusion="keyword", merge_neighbours=False))
+    assert retriever.search(question, k=1)[0].page == page
+
+
 def test_dense_only_fusion_runs_no_keyword_search(store, tiny_embedder):
     _error_code_manual(store, tiny_embedder)
     settings = RetrievalSettings(fusion="dense", merge_neighbours=False)
