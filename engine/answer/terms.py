@@ -51,12 +51,15 @@ def compounds(question: str) -> list[str]:
     """Two topic words side by side, written as one ("log scale" -> "logscale", "feed rate" ->
     "feedrate", "data file" -> "datafile"), as prefixes: manuals name their commands, settings
     and sections that way, and people type them apart."""
-    found = []
     words = [w.casefold() for w in WORD.findall(question)]
-    for first, second in zip(words, words[1:]):
-        if first.isalpha() and second.isalpha() and not {first, second} & STOPWORDS and min(len(first), len(second)) > 1:
-            found.append(first + stem(second))
+    found = [first + stem(second) for first, second in zip(words, words[1:])
+             if _joinable(first) and _joinable(second)]
     return list(dict.fromkeys(found))
+
+
+def _joinable(word: str) -> bool:
+    """A topic word of letters: not a stopword, a single letter ("cite R") or a number."""
+    return word.isalpha() and len(word) > 1 and word not in STOPWORDS
 
 
 def typed_words(question: str) -> dict[str, str]:

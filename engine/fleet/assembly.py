@@ -81,10 +81,9 @@ def _from_rows(temp: Path, manifest: Manifest, objects_dir: Path, paths: dict[st
                where: str) -> list[FileEntry]:
     """An empty collection with every document's rows, in one transaction; nothing left to put."""
     IndexStore.open(temp, embedder_id=manifest.embedder_id, dimension=manifest.dimension, create=True).close()
-    with _connection(temp) as db:
+    with _connection(temp, stamp=True) as db:  # written here from verified rows: no need to check them again
         for entry in manifest.by_source("rows").values():
             portable.insert_rows(db, _rows(objects_dir, entry, where), paths[entry.source_path], manifest.dimension)
-    health.stamp(temp / DB_NAME, with_fts=True)  # written here from verified rows: no need to check them again
     return []
 
 
@@ -98,7 +97,7 @@ def _from_base(temp: Path, manifest: Manifest, base: Manifest, base_folder: Path
     old_paths = kiosk_paths(base, base_folder)
     checked = health.is_stamped(base_folder / DB_NAME, with_fts=True)
     shutil.copyfile(base_folder / DB_NAME, temp / DB_NAME)
-    with _connection(temp) as db:
+    with _connection(temp, stamp=checked) as db:  # a copy of a checked collection, changed through SQLite alone
         for source in kept:
             moved = db.execute("UPDATE documents SET path = ? WHERE path = ?",
                                (paths[source], old_paths[source])).rowcount
@@ -107,8 +106,6 @@ def _from_base(temp: Path, manifest: Manifest, base: Manifest, base_folder: Path
         vectors = db.execute("SELECT value FROM meta WHERE key = 'faiss_file'").fetchone()
     if vectors and vectors[0]:
         _place(base_folder / vectors[0], temp / vectors[0])
-    if checked:  # a copy of a checked collection, changed here through SQLite alone
-        health.stamp(temp / DB_NAME, with_fts=True)
     gone = [old_paths[source] for source in old_rows if source not in kept]
     return gone, [entry for source, entry in new_rows.items() if source not in kept]
 
@@ -116,11 +113,8 @@ def _from_base(temp: Path, manifest: Manifest, base: Manifest, base_folder: Path
 def _adopt_index(temp: Path, source: Path, sha256: str, lists: int) -> None:
     name = f"vectors-bundle-{sha256[:16]}.faiss"
     _place(source, temp / name)
-    stamped = health.is_stamped(temp / DB_NAME, with_fts=True)
-    with _connection(temp) as db:
+    with _connection(temp, stamp=health.is_stamped(temp / DB_NAME, with_fts=True)) as db:
         adopt_vectors(db, name, sha256, lists)
-    if stamped:
-        health.stamp(temp / DB_NAME, with_fts=True)
 
 
 def _rows(objects_dir: Path, entry: FileEntry, where: str) -> portable.DocumentRows:
@@ -144,8 +138,10 @@ def _check_documents(store: IndexStore, manifest: Manifest, paths: dict[str, str
 
 
 @contextlib.contextmanager
-def _connection(folder: Path):
-    """A write transaction on the collection's database, outside IndexStore (bulk rows, meta)."""
+def _connection(folder: Path, stamp: bool):
+    """A write transaction on the collection's database, outside IndexStore (bulk rows, meta);
+    with `stamp`, the database is stamped as checked once committed (health.stamp), so that the
+    store opened next does not read it all again."""
     db = sqlite3.connect(folder / DB_NAME, isolation_level=None)
     try:
         db.execute("PRAGMA foreign_keys = ON")
@@ -158,6 +154,8 @@ def _connection(folder: Path):
         raise
     finally:
         db.close()
+    if stamp:
+        health.stamp(folder / DB_NAME, with_fts=True)
 
 
 def _single_file(folder: Path) -> None:

@@ -375,8 +375,7 @@ class IndexStore:
                 + (_TEXT_VERSION_COLUMN if self._has_table("text_versions") else ""))
 
     def _has_table(self, name: str) -> bool:
-        return self._db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                                (name,)).fetchone() is not None
+        return portable.has_table(self._db, name)
 
     @_damage_is_engine_error
     def add_document(self, path: str | Path, sha256: str, size: int, mtime: float, title: str,

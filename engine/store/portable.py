@@ -39,7 +39,7 @@ def export_rows(db: sqlite3.Connection, document_id: int) -> bytes:
     """The document's rows in every table that has any, ordered by key: deterministic bytes."""
     lines = [json.dumps({"format": FORMAT, "document_id": int(document_id)})]
     for table in TABLES:
-        if not _exists(db, table):
+        if not has_table(db, table):
             continue
         columns = _columns(db, table)
         key = _KEY.get(table, "document_id")
@@ -140,7 +140,7 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _exists(db: sqlite3.Connection, table: str) -> bool:
+def has_table(db: sqlite3.Connection, table: str) -> bool:
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is not None
 
 
