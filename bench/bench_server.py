@@ -18,7 +18,8 @@ of the server and its child processes is sampled from /proc throughout.
 
 Servers: `ours-wW` is `offline-assistant-cli serve --llm-workers W`; `ours-wW-tT` is the same
 with the model's genai_config.json session_options.intra_op_num_threads = T (a patched copy of
-the prepared model in bench/.cache); `llama.cpp` is `python -m llama_cpp.server` on the same
+the prepared model in bench/.cache); `-nocache` runs ours with --prompt-cache-mib 0 (every prompt
+computed whole); `llama.cpp` is `python -m llama_cpp.server` on the same
 GGUF with --n_threads 2 (and --interrupt_requests False: by default it cuts the running stream
 short whenever another request waits); `llama-server-npN` is llama.cpp's own C++ server (built by
 `make llama-server-native` into bench/.cache/llama-server) with N slots decoded together
@@ -206,12 +207,14 @@ class Server:
                 self.process.wait()
 
 
-def ours(name: str, workers: int, threads: int | None, data_dir: Path) -> Server:
+def ours(name: str, workers: int, threads: int | None, data_dir: Path, cache_prompt: bool = True) -> Server:
     if threads is not None:
         data_dir = threaded_data_dir(data_dir, threads)
     port = free_port()
     command = [str(CLI), "serve", "--data-dir", str(data_dir), "--port", str(port),
                "--llm-workers", str(workers), "--queue-size", "128", "--log-level", "warning"]
+    if not cache_prompt:
+        command += ["--prompt-cache-mib", "0"]
     return Server(name, command, port=port)
 
 
@@ -283,10 +286,10 @@ def install_llama_server() -> None:
 
 
 def parse_server(spec: str, data_dir: Path, llama_python: Path | None, gguf: Path) -> Server:
-    match = re.fullmatch(r"ours-w(\d+)(?:-t(\d+))?", spec)
+    match = re.fullmatch(r"ours-w(\d+)(?:-t(\d+))?(-nocache)?", spec)
     if match:
         threads = int(match[2]) if match[2] else None
-        return ours(spec, int(match[1]), threads, data_dir)
+        return ours(spec, int(match[1]), threads, data_dir, cache_prompt=not match[3])
     match = re.fullmatch(r"llama-server-np(\d+)(?:-t(\d+))?(-nocache)?", spec)
     if match:
         return llama_server(spec, int(match[1]), gguf, cache_prompt=not match[3],
@@ -296,7 +299,7 @@ def parse_server(spec: str, data_dir: Path, llama_python: Path | None, gguf: Pat
             raise SystemExit("llama.cpp: no Python with llama_cpp.server (give --llama-python "
                              "or --install).")
         return llama_cpp(spec, llama_python, gguf, interrupt=spec != "llama.cpp")
-    raise SystemExit(f"unknown server {spec!r}: ours-wW, ours-wW-tT, llama-server-npN[-tT][-nocache], llama.cpp "
+    raise SystemExit(f"unknown server {spec!r}: ours-wW[-tT][-nocache], llama-server-npN[-tT][-nocache], llama.cpp "
                      f"or llama.cpp-interrupting (its default --interrupt_requests True)")
 
 
@@ -770,7 +773,10 @@ def peer_section(report: dict) -> str:
         f"cache and reuses the common prefix, so a chat that comes round again skips most of its "
         f"prefill; `-nocache`: `--no-cache-prompt`, prefill every time as ours does; `-tT`: T threads instead of {THREADS}); "
         f"`llama.cpp`: llama-cpp-python's server, "
-        f"one request at a time; `ours-wW`: `serve --llm-workers W`. Prompt tokens per request "
+        f"one request at a time; `ours-wW`: `serve --llm-workers W`, its processes keeping recent "
+        f"greedy prompts' KV caches (`--prompt-cache-mib`, 256 shared by the processes by default: a chat "
+        f"that comes round again computes its answer's header only, and its text is the same); "
+        f"`ours-wW-nocache`: `--prompt-cache-mib 0`, every prompt computed whole. Prompt tokens per request "
         f"(median, from the usage chunk): {prompts or 'none reported'}.\n\n"
         f"{table(levels, names, results, load=True)}\n"
         f"The best of ours at each level against llama-server (ratios of medians; above 1x ours "

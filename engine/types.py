@@ -33,6 +33,7 @@ class GenerationStats:
     total_s: float
     finish_reason: FinishReason
     provider: str
+    cached_tokens: int = 0  # of prompt_tokens, taken from a kept KV cache (engine.llm.prompt_cache)
 
     def to_dict(self) -> dict:
         return asdict(self)

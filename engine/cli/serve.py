@@ -41,6 +41,10 @@ def add_commands(commands) -> None:
     serve.add_argument("--threads", type=int, default=None, metavar="N",
                        help="cores the model processes share (default: the machine's physical cores); "
                             "give each of several servers on one machine its part")
+    serve.add_argument("--prompt-cache-mib", type=int, default=256, metavar="MIB",
+                       help="memory the model processes share to keep recent answers' prompts, so that a "
+                            "prompt that begins the same way (a conversation going on, the same question "
+                            "again) computes only the rest; answers are the same (default: 256; 0: none)")
     serve.add_argument("--queue-size", type=int, default=64, metavar="N",
                        help="requests that may wait for a model process; more get 429 (default: 64)")
     serve.add_argument("--api-key", metavar="KEY", default=None,
@@ -64,6 +68,7 @@ def server_config(args):
         paths, host=args.host, port=args.port, provider=args.provider,
         engine_url=url, engine_key=key, engine_model=model,
         llm_workers=args.llm_workers, threads=args.threads, queue_size=args.queue_size,
+        prompt_cache_mib=args.prompt_cache_mib,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None, collection=args.collection,
         max_new_tokens=args.max_new_tokens, cors_origins=tuple(args.cors_origin), model_name=args.model or "")
 

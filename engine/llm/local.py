@@ -8,45 +8,50 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from engine.encoders.onnx_session import physical_cores
 from engine.errors import GenerationError, ModelError
+from engine.llm.prompt_cache import PREFILL_CHUNK, Kept, PromptCache, prompt_cuts
 from engine.models.hardware import choose_provider
 from engine.types import CancelFlag, GenerationParams, GenerationResult, GenerationStats, GenerationStream
 
 Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 _PROBE = "Hello."  # the contents of the chats that measure the chat template
-# The prompt goes in by chunks of this many tokens, as llama.cpp's batches do: attention's
-# scratch grows with chunk x context, not prompt x context, and a cancel is seen between
-# chunks. A 1,500-token prompt peaked at 446 MiB whole, 334 in chunks of 256 and 320 in
-# chunks of 128 on the built-in model (1,275, 970 and 911 at Qwen2.5-0.5B's shape), and ran
-# 10-25% faster in chunks of 128 or 256 than whole.
-PREFILL_CHUNK = 128
 
 
-def append_prompt(generator, ids, cancel: CancelFlag | None = None, chunk: int = PREFILL_CHUNK) -> bool:
-    """Feeds the prompt's token ids to an onnxruntime-genai generator by chunks; False when
-    `cancel` was set before the whole prompt was in."""
+def append_prompt(generator, ids, cancel: CancelFlag | None = None, *, start: int = 0,
+                  ends: Collection[int] = (), chunk: int = PREFILL_CHUNK) -> bool:
+    """Feeds the prompt's token ids from `start` (a cut: the generator holds those before it) to
+    an onnxruntime-genai generator, piece by piece as prompt_cuts says; False when `cancel` was
+    set before the whole prompt was in."""
     import numpy as np
 
     ids = np.asarray(ids, dtype=np.int32)
-    for start in range(0, len(ids), chunk):
+    bounds = [c for c in prompt_cuts(ids.tolist(), ends, chunk) if c > start] + [len(ids)]
+    for end in bounds:
         if cancel is not None and cancel.is_set():
             return False
-        generator.append_tokens(ids[start:start + chunk])
+        generator.append_tokens(ids[start:end])
+        start = end
     return True
 
 
 class LocalLLM:
-    def __init__(self, model_dir: str | Path, provider: str = "auto", threads: int | None = None):
+    def __init__(self, model_dir: str | Path, provider: str = "auto", threads: int | None = None,
+                 prompt_cache_mib: int = 0):
         """threads: onnxruntime's threads for the model (None: this machine's physical cores;
         left to itself, onnxruntime-genai ran one thread on a 2-core machine, 40% slower). A
-        model folder whose genai_config.json sets intra_op_num_threads keeps its own."""
+        model folder whose genai_config.json sets intra_op_num_threads keeps its own.
+        prompt_cache_mib: the KV caches of recent greedy answers kept for later prompts that
+        begin the same way (engine.llm.prompt_cache), at most this many MiB; 0 keeps none (the
+        window: its memory is measured; `serve` gives its processes --prompt-cache-mib)."""
         self.model_dir = Path(model_dir)
         self.requested_provider = provider
         self.threads = threads
+        self.prompt_cache_mib = prompt_cache_mib
+        self.prompt_cache = PromptCache(0, (), 0)
         self.provider: str | None = None
         self.context_length = 0
         self._model = None
@@ -84,9 +89,12 @@ class LocalLLM:
         self._chat_template = _read_chat_template(self.model_dir)
         self._added_tokens = len(self._tokenizer.encode(""))
         self.template_overhead = self._measure_template()
+        budget = self.prompt_cache_mib * 2**20 // _kv_bytes_per_token(genai_config["model"]["decoder"])
+        self.prompt_cache = PromptCache(budget, self._eos_ids(), self.context_length)
         return self
 
     def close(self) -> None:
+        self.prompt_cache.clear()
         self._tokenizer = None
         self._model = None
 
@@ -168,11 +176,17 @@ class LocalLLM:
         start = time.perf_counter()
         prompt = self.prompt_ids(messages, params.max_new_tokens)
         new_limit = min(params.max_new_tokens, self.context_length - len(prompt))
-        generator = og.Generator(self._model, self._search_params(params, len(prompt) + new_limit))
+        needed = len(prompt) + new_limit
+        greedy = params.temperature <= 0  # a kept generator was made greedy: only greedy share them
+        kept = self.prompt_cache.take(prompt, needed) if greedy else None
+        if kept is None:
+            capacity = self.prompt_cache.capacity_for(needed) if greedy else needed
+            kept = Kept(og.Generator(self._model, self._search_params(params, capacity)), prompt, capacity)
+        generator, held = kept.generator, kept.held
         decoder = self._tokenizer.create_stream()
         first_token_at = None
         new_tokens, finish = 0, "length"
-        if not append_prompt(generator, prompt, cancel):
+        if not append_prompt(generator, prompt, cancel, start=held, ends=self.prompt_cache.ends):
             new_limit = 0
             finish = "cancelled"
         while new_tokens < new_limit:
@@ -190,8 +204,10 @@ class LocalLLM:
             piece = decoder.decode(token)
             if piece:
                 yield piece
-        del generator
-        yield self._stats(len(prompt), new_tokens, start, first_token_at, finish)
+        if greedy and finish != "cancelled":  # a cancelled prompt may not be in whole
+            self.prompt_cache.keep(Kept(generator, prompt, kept.capacity))
+        del generator, kept
+        yield self._stats(len(prompt), new_tokens, start, first_token_at, finish, held)
 
     def _search_params(self, params: GenerationParams, max_length: int):
         import onnxruntime_genai as og
@@ -215,7 +231,7 @@ class LocalLLM:
     def _eos_ids(self) -> set[int]:
         return {int(t) for t in self._tokenizer.eos_token_ids}
 
-    def _stats(self, prompt_tokens, new_tokens, start, first_token_at, finish) -> GenerationStats:
+    def _stats(self, prompt_tokens, new_tokens, start, first_token_at, finish, cached=0) -> GenerationStats:
         end = time.perf_counter()
         first = first_token_at or end
         decode_s = end - first
@@ -228,12 +244,20 @@ class LocalLLM:
             total_s=round(end - start, 4),
             finish_reason=finish,
             provider=self.provider or "cpu",
+            cached_tokens=cached,
         )
 
     def _loaded_tokenizer(self):
         if self._tokenizer is None:
             raise GenerationError("The model is not loaded; call load() first.")
         return self._tokenizer
+
+
+def _kv_bytes_per_token(decoder: dict) -> int:
+    """What one token's keys and values take in the KV cache, counted as float32 (an upper
+    bound for a float16 cache)."""
+    heads = decoder.get("num_key_value_heads") or decoder.get("num_attention_heads") or 1
+    return max(1, 2 * 4 * int(decoder.get("num_hidden_layers", 1)) * int(heads) * int(decoder.get("head_size", 1)))
 
 
 def _read_chat_template(model_dir: Path) -> str | None:

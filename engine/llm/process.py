@@ -7,7 +7,7 @@ once and kept for many requests; the caller's thread waits on a pipe, which rele
 Protocol: one JSON object per message, sent with Connection.send_bytes (never pickle).
 
   caller -> child
-    {"op": "load", "model_dir": str, "provider": str, "threads": int | None}
+    {"op": "load", "model_dir": str, "provider": str, "threads": int | None, "prompt_cache_mib": int}
     {"op": "generate", "id": int, "messages": [...], "params": GenerationParams as dict}
     {"op": "count_tokens", "id": int, "text": str}   only for a folder without tokenizer.json
     {"op": "cancel", "id": int}        stops that generation before its next token
@@ -56,10 +56,12 @@ class LLMClient:
     an earlier stream is unfinished cancels that stream first.
     """
 
-    def __init__(self, model_dir: str | Path, provider: str = "auto", threads: int | None = None):
+    def __init__(self, model_dir: str | Path, provider: str = "auto", threads: int | None = None,
+                 prompt_cache_mib: int = 0):
         self.model_dir = Path(model_dir)
         self.requested_provider = provider
         self.threads = threads  # the child's onnxruntime threads; None: its physical cores
+        self.prompt_cache_mib = prompt_cache_mib  # LocalLLM's: recent greedy answers' KV caches kept
         self.provider: str | None = None
         self.context_length = 0
         self.template_overhead = (0, 0)  # what the chat template adds: per chat, per message
@@ -219,7 +221,8 @@ class LLMClient:
         child = _Child.start()
         try:
             child.send({"op": "load", "model_dir": str(self.model_dir),
-                        "provider": self.requested_provider, "threads": self.threads})
+                        "provider": self.requested_provider, "threads": self.threads,
+                        "prompt_cache_mib": self.prompt_cache_mib})
             reply = child.receive()
             if reply["type"] == "error":
                 raise _error_from(reply)
@@ -380,7 +383,8 @@ def _serve_load(conn: Connection, request: dict, llm):
     if llm is not None:
         llm.close()
     try:
-        llm = LocalLLM(request["model_dir"], request.get("provider", "auto"), request.get("threads")).load()
+        llm = LocalLLM(request["model_dir"], request.get("provider", "auto"), request.get("threads"),
+                       request.get("prompt_cache_mib", 0)).load()
     except Exception as exc:
         _send(conn, _error_reply(None, exc))
         return None

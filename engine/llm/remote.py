@@ -212,7 +212,8 @@ class RemoteLLM:
             prompt_tokens=int(prompt), new_tokens=int(new),
             time_to_first_token_s=round(first - tally.start, 4),
             tokens_per_s=round((new - 1) / decode_s, 2) if new > 1 and decode_s > 0 else 0.0,
-            total_s=round(end - tally.start, 4), finish_reason=tally.finish, provider=self.provider)
+            total_s=round(end - tally.start, 4), finish_reason=tally.finish, provider=self.provider,
+            cached_tokens=tally.cached_tokens)
 
     # -- HTTP -----------------------------------------------------------------------------
     def _endpoint(self, route: str) -> str:
@@ -271,6 +272,7 @@ class _Tally:
         self.pieces = 0
         self.prompt_tokens: int | None = None
         self.new_tokens: int | None = None
+        self.cached_tokens = 0  # of the prompt, taken from the engine's cache (llama.cpp, vLLM say so)
         self.finish: str | None = None  # the engine's finish_reason, or "cancelled" by us
 
     def read(self, chunk: dict) -> str:
@@ -278,6 +280,9 @@ class _Tally:
         if isinstance(usage, dict):
             self.prompt_tokens = _whole(usage.get("prompt_tokens"), self.prompt_tokens)
             self.new_tokens = _whole(usage.get("completion_tokens"), self.new_tokens)
+            details = usage.get("prompt_tokens_details")
+            if isinstance(details, dict):
+                self.cached_tokens = _whole(details.get("cached_tokens"), self.cached_tokens)
         choices = chunk.get("choices") or []
         choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
         if choice.get("finish_reason"):

@@ -28,6 +28,7 @@ class ServerConfig:
     engine_model: str | None = None  # the engine's model; None: the first one it lists
     llm_workers: int = 1  # LLM child processes (or requests at once on the engine); one request each
     threads: int | None = None  # cores the LLM processes share; None: the machine's physical cores
+    prompt_cache_mib: int = 256  # recent greedy answers' KV caches the LLM processes keep, shared out
     queue_size: int = 64  # requests that may wait for a free LLM process; more get 429
     queue_timeout_s: float = 300.0  # a request that waited this long gets 503
     api_key: str | None = None
@@ -45,6 +46,8 @@ class ServerConfig:
             raise EngineError(f"--llm-workers must be 1 or more, not {self.llm_workers}.")
         if self.threads is not None and self.threads < 1:
             raise EngineError(f"--threads must be 1 or more, not {self.threads}.")
+        if self.prompt_cache_mib < 0:
+            raise EngineError(f"--prompt-cache-mib must be 0 or more, not {self.prompt_cache_mib}.")
         if self.queue_size < 0:
             raise EngineError(f"The queue size must be 0 or more, not {self.queue_size}.")
         if self.engine_url:

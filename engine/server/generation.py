@@ -111,7 +111,8 @@ class Finished:
     @property
     def usage(self) -> dict:
         prompt, completion = self.stats.prompt_tokens, self.stats.new_tokens
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": self.stats.cached_tokens}}
 
 
 class StopCut:

@@ -60,7 +60,8 @@ class ServerState:
         from engine.llm.process import LLMClient
 
         threads = max(1, (config.threads or physical_cores()) // config.llm_workers)  # the workers share them
-        return lambda: LLMClient(self.llm_folder, config.provider, threads)
+        cache = config.prompt_cache_mib // config.llm_workers  # and the prompt cache
+        return lambda: LLMClient(self.llm_folder, config.provider, threads, cache)
 
     @property
     def model_name(self) -> str:

@@ -215,4 +215,7 @@ def test_the_builtin_model_through_the_openai_client(tmp_path, builtin_llm_dir, 
     assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
     assert (reply.choices[0].finish_reason == "length") == (usage.completion_tokens == 16)
     assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == text
-    assert streamed[-1].usage == usage
+    again = streamed[-1].usage  # the same chat again: its prompt from the cache, the same text
+    assert (again.prompt_tokens, again.completion_tokens) == (usage.prompt_tokens, usage.completion_tokens)
+    assert usage.prompt_tokens_details.cached_tokens == 0
+    assert usage.prompt_tokens - 8 < again.prompt_tokens_details.cached_tokens < usage.prompt_tokens

@@ -69,7 +69,8 @@ def test_chat_completions_are_generated_on_the_engine_and_no_model_process_start
     body = reply.json()
     assert reply.status_code == 200 and body["model"] == MODEL_ID
     assert body["choices"][0]["message"]["content"] == words(5)
-    assert body["usage"] == {"prompt_tokens": 17, "completion_tokens": 5, "total_tokens": 22}  # the engine's counts
+    assert body["usage"] == {"prompt_tokens": 17, "completion_tokens": 5, "total_tokens": 22,  # the engine's counts
+                             "prompt_tokens_details": {"cached_tokens": 0}}
     assert engine.requests[-1]["messages"] == HELLO and engine.requests[-1]["max_tokens"] == 5
     assert all(h.get("Authorization") == "Bearer k1" for h in engine.headers)
 
