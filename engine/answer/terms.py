@@ -30,10 +30,11 @@ _SUFFIXES = ("ing", "ed", "es", "s", "ly")
 
 
 def stem(word: str) -> str:
-    """A crude stem, enough to match 'prints' with 'print' and 'stopped' with 'stop'."""
+    """A crude stem, enough to match 'prints' with 'print' and 'stopped' with 'stop'; its
+    ly is an adverb's, not that of 'supply' or 'assembly' (once cut to 'sup')."""
     word = word.casefold()
     for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4 and not word.endswith(("ply", "bly")):
             word = word[:-len(suffix)]
             if word[-1] == word[-2] and word[-1] not in "aeiouls":  # stopped -> stop
                 word = word[:-1]

@@ -61,6 +61,7 @@ def passage(text: str, similarity: float = 0.5, pages: tuple[int, ...] = (1,),
     ("prints", "print"), ("Printing", "print"), ("printed", "print"), ("stopped", "stop"),
     ("running", "run"), ("filters", "filter"), ("filled", "fill"), ("calls", "call"),
     ("slowly", "slow"), ("pumps", "pump"), ("gas", "gas"), ("uses", "uses"), ("4711", "4711"),
+    ("supply", "supply"), ("assembly", "assembly"),  # not an adverb's ly: "sup" would find no supply
 ])
 def test_stem_cuts_common_endings_of_long_enough_words(word, expected):
     assert stem(word) == expected
