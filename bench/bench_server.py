@@ -19,7 +19,8 @@ of the server and its child processes is sampled from /proc throughout.
 Servers: `ours-wW` is `offline-assistant-cli serve --llm-workers W`; `ours-wW-tT` is the same
 with the model's genai_config.json session_options.intra_op_num_threads = T (a patched copy of
 the prepared model in bench/.cache); `-nocache` runs ours with --prompt-cache-mib 0 (every prompt
-computed whole); `llama.cpp` is `python -m llama_cpp.server` on the same
+computed whole); `-sS` runs it with --llm-streams S (requests each process answers at once);
+`llama.cpp` is `python -m llama_cpp.server` on the same
 GGUF with --n_threads 2 (and --interrupt_requests False: by default it cuts the running stream
 short whenever another request waits); `llama-server-npN` is llama.cpp's own C++ server (built by
 `make llama-server-native` into bench/.cache/llama-server) with N slots decoded together
@@ -207,7 +208,8 @@ class Server:
                 self.process.wait()
 
 
-def ours(name: str, workers: int, threads: int | None, data_dir: Path, cache_prompt: bool = True) -> Server:
+def ours(name: str, workers: int, threads: int | None, data_dir: Path, cache_prompt: bool = True,
+         streams: int | None = None) -> Server:
     if threads is not None:
         data_dir = threaded_data_dir(data_dir, threads)
     port = free_port()
@@ -215,6 +217,8 @@ def ours(name: str, workers: int, threads: int | None, data_dir: Path, cache_pro
                "--llm-workers", str(workers), "--queue-size", "128", "--log-level", "warning"]
     if not cache_prompt:
         command += ["--prompt-cache-mib", "0"]
+    if streams is not None:
+        command += ["--llm-streams", str(streams)]
     return Server(name, command, port=port)
 
 
@@ -286,10 +290,11 @@ def install_llama_server() -> None:
 
 
 def parse_server(spec: str, data_dir: Path, llama_python: Path | None, gguf: Path) -> Server:
-    match = re.fullmatch(r"ours-w(\d+)(?:-t(\d+))?(-nocache)?", spec)
+    match = re.fullmatch(r"ours-w(\d+)(?:-s(\d+))?(?:-t(\d+))?(-nocache)?", spec)
     if match:
-        threads = int(match[2]) if match[2] else None
-        return ours(spec, int(match[1]), threads, data_dir, cache_prompt=not match[3])
+        threads = int(match[3]) if match[3] else None
+        return ours(spec, int(match[1]), threads, data_dir, cache_prompt=not match[4],
+                    streams=int(match[2]) if match[2] else None)
     match = re.fullmatch(r"llama-server-np(\d+)(?:-t(\d+))?(-nocache)?", spec)
     if match:
         return llama_server(spec, int(match[1]), gguf, cache_prompt=not match[3],
@@ -299,7 +304,7 @@ def parse_server(spec: str, data_dir: Path, llama_python: Path | None, gguf: Pat
             raise SystemExit("llama.cpp: no Python with llama_cpp.server (give --llama-python "
                              "or --install).")
         return llama_cpp(spec, llama_python, gguf, interrupt=spec != "llama.cpp")
-    raise SystemExit(f"unknown server {spec!r}: ours-wW[-tT][-nocache], llama-server-npN[-tT][-nocache], llama.cpp "
+    raise SystemExit(f"unknown server {spec!r}: ours-wW[-sS][-tT][-nocache], llama-server-npN[-tT][-nocache], llama.cpp "
                      f"or llama.cpp-interrupting (its default --interrupt_requests True)")
 
 
@@ -776,7 +781,9 @@ def peer_section(report: dict) -> str:
         f"one request at a time; `ours-wW`: `serve --llm-workers W`, its processes keeping recent "
         f"greedy prompts' KV caches (`--prompt-cache-mib`, 256 shared by the processes by default: a chat "
         f"that comes round again computes its answer's header only, and its text is the same); "
-        f"`ours-wW-nocache`: `--prompt-cache-mib 0`, every prompt computed whole. Prompt tokens per request "
+        f"`ours-wW-nocache`: `--prompt-cache-mib 0`, every prompt computed whole; `-sS`: `--llm-streams S`, "
+        f"the requests each process answers at once, a token of each in turn (default 2; 1: one "
+        f"request at a time, as before). Prompt tokens per request "
         f"(median, from the usage chunk): {prompts or 'none reported'}.\n\n"
         f"{table(levels, names, results, load=True)}\n"
         f"The best of ours at each level against llama-server (ratios of medians; above 1x ours "

@@ -123,7 +123,7 @@ class _PoolGauges:
     def collect(self):
         for name, text, read in (
                 ("queue_length", "Requests waiting for a free LLM process.", lambda p: p.waiting),
-                ("llm_busy", "LLM processes serving a request now.", lambda p: p.running),
+                ("llm_busy", "Requests the LLM processes answer now (each takes up to --llm-streams).", lambda p: p.running),
                 ("llm_workers", "LLM processes the server runs (--llm-workers).", lambda p: p.workers)):
             yield GaugeMetricFamily(f"{PREFIX}_{name}", text, value=read(self._pool))
 

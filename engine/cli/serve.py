@@ -38,6 +38,9 @@ def add_commands(commands) -> None:
                        help=f"model processes answering at once (default: {DEFAULT_WORKERS}; each takes the "
                             "model's memory, about 310 MiB for the built-in one); with an engine, "
                             "the requests sent to it at once")
+    serve.add_argument("--llm-streams", type=int, default=2, metavar="N",
+                       help="requests each model process answers at once, taking turns a token at a "
+                            "time, so that a request starts without waiting for another to end (default: 2)")
     serve.add_argument("--threads", type=int, default=None, metavar="N",
                        help="cores the model processes share (default: the machine's physical cores); "
                             "give each of several servers on one machine its part")
@@ -67,7 +70,8 @@ def server_config(args):
     return ServerConfig(
         paths, host=args.host, port=args.port, provider=args.provider,
         engine_url=url, engine_key=key, engine_model=model,
-        llm_workers=args.llm_workers, threads=args.threads, queue_size=args.queue_size,
+        llm_workers=args.llm_workers, llm_streams=args.llm_streams, threads=args.threads,
+        queue_size=args.queue_size,
         prompt_cache_mib=args.prompt_cache_mib,
         api_key=args.api_key or os.environ.get(API_KEY_ENV) or None, collection=args.collection,
         max_new_tokens=args.max_new_tokens, cors_origins=tuple(args.cors_origin), model_name=args.model or "")

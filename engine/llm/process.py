@@ -20,7 +20,10 @@ Protocol: one JSON object per message, sent with Connection.send_bytes (never pi
     {"type": "count", "id": int, "tokens": int}
     {"type": "error", "id": int | None, "error": EngineError subclass name, "message": str}
 
-One request runs at a time; the caller reads a request's replies to its "done" or "error".
+The child takes several generations at a time, and they take turns a piece at a time. The app
+sends one at a time (a new request cancels an unfinished one); a server's pool leases each
+process to `streams` requests at once, from as many threads. Each thread reads the replies of its
+own request: whichever waits reads the pipe for all, and leaves each reply with its request.
 
 Tokens are counted in the caller with the folder's tokenizer.json (engine.llm.tokens), which
 gives the model's own counts, so building a prompt costs no trip through the pipe. The caller
@@ -33,7 +36,9 @@ import dataclasses
 import itertools
 import json
 import os
+import threading
 import traceback
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -52,16 +57,19 @@ _POLL_S = 0.02  # how often a waiting caller looks at its cancel flag
 class LLMClient:
     """Same API as LocalLLM; the model runs in a child process that is restarted if it dies.
 
-    Use it from one thread at a time (the app's LLM worker thread). Starting a request while
-    an earlier stream is unfinished cancels that stream first.
+    With streams=1 (the app's), use it from one thread at a time: starting a request while an
+    earlier stream is unfinished cancels that stream first. With more (a server's pool), up to
+    that many threads stream at once, and the child answers them in turns.
     """
 
     def __init__(self, model_dir: str | Path, provider: str = "auto", threads: int | None = None,
-                 prompt_cache_mib: int = 0):
+                 prompt_cache_mib: int = 0, streams: int = 1):
         self.model_dir = Path(model_dir)
         self.requested_provider = provider
         self.threads = threads  # the child's onnxruntime threads; None: its physical cores
         self.prompt_cache_mib = prompt_cache_mib  # LocalLLM's: recent greedy answers' KV caches kept
+        # requests at once, from as many threads (a server's); 1: a new one cancels an unfinished one
+        self.streams = streams
         self.provider: str | None = None
         self.context_length = 0
         self.template_overhead = (0, 0)  # what the chat template adds: per chat, per message
@@ -69,7 +77,8 @@ class LLMClient:
         self._child: _Child | None = None
         self._loaded = False
         self._ids = itertools.count(1)
-        self._active: _Request | None = None  # the request whose replies are still coming
+        self._active: _Request | None = None  # streams == 1: the request whose replies are still coming
+        self._lock = threading.Lock()  # the child's restart and the active request, among threads
 
     @property
     def pid(self) -> int | None:
@@ -82,9 +91,10 @@ class LLMClient:
 
     # -- lifetime -------------------------------------------------------------------------
     def load(self) -> "LLMClient":
-        if self._loaded and self._child is not None and self._child.alive():
-            return self
-        self._restart()
+        with self._lock:  # a server's threads lease one client at once
+            if self._loaded and self._child is not None and self._child.alive():
+                return self
+            self._restart()
         if self.token_counter is None:
             self.token_counter = TokenCounter.from_folder(self.model_dir)
         self._loaded = True
@@ -152,11 +162,8 @@ class LLMClient:
                         "params": params.to_dict()})
             while True:
                 if request.superseded:
-                    finished = True
                     raise GenerationError("This answer was stopped: a newer request started.")
-                reply = child.receive(request.forward_cancel)
-                if reply.get("id") != request.id:
-                    continue  # a late reply to an abandoned request
+                reply = child.receive(request.id, request.forward_cancel)
                 if reply["type"] == "piece":
                     if not request.forward_cancel():
                         yield reply["text"]
@@ -172,39 +179,42 @@ class LLMClient:
             raise
         finally:
             if not finished:
-                self._abandon(child, request)
+                self._abandon(request)
             self._end(request)
 
     def _call(self, request: "_Request", message: dict) -> dict:
         """A request with a single reply."""
         try:
             request.child.send(message)
-            while True:
-                reply = request.child.receive()
-                if reply.get("id") != request.id:
-                    continue
-                if reply["type"] == "error":
-                    raise _error_from(reply)
-                return reply
+            reply = request.child.receive(request.id)
+            if reply["type"] == "error":
+                raise _error_from(reply)
+            return reply
         except EngineProcessError:
             self._forget(request.child)
             raise
 
     def _begin(self, cancel: CancelFlag | None) -> "_Request":
-        """A new request; an unfinished earlier stream is cancelled and left to end."""
-        earlier, self._active = self._active, None
+        """A new request; with one stream, an unfinished earlier one is cancelled and left to end."""
+        with self._lock:
+            earlier, self._active = self._active, None
         if earlier is not None:
             try:
                 earlier.supersede()
             except EngineProcessError:
                 self._forget(earlier.child)  # restarted below
-        request = _Request(self._ready_child(), next(self._ids), cancel)
-        self._active = request
+        with self._lock:
+            request = _Request(self._ready_child(), next(self._ids), cancel)
+            if self.streams == 1:
+                self._active = request
+        request.child.expect(request.id)
         return request
 
     def _end(self, request: "_Request") -> None:
-        if self._active is request:
-            self._active = None
+        request.child.forget(request.id)
+        with self._lock:
+            if self._active is request:
+                self._active = None
 
     # -- the child ------------------------------------------------------------------------
     def _ready_child(self) -> "_Child":
@@ -223,7 +233,7 @@ class LLMClient:
             child.send({"op": "load", "model_dir": str(self.model_dir),
                         "provider": self.requested_provider, "threads": self.threads,
                         "prompt_cache_mib": self.prompt_cache_mib})
-            reply = child.receive()
+            reply = child.receive(None)
             if reply["type"] == "error":
                 raise _error_from(reply)
         except BaseException:
@@ -234,25 +244,20 @@ class LLMClient:
         self.template_overhead = tuple(int(n) for n in reply["template_overhead"])
         self._child = child
 
-    def _abandon(self, child: "_Child", request: "_Request") -> None:
-        """The consumer stopped early: stop the child's work and read up to its end, so the
-        pipe is clean for the next request."""
-        if request.superseded:
-            return  # the newer request reads past its replies
+    def _abandon(self, request: "_Request") -> None:
+        """The consumer stopped early: the child stops that generation before its next token;
+        its last replies are dropped as they come (_end forgets the request)."""
         try:
             request.send_cancel()
-            while True:
-                reply = child.receive()
-                if reply.get("id") == request.id and reply["type"] in ("done", "error"):
-                    return
         except EngineProcessError:
-            self._forget(child)  # the next request starts a fresh child
+            self._forget(request.child)  # the next request starts a fresh child
 
     def _forget(self, child: "_Child") -> None:
-        if self._child is child:
-            self._child = None
-        if self._active is not None and self._active.child is child:
-            self._active = None
+        with self._lock:
+            if self._child is child:
+                self._child = None
+            if self._active is not None and self._active.child is child:
+                self._active = None
         child.stop()
 
 
@@ -287,7 +292,16 @@ class _Request:
 
 
 class _Child(JsonChild):
-    """The model's process, with the caller's errors."""
+    """The model's process, with the caller's errors, and the replies of its requests kept apart
+    for the threads that wait on them."""
+
+    def __init__(self, process, conn: Connection):
+        super().__init__(process, conn)
+        self._replies: dict[int | None, deque] = {None: deque()}  # request id -> its replies not read yet
+        self._turns = threading.Condition()  # guards _replies, _reading, _lost
+        self._reading = False  # a thread is reading the pipe for all
+        self._lost: EngineProcessError | None = None
+        self._sending = threading.Lock()
 
     @classmethod
     def start(cls) -> "_Child":
@@ -299,22 +313,53 @@ class _Child(JsonChild):
     def send(self, message: dict) -> None:
         self._require_open()
         try:
-            super().send(message)
+            with self._sending:
+                super().send(message)
         except ChildDied as died:
             raise _lost(died) from died
 
-    def receive(self, on_wait: Callable[[], object] | None = None) -> dict:
-        """The next message; calls on_wait every _POLL_S while waiting (GIL released)."""
-        self._require_open()
-        while True:
-            if on_wait is not None:
-                on_wait()
-            try:
-                reply = self.poll(_POLL_S)
-            except ChildDied as died:
-                raise _lost(died) from died
-            if reply is not None:
-                return reply
+    def expect(self, request_id: int) -> None:
+        with self._turns:
+            self._replies.setdefault(request_id, deque())
+
+    def forget(self, request_id: int) -> None:
+        """Its replies still to come are dropped."""
+        with self._turns:
+            self._replies.pop(request_id, None)
+
+    def receive(self, request_id: int | None, on_wait: Callable[[], object] | None = None) -> dict:
+        """The next reply to `request_id` (None: to a load); calls on_wait every _POLL_S while
+        waiting (GIL released). The waiting threads take turns reading the pipe for all."""
+        with self._turns:
+            while True:
+                if on_wait is not None:
+                    on_wait()
+                self._require_open()
+                if self._replies.get(request_id):
+                    return self._replies[request_id].popleft()
+                if self._lost is not None:
+                    raise self._lost
+                if self._reading:
+                    self._turns.wait(_POLL_S)
+                else:
+                    self._read_for_all()
+
+    def _read_for_all(self) -> None:
+        """One look at the pipe, the lock let go meanwhile; the reply goes to its request."""
+        self._reading = True
+        self._turns.release()
+        reply = lost = None
+        try:
+            reply = self.poll(_POLL_S)
+        except ChildDied as died:
+            lost = _lost(died)
+        finally:
+            self._turns.acquire()
+            self._reading = False
+            self._turns.notify_all()
+        self._lost = self._lost or lost
+        if reply is not None and reply.get("id") in self._replies:
+            self._replies[reply.get("id")].append(reply)
 
 
     def _require_open(self) -> None:
@@ -346,35 +391,35 @@ def _error_from(reply: dict) -> EngineError:
 
 # -- child side ---------------------------------------------------------------------------
 def child_main(conn: Connection) -> None:
-    """The child's loop: serve requests until told to close or the caller goes away."""
+    """The child's loop: serve requests until told to close or the caller goes away. The
+    generations under way take turns a piece at a time, so a request that comes while others
+    are answered starts at once (the server's processes take several at a time)."""
     quiet_child()
     llm = None
+    inbox = _Inbox(conn)
+    streams: dict[int, _Stream] = {}
     try:
-        while True:
-            try:
-                request = _receive(conn)
-            except EOFError:
-                return
-            op = request.get("op")
-            if op == "close":
-                return
-            if op == "load":
-                llm = _serve_load(conn, request, llm)
-            elif op == "generate":
-                if _serve_generate(conn, llm, request):
-                    return
-            elif op == "count_tokens":
-                _serve_count(conn, llm, request)
-            # a "cancel" that arrives after its generation ended needs nothing
+        while not inbox.closing:
+            inbox.read(block=not streams)
+            while inbox.waiting and not inbox.closing:
+                request = inbox.waiting.popleft()
+                op = request.get("op")
+                if op == "load":
+                    llm = _serve_load(conn, request, llm)
+                elif op == "generate":
+                    streams[request["id"]] = _Stream(llm, request, _Flag(inbox, request["id"]))
+                elif op == "count_tokens":
+                    _serve_count(conn, llm, request)
+            for request_id in list(streams):
+                if not inbox.closing and not streams[request_id].step(conn):
+                    del streams[request_id]
+                    inbox.cancelled.discard(request_id)
     except OSError:
         return  # the caller's end is gone: nobody is left to answer
     finally:
         if llm is not None:
             llm.close()
         conn.close()
-
-
-
 
 
 def _serve_load(conn: Connection, request: dict, llm):
@@ -393,22 +438,33 @@ def _serve_load(conn: Connection, request: dict, llm):
     return llm
 
 
-def _serve_generate(conn: Connection, llm, request: dict) -> bool:
-    """Streams one answer. Returns True when the caller asked the child to close meanwhile."""
-    request_id = request["id"]
-    flag = _PipeCancel(conn, request_id)
-    try:
+class _Stream:
+    """One generation, advanced a piece at a time."""
+
+    def __init__(self, llm, request: dict, cancel: "_Flag"):
+        self.id = request["id"]
+        self._error: Exception | None = None
         if llm is None:
-            raise GenerationError("The model is not loaded; call load() first.")
-        stream = llm.stream(request["messages"], cancel=flag, **request["params"])
-        for piece in stream:
-            _send(conn, {"type": "piece", "id": request_id, "text": piece})
-        _send(conn, {"type": "done", "id": request_id, "stats": stream.stats.to_dict()})
-    except OSError:
-        raise
-    except Exception as exc:
-        _send(conn, _error_reply(request_id, exc))
-    return flag.closing
+            self._error = GenerationError("The model is not loaded; call load() first.")
+            return
+        self._stream = llm.stream(request["messages"], cancel=cancel, **request["params"])
+        self._pieces = iter(self._stream)
+
+    def step(self, conn: Connection) -> bool:
+        """Sends the next piece; False once the generation ended (its done or error sent)."""
+        if self._error is None:
+            try:
+                _send(conn, {"type": "piece", "id": self.id, "text": next(self._pieces)})
+                return True
+            except StopIteration:
+                _send(conn, {"type": "done", "id": self.id, "stats": self._stream.stats.to_dict()})
+                return False
+            except OSError:
+                raise
+            except Exception as exc:
+                self._error = exc
+        _send(conn, _error_reply(self.id, self._error))
+        return False
 
 
 def _serve_count(conn: Connection, llm, request: dict) -> None:
@@ -422,25 +478,48 @@ def _serve_count(conn: Connection, llm, request: dict) -> None:
     _send(conn, {"type": "count", "id": request["id"], "tokens": tokens})
 
 
-class _PipeCancel:
-    """Checked once per token: a message from the caller during a generation means stop."""
+class _Inbox:
+    """The caller's messages, read whenever the child looks: between tokens and between a
+    prompt's pieces. A cancel or a close takes effect at once; the rest wait for the loop."""
 
-    def __init__(self, conn: Connection, request_id: int):
+    def __init__(self, conn: Connection):
         self._conn = conn
-        self._id = request_id
-        self._set = False
+        self.waiting: deque[dict] = deque()
+        self.cancelled: set = set()
         self.closing = False
 
+    def read(self, block: bool = False) -> None:
+        if block and not self.waiting:
+            self._take(self._next())
+        while not self.closing and self._conn.poll():
+            self._take(self._next())
+
+    def _next(self) -> dict:
+        try:
+            return _receive(self._conn)
+        except EOFError:
+            return {"op": "close"}  # the caller is gone
+
+    def _take(self, message: dict) -> None:
+        op = message.get("op")
+        if op == "cancel":
+            self.cancelled.add(message.get("id"))
+        elif op == "close":
+            self.closing = True
+        else:
+            self.waiting.append(message)
+
+
+class _Flag:
+    """A generation's cancel flag: set by a cancel of its request, or by the child closing."""
+
+    def __init__(self, inbox: _Inbox, request_id: int):
+        self._inbox = inbox
+        self._id = request_id
+
     def is_set(self) -> bool:
-        while not self._set and self._conn.poll():
-            try:
-                message = _receive(self._conn)
-            except EOFError:
-                message = {"op": "close"}  # the caller is gone
-            if message.get("op") == "close":
-                self.closing = True
-            self._set = self.closing or message.get("id") == self._id
-        return self._set
+        self._inbox.read()
+        return self._inbox.closing or self._id in self._inbox.cancelled
 
 
 def _error_reply(request_id: int | None, exc: Exception) -> dict:

@@ -26,7 +26,8 @@ class ServerConfig:
     engine_url: str | None = None
     engine_key: str | None = field(default=None, repr=False)  # never in a log
     engine_model: str | None = None  # the engine's model; None: the first one it lists
-    llm_workers: int = 1  # LLM child processes (or requests at once on the engine); one request each
+    llm_workers: int = 1  # LLM child processes (or requests at once on the engine)
+    llm_streams: int = 2  # requests each LLM process answers at once, taking turns token by token
     threads: int | None = None  # cores the LLM processes share; None: the machine's physical cores
     prompt_cache_mib: int = 256  # recent greedy answers' KV caches the LLM processes keep, shared out
     queue_size: int = 64  # requests that may wait for a free LLM process; more get 429
@@ -44,6 +45,8 @@ class ServerConfig:
     def __post_init__(self):
         if self.llm_workers < 1:
             raise EngineError(f"--llm-workers must be 1 or more, not {self.llm_workers}.")
+        if self.llm_streams < 1:
+            raise EngineError(f"--llm-streams must be 1 or more, not {self.llm_streams}.")
         if self.threads is not None and self.threads < 1:
             raise EngineError(f"--threads must be 1 or more, not {self.threads}.")
         if self.prompt_cache_mib < 0:

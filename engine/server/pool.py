@@ -1,4 +1,5 @@
-"""LLMPool: N LLM child processes, and a bounded queue of requests waiting for one.
+"""LLMPool: N LLM child processes, each answering up to `streams` requests at once (taking
+turns a piece at a time), and a bounded queue of requests waiting for a place on one.
 
     ticket = pool.admit()        # in the event loop: QueueFull at once when the queue is full
     with ticket.lease(cancel) as slot:   # in a worker thread: waits for a free process
@@ -55,14 +56,16 @@ class Slot:
 
 class LLMPool:
     def __init__(self, make_llm: Callable[[], object], workers: int = 1, queue_size: int = 64,
-                 queue_timeout_s: float = 300.0, retried_at_lease: tuple[type[Exception], ...] = ()):
+                 queue_timeout_s: float = 300.0, retried_at_lease: tuple[type[Exception], ...] = (),
+                 streams: int = 1):
         self._make_llm = make_llm
         self._retried_at_lease = retried_at_lease  # load errors that leave the slot to its next lease
         self.workers = workers
+        self.streams = streams  # requests a slot answers at once
         self.queue_size = queue_size
         self.queue_timeout_s = queue_timeout_s
         self._slots: list[Slot] = []
-        self._free: list[Slot] = []
+        self._leases: dict[int, int] = {}  # slot index -> requests it answers now
         self._admitted = 0  # running and waiting
         self._waiters: deque = deque()  # leases waiting for a slot, first come first served
         self._lock = threading.Condition()
@@ -79,7 +82,7 @@ class LLMPool:
                     raise PoolClosed("The server is stopping.")
                 slot = Slot(index, llm)
                 self._slots.append(slot)
-                self._free.append(slot)
+                self._leases[index] = 0
                 self._lock.notify_all()  # the waiter first in line is the one that takes it
         return self
 
@@ -95,7 +98,7 @@ class LLMPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            slots, self._slots, self._free = self._slots, [], []
+            slots, self._slots, self._leases = self._slots, [], {}
             self._lock.notify_all()
         for slot in slots:
             slot.llm.close()
@@ -123,41 +126,47 @@ class LLMPool:
     # -- the queue ------------------------------------------------------------------------
     @property
     def running(self) -> int:
+        """Requests a process answers now."""
         with self._lock:
-            return len(self._slots) - len(self._free)
+            return sum(self._leases.values())
 
     @property
     def waiting(self) -> int:
         """Requests admitted that have no process yet: the queue's length."""
         with self._lock:
-            return max(0, self._admitted - (len(self._slots) - len(self._free)))
+            return max(0, self._admitted - sum(self._leases.values()))
 
     def admit(self) -> Ticket:
         """A place in the queue, or QueueFull at once. Never blocks."""
         with self._lock:
             if self._closed:
                 raise PoolClosed("The server is stopping.")
-            if self._admitted >= self.workers + self.queue_size:
+            if self._admitted >= self.workers * self.streams + self.queue_size:
                 raise QueueFull(f"All {self.workers} model processes are busy and {self.queue_size} "
                                 "requests are waiting; try again in a moment.")
             self._admitted += 1
         return Ticket(self)
 
     def _take(self, cancel) -> Slot:
-        """The next free slot, in the order the leases asked (without that, a late request
-        could overtake one that has waited long, and p95 waits would grow)."""
+        """The least busy slot with room, in the order the leases asked (without that, a late
+        request could overtake one that has waited long, and p95 waits would grow)."""
         deadline = time.monotonic() + self.queue_timeout_s
         me = object()
         with self._lock:
             self._waiters.append(me)
             try:
-                while not (self._free and self._waiters[0] is me):
+                while not (self._waiters[0] is me and (slot := self._least_busy()) is not None):
                     self._check_waiting(cancel, deadline)
                     self._lock.wait(min(max(deadline - time.monotonic(), 0.0), 0.05))
-                return self._free.pop(0)
+                self._leases[slot.index] += 1
+                return slot
             finally:
                 self._waiters.remove(me)
-                self._lock.notify_all()  # the next in line may take the next free slot
+                self._lock.notify_all()  # the next in line may take the next place
+
+    def _least_busy(self) -> Slot | None:
+        room = [slot for slot in self._slots if self._leases[slot.index] < self.streams]
+        return min(room, key=lambda slot: self._leases[slot.index]) if room else None
 
     def _check_waiting(self, cancel, deadline: float) -> None:
         if self._closed:
@@ -172,7 +181,7 @@ class LLMPool:
         with self._lock:
             self._admitted -= 1
             if slot is not None and not self._closed:
-                self._free.append(slot)
+                self._leases[slot.index] -= 1
                 self._lock.notify_all()  # the waiter first in line is the one that takes it
 
 

@@ -37,8 +37,9 @@ class ServerState:
         self.paths = config.paths
         self.llm_folder = None if config.engine_url else Path(llm_folder)  # a remote engine needs none
         retried = (RemoteEngineError,) if config.engine_url else ()
+        streams = 1 if config.engine_url else config.llm_streams  # an engine's slot sends one at a time
         self.pool = LLMPool(make_llm or self._llm_maker(), config.llm_workers, config.queue_size,
-                            config.queue_timeout_s, retried_at_lease=retried)
+                            config.queue_timeout_s, retried_at_lease=retried, streams=streams)
         self.metrics = Metrics(self.pool)  # with the server's families: requests, queue
         self.embedder = None
         self._given_embedder = embedder  # a loaded one (tests); None: the built-in one, loaded here
@@ -61,7 +62,7 @@ class ServerState:
 
         threads = max(1, (config.threads or physical_cores()) // config.llm_workers)  # the workers share them
         cache = config.prompt_cache_mib // config.llm_workers  # and the prompt cache
-        return lambda: LLMClient(self.llm_folder, config.provider, threads, cache)
+        return lambda: LLMClient(self.llm_folder, config.provider, threads, cache, config.llm_streams)
 
     @property
     def model_name(self) -> str:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import EngineProcessError, GenerationError, ModelError
 from engine.encoders.onnx_session import physical_cores
+from engine.errors import EngineProcessError, GenerationError, ModelError
 from engine.llm.local import PREFILL_CHUNK, LocalLLM, append_prompt
 from engine.llm.process import LLMClient, _Child
 from engine.llm.tokens import TokenCounter
@@ -281,6 +281,33 @@ def test_the_child_runs_on_the_threads_asked_for(tiny_llm_dir):
         with LLMClient(tiny_llm_dir, provider="cpu", threads=threads) as client:
             counts[threads] = _threads(client.pid)
     assert counts[3] - counts[1] == 2
+
+
+def test_a_client_with_two_streams_answers_two_threads_at_once_token_by_token(tiny_llm_dir):
+    """A server's process takes two requests at once: both start before either ends, and each
+    gets the text it gets alone."""
+    chats = [FRANCE, STORY]
+    with LLMClient(tiny_llm_dir, provider="cpu", streams=2) as client:
+        alone = [client.generate(chat, max_new_tokens=48, temperature=0).text for chat in chats]
+        events: list[tuple[int, str]] = []
+        texts: dict[int, str] = {}
+
+        def answer(n: int) -> None:
+            pieces = []
+            for piece in client.stream(chats[n], max_new_tokens=48, temperature=0):
+                events.append((n, "piece"))
+                pieces.append(piece)
+            events.append((n, "done"))
+            texts[n] = "".join(pieces)
+
+        threads = [threading.Thread(target=answer, args=(n,)) for n in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert [texts[0], texts[1]] == alone
+    first_done = min(events.index((n, "done")) for n in (0, 1))
+    assert {n for n, kind in events[:first_done] if kind == "piece"} == {0, 1}  # interleaved
 
 
 def test_a_stream_left_unfinished_is_cancelled_by_the_next_request(tiny):

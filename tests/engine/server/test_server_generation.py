@@ -128,7 +128,8 @@ def test_a_malformed_request_gets_422_with_a_message(client, body, problem):
 
 
 def test_a_full_queue_gets_429_with_retry_after_at_once(client):
-    held = state_of(client).pool.admit()  # the one process is taken and the queue holds none
+    pool = state_of(client).pool  # every place on the one process is taken and the queue holds none
+    held = [pool.admit() for _ in range(pool.workers * pool.streams)]
     try:
         for route, body in (("/generate", {"prompt": "Hello"}), ("/stream_generate", {"prompt": "Hello"}),
                             ("/v1/chat/completions", {"messages": HELLO})):
@@ -137,7 +138,8 @@ def test_a_full_queue_gets_429_with_retry_after_at_once(client):
             assert int(reply.headers["Retry-After"]) > 0
             assert reply.json()["error"]["type"] == "rate_limit_error"
     finally:
-        held.release_unused()
+        for ticket in held:
+            ticket.release_unused()
     assert client.post("/generate", json={"prompt": "Hello", "max_new_tokens": 2}).status_code == 200
 
 

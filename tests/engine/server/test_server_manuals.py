@@ -111,7 +111,7 @@ def test_a_queued_question_shows_its_lead_at_once_and_keeps_its_stream_alive(cli
 
     def hold_every_slot():
         with contextlib.ExitStack() as leases:
-            for _ in range(pool.workers):
+            for _ in range(pool.workers * pool.streams):
                 leases.enter_context(pool.admit().lease())
             held.set()
             release.wait(10)

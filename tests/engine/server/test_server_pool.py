@@ -93,6 +93,27 @@ def test_leases_take_the_free_slots_then_a_waiter_gets_the_next_one_freed(pool):
     eventually(lambda: pool.running == 0)
 
 
+def test_with_two_streams_each_process_takes_two_requests_the_least_busy_first():
+    pool = LLMPool(Process, workers=2, queue_size=1, streams=2).load()
+    try:
+        tickets = [pool.admit() for _ in range(5)]  # 2 processes x 2 streams + 1 waiting
+        with pytest.raises(QueueFull):
+            pool.admit()
+        holders = [lease_in_thread(t) for t in tickets[:4]]
+        eventually(lambda: pool.running == 4)
+        assert sorted(held["slot"] for _, held in holders) == [0, 0, 1, 1]  # spread, not stacked
+        waiter, outcome = lease_in_thread(tickets[4])
+        eventually(lambda: pool.waiting == 1)
+        holders[2][1]["release"].set()
+        eventually(lambda: "slot" in outcome)
+        assert outcome["slot"] == holders[2][1]["slot"]
+        for _, held in [*holders, (waiter, outcome)]:
+            held["release"].set()
+        eventually(lambda: pool.running == 0)
+    finally:
+        pool.close()
+
+
 def test_waiters_are_served_in_the_order_they_came():
     pool = LLMPool(Process, workers=1, queue_size=3).load()
     try:
