@@ -37,7 +37,8 @@ class ServerState:
         self.paths = config.paths
         self.llm_folder = None if config.engine_url else Path(llm_folder)  # a remote engine needs none
         retried = (RemoteEngineError,) if config.engine_url else ()
-        streams = 1 if config.engine_url else config.llm_streams  # an engine's slot sends one at a time
+        # only our own model processes take several requests at once (an engine's slot sends one)
+        streams = config.llm_streams if make_llm is None and not config.engine_url else 1
         self.pool = LLMPool(make_llm or self._llm_maker(), config.llm_workers, config.queue_size,
                             config.queue_timeout_s, retried_at_lease=retried, streams=streams)
         self.metrics = Metrics(self.pool)  # with the server's families: requests, queue

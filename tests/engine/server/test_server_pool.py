@@ -223,3 +223,4 @@ def test_the_model_processes_share_the_cores(tmp_path, tiny_llm_dir, workers, th
     llm = ServerState(config, tiny_llm_dir).pool._make_llm()
     assert isinstance(llm, LLMClient)
     assert llm.threads == max(1, (threads or physical_cores()) // workers)
+    assert llm.streams == config.llm_streams == ServerState(config, tiny_llm_dir).pool.streams
