@@ -406,8 +406,8 @@ def child_main(conn: Connection) -> None:
                 op = request.get("op")
                 if op == "load":
                     llm = _serve_load(conn, request, llm)
-                elif op == "generate":
-                    streams[request["id"]] = _Stream(llm, request, _Flag(inbox, request["id"]))
+                elif op == "generate":  # first in turn: its prompt goes in before the others' next tokens
+                    streams = {request["id"]: _Stream(llm, request, _Flag(inbox, request["id"])), **streams}
                 elif op == "count_tokens":
                     _serve_count(conn, llm, request)
             for request_id in list(streams):
