@@ -386,9 +386,6 @@ def _error_from(reply: dict) -> EngineError:
         return EngineError(message)
 
 
-
-
-
 # -- child side ---------------------------------------------------------------------------
 def child_main(conn: Connection) -> None:
     """The child's loop: serve requests until told to close or the caller goes away. The

@@ -17,7 +17,7 @@ fresh generator on the built-in model, 20 of 20 prompts of 120-1,400 tokens.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # The prompt goes in by pieces of at most this many tokens, as llama.cpp's batches do: attention's
 # scratch grows with piece x context, not prompt x context, and a cancel is seen between
@@ -48,6 +48,7 @@ class Kept:
     prompt: list[int]
     capacity: int  # the tokens it was sized for (its max_length)
     held: int = 0  # when taken: the prompt's first tokens it holds, rewound to their end
+    cuts: list[int] = field(default_factory=list)  # the prompt's, worked out once when kept
 
 
 class PromptCache:
@@ -75,8 +76,8 @@ class PromptCache:
         new generator: taking it would overwrite what it holds."""
         best, held, whole = None, 0, False
         for kept in self._kept:
-            shared = self._shared(kept.prompt, prompt) if kept.capacity >= needed else 0
-            all_of_it = shared >= self._last_cut(kept.prompt)
+            shared = _shared(kept, prompt) if kept.capacity >= needed else 0
+            all_of_it = shared >= (kept.cuts[-1] if kept.cuts else 0)
             if shared and (shared, all_of_it) > (held, whole):
                 best, held, whole = kept, shared, all_of_it
         if best is None or (not whole and self._has_room(needed)):
@@ -92,6 +93,7 @@ class PromptCache:
         the budget."""
         if kept.capacity > self.budget_tokens:
             return
+        kept.cuts = prompt_cuts(kept.prompt, self.ends)
         self._kept.insert(0, kept)
         while sum(k.capacity for k in self._kept) > self.budget_tokens:
             self._kept.pop()
@@ -99,17 +101,13 @@ class PromptCache:
     def _has_room(self, needed: int) -> bool:
         return sum(k.capacity for k in self._kept) + self.capacity_for(needed) <= self.budget_tokens
 
-    def _last_cut(self, prompt: Sequence[int]) -> int:
-        cuts = prompt_cuts(prompt, self.ends)
-        return cuts[-1] if cuts else 0
-
     def clear(self) -> None:
         self._kept.clear()
 
-    def _shared(self, kept: Sequence[int], prompt: Sequence[int]) -> int:
-        """The longest run of first pieces the two prompts share: the last cut of the kept
-        prompt at which both still agree, and that leaves the new prompt a token to put in."""
-        limit = min(len(kept), len(prompt) - 1)
-        same = next((i for i in range(limit) if kept[i] != prompt[i]), limit)
-        cuts = [c for c in prompt_cuts(kept, self.ends) if c <= same]
-        return cuts[-1] if cuts else 0
+
+def _shared(kept: Kept, prompt: Sequence[int]) -> int:
+    """The longest run of first pieces the two prompts share: the last cut of the kept prompt
+    at which both still agree, and that leaves the new prompt a token to put in."""
+    limit = min(len(kept.prompt), len(prompt) - 1)
+    same = next((i for i in range(limit) if kept.prompt[i] != prompt[i]), limit)
+    return max((c for c in kept.cuts if c <= same), default=0)
