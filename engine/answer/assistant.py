@@ -262,7 +262,7 @@ def judge(retriever: Retriever, query: Query | str, passages: Sequence[Passage],
     """The relevance gate on the retriever's collection (its word frequencies) and embedder
     (its vocabulary, for telling names from common words)."""
     if isinstance(query, str):
-        query = Query.of(query, retriever.store.prefix_frequency)
+        query = Query.of(query, retriever.frequency)
     return judge_relevance(query, passages, threshold, common_word=retriever.embedder.is_common_word)
 
 

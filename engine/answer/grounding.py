@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.answer.query import Query
-from engine.answer.terms import WORD, query_terms, words_of
+from engine.answer.terms import WORD, covers, query_terms, words_of
 from engine.types import Passage
 
 # Chosen on the seven development families (bench/bench_gate.py): the most unanswerable questions
@@ -105,7 +105,7 @@ def support(answer: str, query: Query, passages: Sequence[Passage]) -> float | N
     if not own:
         return None
     words = {w.casefold() for p in passages for w in WORD.findall(p.text)}
-    return sum(any(w.startswith(t) for w in words) for t in own) / len(own)
+    return sum(any(covers(w, t) for w in words) for t in own) / len(own)
 
 
 # -- the prompt ----------------------------------------------------------------------------

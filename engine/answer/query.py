@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, compounds, query_terms, typed_words
+from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, compounds, covers, query_terms, typed_words
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Query:
 
     @classmethod
     def of(cls, text: str, frequency: Callable[[str], float] | None = None, embedder=None) -> "Query":
-        """The query for `text`; `frequency(stem)` is the store's prefix_frequency (None: every
+        """The query for `text`; `frequency(stem)` is the Retriever's frequency (None: every
         word is as rare as any), `embedder` the collection's (None: no vector)."""
         terms = tuple(query_terms(text))
         frequencies = {t: frequency(t) for t in terms} if frequency is not None else {}
@@ -49,16 +49,17 @@ class Query:
         return {t: idf(self.frequencies.get(t, 0.0)) for t in self.terms}
 
     def share(self, words: set[str]) -> float:
-        """The weighted share of the topic stems that some of these (case-folded) words start with."""
+        """The weighted share of the topic stems that some of these (case-folded) words stand for
+        (terms.covers)."""
         weights = self.weights
         total = sum(weights.values())
         if not total:
             return 0.0
-        return sum(w for t, w in weights.items() if any(word.startswith(t) for word in words)) / total
+        return sum(w for t, w in weights.items() if any(covers(word, t) for word in words)) / total
 
     def marks(self, text: str) -> tuple[tuple[int, int], ...]:
         """Where the text carries the question's topic, as (start, end), in order: each word (or
-        part of a name joined by "_") that a topic stem starts, in full or short form ("MAX" of
+        part of a name joined by "_") that a topic stem stands for, in full or short form ("MAX" of
         "maximum"), and each code the question typed."""
         found = [span for m in WORD.finditer(text) for span in self._marked_parts(m.group(), m.start())]
         found += [m.span() for code in self.code for m in re.finditer(re.escape(code), text)]
@@ -68,15 +69,15 @@ class Query:
         spans = []
         for part in word.split("_"):
             folded = part.casefold()
-            if part and any(form.startswith(t) for form in (folded, ABBREVIATIONS.get(folded, folded))
+            if part and any(covers(form, t) for form in (folded, ABBREVIATIONS.get(folded, folded))
                             for t in self.terms):
                 spans.append((start, start + len(part)))
             start += len(part) + 1
         return spans
 
     def matched(self, words: set[str]) -> set[str]:
-        """The topic stems some of these words start with."""
-        return {t for t in self.terms if any(word.startswith(t) for word in words)}
+        """The topic stems some of these words stand for."""
+        return {t for t in self.terms if any(covers(word, t) for word in words)}
 
 
 def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

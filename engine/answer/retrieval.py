@@ -19,13 +19,11 @@ import numpy as np
 
 from engine.answer.query import Query
 from engine.answer.sentences import ends_sentence
-from engine.answer.terms import code_forms
+from engine.answer.terms import PREFIX_MIN, code_forms
 from engine.answer.timing import StageTimes
 from engine.encoders.embedder import Embedder
 from engine.store.index_store import IndexStore
 from engine.types import Passage, Span
-
-PREFIX_MIN = 4  # shorter stems match too many words as prefixes ('na' would find 'name')
 
 
 @dataclass(frozen=True)
@@ -67,7 +65,12 @@ class Retriever:
 
     def query(self, text: str) -> Query:
         """The question as every stage reads it: its words weighed in this collection, embedded."""
-        return Query.of(text, self.store.prefix_frequency, self.embedder)
+        return Query.of(text, self.frequency, self.embedder)
+
+    def frequency(self, stem: str) -> float:
+        """The share of chunks holding a word the stem stands for, as keyword search matches it:
+        a short stem as a whole word, a longer one as a prefix."""
+        return self.store.prefix_frequency(stem, whole_word=len(stem) < PREFIX_MIN)
 
     def search(self, query: str | Query, k: int = 5) -> list[Passage]:
         return self.retrieve(query, k).passages
@@ -165,6 +168,7 @@ class Retriever:
     def _passages(self, ranked: list[_Candidate], found: dict[int, _Candidate], k: int) -> list[Passage]:
         pool = {c.chunk_id for c in ranked[:self.settings.merge_pool]}
         used: set[int] = set()
+        shown: set[str] = set()  # the chunks' texts in the passages so far
         passages = []
         for candidate in ranked:
             if len(passages) >= k:
@@ -175,6 +179,11 @@ class Retriever:
             if not group:
                 continue  # removed since the search (another process deleted the document)
             used.update(chunk["id"] for chunk in group)
+            texts = {_same_text(chunk["text"]) for chunk in group}
+            own = next(_same_text(c["text"]) for c in group if c["id"] == candidate.chunk_id)
+            if own in shown:
+                continue  # a manual indexed twice, a warning printed on many pages: shown once
+            shown |= texts
             passages.append(_passage(group, candidate, found))
         return self._labelled(passages)
 
@@ -217,11 +226,14 @@ class Retriever:
         return near[first:last + 1]
 
 
+def _same_text(text: str) -> str:
+    """A chunk's text as compared for repeats: spacing and case ignored."""
+    return " ".join(text.split()).casefold()
+
+
 def _runs_on(chunk: dict, following: dict) -> bool:
     """True when a page ends mid-sentence and its text carries on at the top of the next page."""
     return following["page"] == chunk["page"] + 1 and not ends_sentence(chunk["text"])
-
-
 
 
 def _passage(group: list[dict], best: _Candidate, found: dict[int, _Candidate]) -> Passage:

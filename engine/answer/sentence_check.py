@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from engine.answer.actions import actions, holds
 from engine.answer.grounding import cited_numbers, strip_invalid_citations
 from engine.answer.sentences import ABBREVIATIONS, answer_sentences, is_code_block, text_sentences
-from engine.answer.terms import code_tokens, query_terms, words_of
+from engine.answer.terms import code_tokens, covers, query_terms, words_of
 from engine.types import CheckedSentence, Passage
 
 COSINE_WEIGHT = 0.5
@@ -264,10 +264,10 @@ class _PassageText:
 
 
 def _share(terms: Sequence[str], words: set[str]) -> float:
-    """The share of the stems that some word starts with."""
+    """The share of the stems that some word stands for (terms.covers)."""
     if not terms:
         return 0.0
-    return sum(any(w.startswith(t) for w in words) for t in terms) / len(terms)
+    return sum(any(covers(w, t) for w in words) for t in terms) / len(terms)
 
 
 # -- scoring -------------------------------------------------------------------------------------

@@ -27,6 +27,15 @@ ABBREVIATIONS = {"max": "maximum", "min": "minimum", "temp": "temperature", "con
                  "freq": "frequency", "addr": "address", "init": "initial", "auto": "automatic",
                  "num": "number", "pos": "position", "dir": "directory", "err": "error", "msg": "message"}
 _SUFFIXES = ("ing", "ed", "es", "s", "ly")
+PREFIX_MIN = 4  # shorter stems are whole words: as prefixes 'ob' would find 'object', 'na' 'name'
+
+
+def covers(word: str, stem_: str) -> bool:
+    """Whether a (case-folded) word is one the stem stands for: any word it starts, or for a
+    short stem the word itself and its plural ("OB", "LED" and "LEDs", not "object")."""
+    if len(stem_) >= PREFIX_MIN:
+        return word.startswith(stem_)
+    return word == stem_ or word in (stem_ + "s", stem_ + "es")
 
 
 def stem(word: str) -> str:

@@ -588,21 +588,22 @@ class IndexStore:
         return [(row[0], -row[1]) for row in rows]  # FTS5's bm25 is negative: lower is better
 
     @_damage_is_engine_error
-    def prefix_frequency(self, prefix: str) -> float:
-        """The fraction of chunks with a word that starts with `prefix` (0 for an empty one).
-        Kept until the next commit: a common prefix takes 50-250 ms to count at a million
-        chunks, and a kiosk's questions share their words."""
+    def prefix_frequency(self, prefix: str, whole_word: bool = False) -> float:
+        """The fraction of chunks with a word that starts with `prefix` (0 for an empty one);
+        whole_word: with that word itself. Kept until the next commit: a common prefix takes
+        50-250 ms to count at a million chunks, and a kiosk's questions share their words."""
         match = fts_query(prefix)
         total = self.counted_chunks()
         if not match or " OR " in match or total == 0:
             return 0.0
-        found = self._frequencies.get(prefix)
+        key = (prefix, whole_word)
+        found = self._frequencies.get(key)
         if found is None:
             found = self._db.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?",
-                                     ("text : " + match + "*",)).fetchone()[0]
+                                     ("text : " + match + ("" if whole_word else "*"),)).fetchone()[0]
             if len(self._frequencies) >= _FREQUENCIES_KEPT:
                 self._frequencies.clear()
-            self._frequencies[prefix] = found
+            self._frequencies[key] = found
         return found / total
 
     @_damage_is_engine_error

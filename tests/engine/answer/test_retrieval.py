@@ -255,8 +255,40 @@ def test_embeddings_and_prefix_frequency_of_the_store(store, tiny_embedder):
     assert store.prefix_frequency("zebra") == 0.0
     assert store.prefix_frequency("") == 0.0
     assert store.prefix_frequency("two words") == 0.0
+    assert store.prefix_frequency("print", whole_word=True) == 0.0  # only printing, printer, prints
+    assert store.prefix_frequency("pump", whole_word=True) == 1 / 4
     add_page_chunks(store, tiny_embedder, "/manuals/n.txt", ["A pump.", "Oil."])  # counts kept until a commit
     assert store.prefix_frequency("pump") == 3 / 6 and store.prefix_frequency("print") == 3 / 6
+
+
+def test_a_short_word_is_weighed_and_matched_as_a_whole_word(store, tiny_embedder):
+    """"OB" (a status code) is searched as the word "ob", so it weighs as rare as that word
+    is, not as common as every word starting with "ob" (object, obtain, obvious...)."""
+    pages = ["Objects are obtained from the object store.", "Obviously the object is obsolete.",
+             "Status OB means the UPS runs on battery.", "Observe the objects."]
+    add_page_chunks(store, tiny_embedder, "/manuals/ups.txt", pages)
+    retriever = Retriever(store, tiny_embedder, settings=RetrievalSettings(fusion="keyword"))
+    query = retriever.query("What does OB mean?")
+    assert query.frequencies["ob"] == 1 / 4 and store.prefix_frequency("ob") == 1.0
+    assert query.weights["ob"] == query.weights["mean"]  # each in one page of four
+    assert query.share({"object", "obvious"}) == 0.0 and query.share({"ob"}) == 0.5
+    assert query.marks(pages[0]) == () and query.marks(pages[2]) == ((7, 9), (10, 15))  # OB, means
+    assert retriever.search(query, k=1)[0].page == 3
+
+
+@pytest.mark.parametrize("twice", ["document", "page"])
+def test_the_same_text_is_one_passage(store, tiny_embedder, twice):
+    """A manual indexed twice (copies in two folders), or a warning printed on many pages, is
+    shown once: the other passages are left for other text."""
+    warning = "Warning: switch the pump off at the isolator before opening the valve cover."
+    pages = [warning, "The valve cover has four screws.", warning, "Pump valve seals wear out."]
+    add_page_chunks(store, tiny_embedder, "/a/pump.txt", pages)
+    if twice == "document":
+        add_page_chunks(store, tiny_embedder, "/b/pump.txt", pages)
+    passages = Retriever(store, tiny_embedder, settings=RetrievalSettings(merge_neighbours=False)).search(
+        "pump valve cover warning", k=4)
+    texts = [" ".join(p.text.split()).casefold() for p in passages]
+    assert len(texts) == len(set(texts)) == 3  # the warning, the screws, the seals
 
 
 # -- neighbour merging -----------------------------------------------------------------------

@@ -33,12 +33,15 @@ def ocr_of(text: str, confidence: float, engine: str = "test-engine") -> PageOcr
     return PageOcr(confidence, 612.0, 792.0, tuple(words), engine)
 
 
-def add(store: IndexStore, embedder, path: Path, ocr_pages: dict[int, PageOcr] | None = None) -> int:
-    path.write_text("\n\n".join(PAGES), encoding="utf-8")
-    chunks = [Chunk(page=n, start=0, end=len(text), text=text) for n, text in enumerate(PAGES, 1)]
+def add(store: IndexStore, embedder, path: Path, ocr_pages: dict[int, PageOcr] | None = None,
+        edition: str = "") -> int:
+    """The manual's PAGES, each ending with `edition` (retrieval shows a text repeated once)."""
+    pages = [text + edition for text in PAGES]
+    path.write_text("\n\n".join(pages), encoding="utf-8")
+    chunks = [Chunk(page=n, start=0, end=len(text), text=text) for n, text in enumerate(pages, 1)]
     return store.add_document(str(path), hashlib.sha256(path.read_bytes()).hexdigest(), size=path.stat().st_size,
-                              mtime=1.0, title=path.stem, page_count=len(PAGES), chunks=chunks,
-                              embeddings=embedder.encode_documents(PAGES), ocr_pages=ocr_pages)
+                              mtime=1.0, title=path.stem, page_count=len(pages), chunks=chunks,
+                              embeddings=embedder.encode_documents(pages), ocr_pages=ocr_pages)
 
 
 @pytest.fixture
@@ -56,7 +59,7 @@ def stored(paths, tmp_path, tiny_embedder):
     recognised = {2: ocr_of(PAGES[1], 0.96), 3: ocr_of(PAGES[2], 0.9)}
     with writer(paths, tiny_embedder) as store:
         scanned = add(store, tiny_embedder, tmp_path / "scanned.md", recognised)
-        text = add(store, tiny_embedder, tmp_path / "text.md")
+        text = add(store, tiny_embedder, tmp_path / "text.md", edition=" (Second edition.)")
     return {"scanned": scanned, "text": text, "recognised": recognised, "folder": tmp_path}
 
 
