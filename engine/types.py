@@ -57,6 +57,11 @@ class GenerationStream:
         self.stats: GenerationStats | None = None
 
     def __iter__(self) -> Iterator[str]:
+        return (piece for piece in self.turns() if piece)
+
+    def turns(self) -> Iterator[str]:
+        """The pieces, and "" wherever the model paused with no text yet (between a prompt's
+        pieces): a model process serving several generations gives the others a turn there."""
         for item in self._pieces:
             if isinstance(item, GenerationStats):
                 self.stats = item

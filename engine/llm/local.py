@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterator, Sequence
 from pathlib import Path
 
 from engine.encoders.onnx_session import physical_cores
@@ -21,21 +21,34 @@ Message = dict  # {"role": "system" | "user" | "assistant", "content": str}
 _PROBE = "Hello."  # the contents of the chats that measure the chat template
 
 
-def append_prompt(generator, ids, cancel: CancelFlag | None = None, *, start: int = 0,
-                  ends: Collection[int] = (), chunk: int = PREFILL_CHUNK) -> bool:
+def prompt_pieces(generator, ids, cancel: CancelFlag | None = None, *, start: int = 0,
+                  ends: Collection[int] = (), chunk: int = PREFILL_CHUNK) -> Generator[str, None, bool]:
     """Feeds the prompt's token ids from `start` (a cut: the generator holds those before it) to
-    an onnxruntime-genai generator, piece by piece as prompt_cuts says; False when `cancel` was
-    set before the whole prompt was in."""
+    an onnxruntime-genai generator, piece by piece as prompt_cuts says, yielding "" (no text yet)
+    between pieces: there the model's process gives its other generations a turn. Returns False
+    when `cancel` was set before the whole prompt was in."""
     import numpy as np
 
     ids = np.asarray(ids, dtype=np.int32)
     bounds = [c for c in prompt_cuts(ids.tolist(), ends, chunk) if c > start] + [len(ids)]
-    for end in bounds:
+    for index, end in enumerate(bounds):
+        if index:
+            yield ""
         if cancel is not None and cancel.is_set():
             return False
         generator.append_tokens(ids[start:end])
         start = end
     return True
+
+
+def append_prompt(generator, ids, cancel: CancelFlag | None = None, **cuts) -> bool:
+    """prompt_pieces without the pauses: the whole prompt in at once."""
+    pieces = prompt_pieces(generator, ids, cancel, **cuts)
+    while True:
+        try:
+            next(pieces)
+        except StopIteration as done:
+            return done.value
 
 
 class LocalLLM:
@@ -186,7 +199,7 @@ class LocalLLM:
         decoder = self._tokenizer.create_stream()
         first_token_at = None
         new_tokens, finish = 0, "length"
-        if not append_prompt(generator, prompt, cancel, start=held, ends=self.prompt_cache.ends):
+        if not (yield from prompt_pieces(generator, prompt, cancel, start=held, ends=self.prompt_cache.ends)):
             new_limit = 0
             finish = "cancelled"
         while new_tokens < new_limit:

@@ -20,7 +20,8 @@ Protocol: one JSON object per message, sent with Connection.send_bytes (never pi
     {"type": "count", "id": int, "tokens": int}
     {"type": "error", "id": int | None, "error": EngineError subclass name, "message": str}
 
-The child takes several generations at a time, and they take turns a piece at a time. The app
+The child takes several generations at a time, and they take turns a piece at a time: a token,
+or a piece of a prompt (so a long prompt going in does not stall the others' text). The app
 sends one at a time (a new request cancels an unfinished one); a server's pool leases each
 process to `streams` requests at once, from as many threads. Each thread reads the replies of its
 own request: whichever waits reads the pipe for all, and leaves each reply with its request.
@@ -389,8 +390,9 @@ def _error_from(reply: dict) -> EngineError:
 # -- child side ---------------------------------------------------------------------------
 def child_main(conn: Connection) -> None:
     """The child's loop: serve requests until told to close or the caller goes away. The
-    generations under way take turns a piece at a time, so a request that comes while others
-    are answered starts at once (the server's processes take several at a time)."""
+    generations under way take turns a piece at a time (a token, or a piece of a prompt), so a
+    request that comes while others are answered starts at once, and a long prompt does not
+    stall their text (the server's processes take several at a time)."""
     quiet_child()
     llm = None
     inbox = _Inbox(conn)
@@ -445,13 +447,15 @@ class _Stream:
             self._error = GenerationError("The model is not loaded; call load() first.")
             return
         self._stream = llm.stream(request["messages"], cancel=cancel, **request["params"])
-        self._pieces = iter(self._stream)
+        self._pieces = self._stream.turns()
 
     def step(self, conn: Connection) -> bool:
-        """Sends the next piece; False once the generation ended (its done or error sent)."""
+        """Sends the next piece (nothing for a piece of its prompt); False once the generation
+        ended (its done or error sent)."""
         if self._error is None:
             try:
-                _send(conn, {"type": "piece", "id": self.id, "text": next(self._pieces)})
+                if text := next(self._pieces):
+                    _send(conn, {"type": "piece", "id": self.id, "text": text})
                 return True
             except StopIteration:
                 _send(conn, {"type": "done", "id": self.id, "stats": self._stream.stats.to_dict()})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from engine.encoders.onnx_session import physical_cores
 from engine.errors import EngineProcessError, GenerationError, ModelError
 from engine.llm.local import PREFILL_CHUNK, LocalLLM, append_prompt
+from engine.llm.prompt_cache import prompt_cuts
 from engine.llm.process import LLMClient, _Child
 from engine.llm.tokens import TokenCounter
 from tests.helpers.service_manual import SECTIONS
@@ -231,6 +233,37 @@ def test_a_prompt_in_chunks_gives_the_tokens_of_the_whole_prompt(tiny_here):
         return tokens
 
     assert greedy(64) == greedy(len(ids))
+
+
+def test_a_long_prompt_pauses_between_its_pieces_with_no_text(tiny_here):
+    """Between a prompt's pieces the stream yields "" (a turn for the other generations of its
+    process); iterating the stream never shows one, and the text is the same."""
+    chat = [{"role": "user", "content": SENTENCE * 40}]
+    ids = tiny_here.prompt_ids(chat, 8)
+    pieces = len([c for c in prompt_cuts(ids, tiny_here.prompt_cache.ends) if c > 0]) + 1
+    assert pieces >= 3
+    turns = list(tiny_here.stream(chat, max_new_tokens=8).turns())
+    assert turns[:pieces - 1] == [""] * (pieces - 1) and all(turns[pieces - 1:])  # then tokens' text
+    shown = list(tiny_here.stream(chat, max_new_tokens=8))
+    assert "" not in shown and "".join(shown) == "".join(turns)
+
+
+def test_a_pause_of_a_stream_sends_nothing_to_the_caller():
+    """The child's side: a generation's turn with no text sends no message, and the turn ends."""
+    from multiprocessing import Pipe
+
+    from engine.llm.process import _Stream
+    from engine.types import GenerationStats, GenerationStream
+
+    class Paused:
+        def stream(self, messages, cancel=None, **params):
+            return GenerationStream(iter(["", "", "Hi", GenerationStats(9, 1, 0.1, 10.0, 0.1, "stop", "cpu")]))
+
+    caller, child = Pipe()
+    stream = _Stream(Paused(), {"id": 7, "messages": [], "params": {}}, cancel=None)
+    assert [stream.step(child), stream.step(child)] == [True, True] and not caller.poll()
+    assert stream.step(child) and json.loads(caller.recv_bytes()) == {"type": "piece", "id": 7, "text": "Hi"}
+    assert not stream.step(child) and json.loads(caller.recv_bytes())["type"] == "done"
 
 
 def _threads(pid: int) -> int:
