@@ -28,18 +28,18 @@ TARGETS = {"hit@5": 0.93, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_a
            "false_refusal_rate": 0.05, "unanswerable_refused_rate": 0.90, "lead_hit_rate": 0.65,
            "keyword_hit_rate": 0.70, "keyword_hit_generated": 0.20, "caution_on_wrong": 0.70,
            "caution_on_right": 0.10, "loop_rate": 0.0, "deterministic_rate": 1.0}
-# Measured (docs/benchmarks.md, "Two words a manual writes as one (issue 27)"; this test's run of
-# 2026-12-05), on all 268: hit@5 0.847, hit@10 0.934, MRR@5 0.669, lowest family hit@5 0.708
-# (gnuplot), refusal accuracy 0.899, false refusals 0.010, unanswerable refused 0.653; on the
+# Measured (docs/benchmarks.md, "Short words and repeated passages (issue 27)"; this test's run of
+# 2026-12-05), on all 268: hit@5 0.847, hit@10 0.934, MRR@5 0.670, lowest family hit@5 0.708
+# (gnuplot), refusal accuracy 0.903, false refusals 0.015, unanswerable refused 0.681; on the
 # sample (4 answerable and 1 unanswerable question per family, 35): keyword hit 0.500, the model's
-# text alone 0.107, lead hit 0.429, caution on wrong answers 0.760 and on right ones 0, no loops,
+# text alone 0.107, lead hit 0.464, caution on wrong answers 0.760 and on right ones 0, no loops,
 # every repeat identical. Each floor not at its target sits one question under that (1/196 of the
 # answerable, 1/72 of the unanswerable, 1/24 of gnuplot's, 1/28 of the sample's).
 RETRIEVAL_FLOORS = {"hit@5": 0.84, "hit@10": 0.92, "mrr@5": 0.66, "refusal_accuracy": 0.89,
-                    "unanswerable_refused_rate": 0.63}
+                    "unanswerable_refused_rate": 0.66}
 LOWEST_FAMILY_HIT5 = 0.66
 MAX_FALSE_REFUSALS = 0.05  # the target
-ANSWER_FLOORS = {"keyword_hit_rate": 0.46, "keyword_hit_generated": 0.07, "lead_hit_rate": 0.39,
+ANSWER_FLOORS = {"keyword_hit_rate": 0.46, "keyword_hit_generated": 0.07, "lead_hit_rate": 0.42,
                  "caution_on_wrong": 0.70, "deterministic_rate": 1.0}  # the last two: the targets
 MAX_CAUTION_ON_RIGHT = 0.10  # the target
 MAX_LOOP_RATE = 0.0  # the target
