@@ -39,8 +39,9 @@ def add_commands(commands) -> None:
                             "model's memory, about 310 MiB for the built-in one); with an engine, "
                             "the requests sent to it at once")
     serve.add_argument("--llm-streams", type=int, default=2, metavar="N",
-                       help="requests each model process answers at once, taking turns a token at a "
-                            "time, so that a request starts without waiting for another to end (default: 2)")
+                       help="requests each model process answers at once, taking turns a token (or a prompt's "
+                            "piece) at a time, so that a request starts without waiting for another to end "
+                            "(default: 2)")
     serve.add_argument("--threads", type=int, default=None, metavar="N",
                        help="cores the model processes share (default: the machine's physical cores); "
                             "give each of several servers on one machine its part")
