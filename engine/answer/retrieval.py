@@ -178,12 +178,11 @@ class Retriever:
             group = self._group(candidate.chunk_id, pool, used)
             if not group:
                 continue  # removed since the search (another process deleted the document)
+            if next(_same_text(c["text"]) for c in group if c["id"] == candidate.chunk_id) in shown:
+                used.add(candidate.chunk_id)  # a manual indexed twice, a warning on many pages: once
+                continue
             used.update(chunk["id"] for chunk in group)
-            texts = {_same_text(chunk["text"]) for chunk in group}
-            own = next(_same_text(c["text"]) for c in group if c["id"] == candidate.chunk_id)
-            if own in shown:
-                continue  # a manual indexed twice, a warning printed on many pages: shown once
-            shown |= texts
+            shown.update(_same_text(chunk["text"]) for chunk in group)
             passages.append(_passage(group, candidate, found))
         return self._labelled(passages)
 
