@@ -16,8 +16,8 @@ import pytest
 from engine.encoders.onnx_session import physical_cores
 from engine.errors import EngineProcessError, GenerationError, ModelError
 from engine.llm.local import PREFILL_CHUNK, LocalLLM, append_prompt
-from engine.llm.prompt_cache import prompt_cuts
 from engine.llm.process import LLMClient, _Child
+from engine.llm.prompt_cache import prompt_cuts
 from engine.llm.tokens import TokenCounter
 from tests.helpers.service_manual import SECTIONS
 
