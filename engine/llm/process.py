@@ -21,7 +21,8 @@ Protocol: one JSON object per message, sent with Connection.send_bytes (never pi
     {"type": "error", "id": int | None, "error": EngineError subclass name, "message": str}
 
 The child takes several generations at a time, and they take turns a piece at a time: a token,
-or a piece of a prompt (so a long prompt going in does not stall the others' text). The app
+or a piece of a prompt (so a long prompt going in does not stall the others' text; two prompts
+go in one after the other). The app
 sends one at a time (a new request cancels an unfinished one); a server's pool leases each
 process to `streams` requests at once, from as many threads. Each thread reads the replies of its
 own request: whichever waits reads the pipe for all, and leaves each reply with its request.
@@ -409,7 +410,7 @@ def child_main(conn: Connection) -> None:
                     streams = {request["id"]: _Stream(llm, request, _Flag(inbox, request["id"])), **streams}
                 elif op == "count_tokens":
                     _serve_count(conn, llm, request)
-            for request_id in list(streams):
+            for request_id in _this_round(streams):
                 if not inbox.closing and not streams[request_id].step(conn):
                     del streams[request_id]
                     inbox.cancelled.discard(request_id)
@@ -419,6 +420,15 @@ def child_main(conn: Connection) -> None:
         if llm is not None:
             llm.close()
         conn.close()
+
+
+def _this_round(streams: dict[int, "_Stream"]) -> list[int]:
+    """The generations that take a turn now: every one writing its text, and of those still
+    taking their prompts in, the one that came first (ids grow with arrival). Two prompts going
+    in by turns would both finish as late as the second would alone; writing text is never held."""
+    prompting = [i for i, stream in streams.items() if stream.prompting]
+    first = min(prompting, default=None)
+    return [i for i, stream in streams.items() if not stream.prompting or i == first]
 
 
 def _serve_load(conn: Connection, request: dict, llm):
@@ -442,6 +452,7 @@ class _Stream:
 
     def __init__(self, llm, request: dict, cancel: "_Flag"):
         self.id = request["id"]
+        self.prompting = True  # until its first text: its prompt (or the first tokens) going in
         self._error: Exception | None = None
         if llm is None:
             self._error = GenerationError("The model is not loaded; call load() first.")
@@ -455,6 +466,7 @@ class _Stream:
         if self._error is None:
             try:
                 if text := next(self._pieces):
+                    self.prompting = False
                     _send(conn, {"type": "piece", "id": self.id, "text": text})
                 return True
             except StopIteration:
