@@ -41,7 +41,7 @@ import os
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -410,7 +410,7 @@ def child_main(conn: Connection) -> None:
                     streams = {request["id"]: _Stream(llm, request, _Flag(inbox, request["id"])), **streams}
                 elif op == "count_tokens":
                     _serve_count(conn, llm, request)
-            for request_id in _this_round(streams):
+            for request_id in _this_round(streams, inbox.cancelled):
                 if not inbox.closing and not streams[request_id].step(conn):
                     del streams[request_id]
                     inbox.cancelled.discard(request_id)
@@ -422,13 +422,14 @@ def child_main(conn: Connection) -> None:
         conn.close()
 
 
-def _this_round(streams: dict[int, "_Stream"]) -> list[int]:
+def _this_round(streams: dict[int, "_Stream"], cancelled: Collection[int] = ()) -> list[int]:
     """The generations that take a turn now: every one writing its text, and of those still
-    taking their prompts in, the one that came first (ids grow with arrival). Two prompts going
-    in by turns would both finish as late as the second would alone; writing text is never held."""
-    prompting = [i for i, stream in streams.items() if stream.prompting]
+    taking their prompts in, the one that came first (ids grow with arrival), and any cancelled
+    (its turn ends it at once). Two prompts going in by turns would both finish as late as the
+    second would alone; writing text is never held."""
+    prompting = [i for i, stream in streams.items() if stream.prompting and i not in cancelled]
     first = min(prompting, default=None)
-    return [i for i, stream in streams.items() if not stream.prompting or i == first]
+    return [i for i in streams if i not in prompting or i == first]
 
 
 def _serve_load(conn: Connection, request: dict, llm):

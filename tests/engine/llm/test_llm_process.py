@@ -266,18 +266,19 @@ def test_a_pause_of_a_stream_sends_nothing_to_the_caller():
     assert not stream.step(child) and json.loads(caller.recv_bytes())["type"] == "done"
 
 
-@pytest.mark.parametrize("prompting, turns", [
-    ({7: True, 3: False}, [7, 3]),         # a new prompt goes in between the other's tokens
-    ({7: True, 5: True, 3: False}, [5, 3]),  # two prompts: the first come first, whole
-    ({7: False, 5: False}, [7, 5]),
-    ({}, [])])
-def test_prompts_go_in_one_after_another_and_text_is_never_held(prompting, turns):
+@pytest.mark.parametrize("prompting, cancelled, turns", [
+    ({7: True, 3: False}, (), [7, 3]),         # a new prompt goes in between the other's tokens
+    ({7: True, 5: True, 3: False}, (), [5, 3]),  # two prompts: the first come first, whole
+    ({7: True, 5: True}, (7,), [7, 5]),  # a cancelled one ends at its turn, without waiting
+    ({7: False, 5: False}, (), [7, 5]),
+    ({}, (), [])])
+def test_prompts_go_in_one_after_another_and_text_is_never_held(prompting, cancelled, turns):
     from types import SimpleNamespace
 
     from engine.llm.process import _this_round
 
     streams = {i: SimpleNamespace(prompting=flag) for i, flag in prompting.items()}
-    assert _this_round(streams) == turns
+    assert _this_round(streams, cancelled) == turns
 
 
 def _threads(pid: int) -> int:
