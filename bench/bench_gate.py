@@ -29,8 +29,7 @@ from engine.answer.assistant import AssistantSettings, judge  # noqa: E402
 from engine.answer.grounding import COVERAGE_WEIGHT, DEFAULT_THRESHOLD, NAME_PENALTY  # noqa: E402
 from engine.answer.retrieval import Retriever  # noqa: E402
 from engine.evaluation.qa import load_qa  # noqa: E402
-from engine.paths import AppPaths  # noqa: E402
-from engine.paths import DEFAULT_COLLECTION  # noqa: E402
+from engine.paths import DEFAULT_COLLECTION, AppPaths  # noqa: E402
 from engine.store.indexer import Indexer, default_embedder, open_collection  # noqa: E402
 
 SETS = tuple(sorted((ROOT / "tests" / "qa").glob("*.jsonl")))

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.models import gguf_weights  # noqa: E402
 from engine.models.gguf_import import import_gguf  # noqa: E402
-from tests.helpers import gguf_factory  # noqa: E402
 from tests.engine.models.test_gguf_quant_types import random_tensor_data  # noqa: E402
+from tests.helpers import gguf_factory  # noqa: E402
 
 PROMPT, STEPS, RUNS = 64, 64, 5
 

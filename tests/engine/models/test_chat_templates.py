@@ -14,7 +14,7 @@ from engine.models.chat_templates import FORMATS, PROBE, family_format, settle_c
 from engine.models.gguf_import import import_gguf
 from engine.models.gguf_tokenizer import write_tokenizer_files
 from engine.models.manifest import read_manifest
-from tests.engine.models.test_gguf_tokenizer import genai_tokenizer, write_gguf, write_genai_config
+from tests.engine.models.test_gguf_tokenizer import genai_tokenizer, write_genai_config, write_gguf
 from tests.helpers import gguf_factory
 from tests.helpers.tiny_vocab import byte_level_vocab
 

@@ -122,9 +122,9 @@ def llama_cpp_ids(requests: dict[str, list[str]]) -> dict[str, list[list[int]]]:
 
 @pytest.mark.slow
 def test_builtin_tokenizer_matches_llama_cpp(tmp_path):
-    from tests.engine.models.test_gguf_tokenizer import ROUND_TRIP_TEXTS, builtin_gguf
-
     import gguf
+
+    from tests.engine.models.test_gguf_tokenizer import ROUND_TRIP_TEXTS, builtin_gguf
 
     source = builtin_gguf()
     ids = write_tokenizer_files(gguf.GGUFReader(str(source)), tmp_path)
