@@ -413,7 +413,7 @@ def child_main(conn: Connection) -> None:
             for request_id in _this_round(streams, inbox.cancelled):
                 if not inbox.closing and not streams[request_id].step(conn):
                     del streams[request_id]
-                    inbox.cancelled.discard(request_id)
+            inbox.keep_cancels_of(streams)
     except OSError:
         return  # the caller's end is gone: nobody is left to answer
     finally:
@@ -507,6 +507,13 @@ class _Inbox:
             self._take(self._next())
         while not self.closing and self._conn.poll():
             self._take(self._next())
+
+    def keep_cancels_of(self, running: Collection[int]) -> None:
+        """Forgets the cancels of generations that ended (one may come after its end) and of
+        none at all, keeping those of the running and the waiting ones: over weeks the set
+        would otherwise grow by each late cancel."""
+        live = set(running) | {m.get("id") for m in self.waiting if m.get("op") == "generate"}
+        self.cancelled &= live
 
     def _next(self) -> dict:
         try:

@@ -27,7 +27,7 @@ class ServerConfig:
     engine_key: str | None = field(default=None, repr=False)  # never in a log
     engine_model: str | None = None  # the engine's model; None: the first one it lists
     llm_workers: int = 1  # LLM child processes (or requests at once on the engine)
-    llm_streams: int = 2  # requests each LLM process answers at once, taking turns token by token
+    llm_streams: int = 2  # requests each LLM process answers at once, taking turns a token or prompt piece
     threads: int | None = None  # cores the LLM processes share; None: the machine's physical cores
     prompt_cache_mib: int = 256  # recent greedy answers' KV caches the LLM processes keep, shared out
     queue_size: int = 64  # requests that may wait for a free LLM process; more get 429

@@ -281,6 +281,23 @@ def test_prompts_go_in_one_after_another_and_text_is_never_held(prompting, cance
     assert _this_round(streams, cancelled) == turns
 
 
+def test_the_child_forgets_cancels_of_generations_that_ended():
+    """A cancel may come after its generation ended; only the running and waiting ones' stay."""
+    from multiprocessing import Pipe
+
+    from engine.llm.process import _Inbox
+
+    caller, child = Pipe()
+    for message in ({"op": "cancel", "id": 3}, {"op": "generate", "id": 4}, {"op": "cancel", "id": 4},
+                    {"op": "cancel", "id": 5}):
+        caller.send_bytes(json.dumps(message).encode())
+    inbox = _Inbox(child)
+    inbox.read()
+    assert inbox.cancelled == {3, 4, 5}
+    inbox.keep_cancels_of({5})
+    assert inbox.cancelled == {4, 5}  # 4 waits to start, 5 runs; 3 ended before its cancel came
+
+
 def _threads(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/task"))
 
