@@ -48,7 +48,15 @@ from engine.ingest.discover import Found, find_documents, normal_path
 from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.health import collection_exists
 from engine.store.index_store import READY_STATUSES, IndexStore
-from engine.store.indexer import Indexer, IndexSettings, default_embedder, open_collection, outdated_files
+from engine.store.indexer import (
+    COPY_OF,
+    MOVED_FROM,
+    Indexer,
+    IndexSettings,
+    default_embedder,
+    open_collection,
+    outdated_files,
+)
 from engine.store.memory import give_back_freed_memory
 from engine.types import IndexProgress, StoredDocument
 
@@ -312,6 +320,7 @@ class _IndexWorker(QObject):
                 for event in indexer.run(files=files, cancel=self._inbox.cancel):
                     if event.outcome is not None:  # its row first: the list shows it with its id
                         self.event.emit(_Stored(event.outcome.path, store.find_document(event.outcome.path)))
+                        self._say_not_read(event.outcome)
                     self.event.emit(event)
                     if event.outcome is not None:
                         self._finished(event.outcome.path)
@@ -326,6 +335,15 @@ class _IndexWorker(QObject):
             with self._reporting():
                 self._publish()
             self.event.emit(_RunFinished(ticket))
+
+    def _say_not_read(self, outcome) -> None:
+        """A copy of a document indexed already is said in the status bar (its row then goes);
+        a document moved here leaves its old path's row."""
+        if outcome.reason.startswith(COPY_OF):
+            self.event.emit(_Failed(f"'{Path(outcome.path).name}' is {outcome.reason}, which is indexed "
+                                    "already: it is searched once."))
+        elif outcome.reason.startswith(MOVED_FROM):
+            self.event.emit(_Removed(outcome.reason.removeprefix(MOVED_FROM)))
 
     def _finished(self, path: str) -> None:
         self._remaining.discard(path)

@@ -103,7 +103,9 @@ def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool,
                           "seconds": round(took.seconds, 3), "read_s": round(took.read_s, 3)}),
               flush=True)
         return
-    if outcome.status != "ready":
+    if _not_read(outcome) in ("copy", "moved"):
+        bar.note(visible(f"{Path(outcome.path).name}: not read again, {outcome.reason}"))
+    elif outcome.status != "ready":
         name = Path(outcome.path).name
         where = "" if name in outcome.reason else f" ({name})"  # a parse error names its file
         bar.note(visible(f"{outcome.status.replace('_', ' ')}{where}: {outcome.reason}"))
@@ -144,22 +146,40 @@ class _Tally:
     warned: int = 0
     pages: int = 0  # of the documents indexed
     unchanged: int = 0
+    copies: int = 0  # of documents stored already, under another path
+    moved: int = 0  # stored documents whose file was moved: stored under its new path
     failed: int = 0
 
     def count(self, outcome) -> None:
         if outcome is None:
             return
+        kind = _not_read(outcome)
         if outcome.status == "failed":
             self.failed += 1
-        elif (outcome.status, outcome.reason) == UNCHANGED:
+        elif kind == "unchanged":
             self.unchanged += 1
+        elif kind == "copy":
+            self.copies += 1
+        elif kind == "moved":
+            self.moved += 1
         else:
             self.indexed += 1
             self.warned += outcome.status != "ready"
             self.pages += outcome.pages
 
 
-UNCHANGED = ("ready", "unchanged")  # the Indexer's outcome for a file stored already, not read again
+def _not_read(outcome) -> str | None:
+    """Why the Indexer did not read a file: "unchanged" (stored already), "copy" (its bytes are
+    stored under another path), "moved" (stored under the path its file had); None: it read it."""
+    from engine.store.indexer import COPY_OF, MOVED_FROM, UNCHANGED
+
+    if outcome is None or outcome.status == "failed":
+        return None
+    if outcome.reason == UNCHANGED:
+        return "unchanged"
+    if outcome.reason.startswith(COPY_OF):
+        return "copy"
+    return "moved" if outcome.reason.startswith(MOVED_FROM) else None
 
 
 def _summary(bar: "_ProgressBar", store, tally: _Tally) -> None:
@@ -176,6 +196,9 @@ def _summary(bar: "_ProgressBar", store, tally: _Tally) -> None:
 def _outcome_text(tally: _Tally, elapsed_s: float) -> str:
     """"Indexed 2 documents, 30 pages in 4.1 s (7.3 pages/s); 1 unchanged (skipped), 1 failed."."""
     others = [f"{tally.unchanged} unchanged (skipped)"] if tally.unchanged else []
+    if tally.copies:
+        others.append(f"{plural(tally.copies, 'copy', 'copies')} of documents indexed already (skipped)")
+    others += [f"{tally.moved} moved (not read again)"] if tally.moved else []
     others += [f"{tally.failed} failed"] if tally.failed else []
     if not tally.indexed:
         return f"Nothing new indexed: {', '.join(others)}."
@@ -240,7 +263,7 @@ class _ProgressBar:
         fraction = e.bytes_done / e.bytes_total if e.bytes_total else 0.0
         filled = int(fraction * self.WIDTH)
         eta = "" if e.eta_s is None else f" ETA {_duration(e.eta_s)}"
-        unchanged = " (unchanged)" if e.outcome and (e.outcome.status, e.outcome.reason) == UNCHANGED else ""
+        unchanged = " (unchanged)" if _not_read(e.outcome) == "unchanged" else ""
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
                 f"{plural(e.pages_done, 'page')}, {e.pages_per_s:.1f} pages/s{eta}  "
                 f"{visible(Path(e.current_file).name)}{unchanged}{stage_text(e)}")

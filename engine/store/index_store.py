@@ -364,6 +364,24 @@ class IndexStore:
         return known is not None and known.sha256 == sha256
 
     @_damage_is_engine_error
+    def documents_with_content(self, sha256: str) -> list[StoredDocument]:
+        """The stored documents whose file had these bytes (a copy elsewhere, or a moved file)."""
+        rows = self._db.execute(f"SELECT {self._document_columns()} FROM documents d WHERE d.sha256 = ?"
+                                " ORDER BY d.id", (sha256,))
+        return [StoredDocument(**row) for row in rows]
+
+    @_damage_is_engine_error
+    def move_document(self, old_path: str | Path, new_path: str | Path, size: int, mtime: float) -> None:
+        """A stored document's file was moved: it is stored under its new path, its chunks and
+        vectors as they were. ValueError when the new path is stored already."""
+        self._require_writer()
+        with self._write_transaction():
+            if self.find_document(new_path) is not None:
+                raise ValueError(f"{new_path} is in the collection already")
+            self._db.execute("UPDATE documents SET path = ?, size = ?, mtime = ? WHERE path = ?",
+                             (str(new_path), int(size), float(mtime), str(old_path)))
+
+    @_damage_is_engine_error
     def list_documents(self) -> list[StoredDocument]:
         rows = self._db.execute(f"SELECT {self._document_columns()} FROM documents d ORDER BY d.path")
         return [StoredDocument(**row) for row in rows]

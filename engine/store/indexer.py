@@ -67,6 +67,13 @@ class IndexSettings:
     pdf_reader: str = "pdfium"  # whose text a PDF's is: "pypdf" reads it as before PDFium did (benchmarks)
 
 
+# DocumentOutcome.reason of a file that was not read: stored already, a copy of a stored
+# document (the stored one's path follows), or a stored document's file moved here (its old path follows)
+UNCHANGED = "unchanged"
+COPY_OF = "the same file as "
+MOVED_FROM = "moved here from "
+
+
 class _Cancelled(Exception):
     pass
 
@@ -115,15 +122,20 @@ class Indexer:
         self.store.upgrade()  # an older collection's keyword index gains the headings
         files = [Path(normal_path(p)) for p in (discover(inputs) if files is None else files)]
         clock = _Clock({path: path.stat().st_size for path in files})
-        todo = []
+        todo, first_with = [], {}  # first_with: {sha256: the run's first file with those bytes}
         for path in files:
             if _cancelled(cancel):
                 break
             fingerprint = self._fingerprint_if_changed(path)
             if fingerprint is None:
-                yield clock.finished(path, DocumentOutcome(str(path), "ready", "unchanged"))
-            else:
-                todo.append((path, fingerprint))
+                yield clock.finished(path, DocumentOutcome(str(path), "ready", UNCHANGED))
+                continue
+            same = self._same_bytes(path, fingerprint, first_with)
+            if same is not None:
+                yield clock.finished(path, same)
+                continue
+            first_with.setdefault(fingerprint["sha256"], path)
+            todo.append((path, fingerprint))
         try:
             yield from self._parse_and_store(todo, clock, cancel)
         finally:
@@ -147,6 +159,32 @@ class Indexer:
         if known and known.sha256 == fingerprint["sha256"] and known.status != "failed":
             return None
         return fingerprint
+
+    def _same_bytes(self, path: Path, fingerprint: dict, first_with: dict) -> DocumentOutcome | None:
+        """A new path whose bytes are indexed already: a copy of a stored document that is still
+        there is not indexed twice (its passages would show twice); a stored document whose file
+        is gone was moved here, and is stored under this path without being read again. None:
+        read it."""
+        if fingerprint.get("outdated") or self.store.find_document(str(path)) is not None:
+            return None  # a stored path whose file changed: read it again
+        earlier = first_with.get(fingerprint["sha256"])
+        if earlier is not None:
+            return DocumentOutcome(str(path), "ready", f"{COPY_OF}{earlier}")
+        for twin in self.store.documents_with_content(fingerprint["sha256"]):
+            if not self._current(twin) or Path(twin.path).suffix.lower() != path.suffix.lower():
+                continue  # its copy is to be read again anyway, or it is read as another format
+            if Path(twin.path).is_file():
+                return DocumentOutcome(str(path), "ready", f"{COPY_OF}{twin.path}")
+            self.store.move_document(twin.path, path, fingerprint["size"], fingerprint["mtime"])
+            return DocumentOutcome(str(path), twin.status, f"{MOVED_FROM}{twin.path}", twin.page_count,
+                                   twin.chunk_count)
+        return None
+
+    def _current(self, known: StoredDocument) -> bool:
+        """Whether a stored copy is what reading its file now would give: not failed, not read
+        with OCR off when it is on, not read by an older reading of its format."""
+        return (known.status != "failed" and not (self.settings.ocr and WITHOUT_OCR in known.error)
+                and (known.text_version or 1) >= self._text_version(Path(known.path)))
 
     def _parse_and_store(self, todo, clock: "_Clock", cancel) -> Iterator[IndexProgress]:
         s = self.settings

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -231,6 +232,9 @@ def test_the_summary_counts_only_documents_indexed_and_says_how_many_were_unchan
                                          "(5.5 pages/s); 2 unchanged (skipped), 1 failed.")
     assert _outcome_text(outcomes(("ready", "", 1)), 0.5) == "Indexed 1 document, 1 page in 0.5 s (2.0 pages/s)."
     assert _outcome_text(outcomes(("ready", "unchanged", 0)), 0.1) == "Nothing new indexed: 1 unchanged (skipped)."
+    not_read = outcomes(("ready", "the same file as /b.pdf", 0), ("ready", "moved here from /c.pdf", 3))
+    assert _outcome_text(not_read, 0.1) == ("Nothing new indexed: 1 copy of documents indexed already (skipped), "
+                                            "1 moved (not read again).")
 
 
 def progress(done: int, outcome: DocumentOutcome | None = None) -> IndexProgress:
@@ -362,3 +366,11 @@ def test_indexing_again_counts_the_unchanged_documents_apart(tmp_path):
     (docs / "oil.txt").write_text("Check the oil every day.\n", encoding="utf-8")
     changed = cli(index, tmp_path)
     assert re.search(r"^Indexed 1 document, 1 page in .*; 1 unchanged \(skipped\)\.", changed.stderr, re.MULTILINE)
+    copies = shutil.copytree(docs, tmp_path / "copies")
+    copied = cli(["index", str(copies), "--data-dir", str(tmp_path / "data")], tmp_path)
+    assert f"pump.md: not read again, the same file as {docs / 'pump.md'}\n" in copied.stderr
+    assert "Nothing new indexed: 2 copies of documents indexed already (skipped). The collection holds 2 documents" \
+        in copied.stderr
+    shutil.rmtree(docs)
+    moved = cli(["index", str(copies), "--data-dir", str(tmp_path / "data")], tmp_path)
+    assert "Nothing new indexed: 2 moved (not read again). The collection holds 2 documents" in moved.stderr

@@ -151,6 +151,40 @@ def test_files_found_already_are_indexed_as_given_without_looking_again(tmp_path
         assert events[-1].documents_done == events[-1].documents_total == 2
 
 
+@pytest.mark.parametrize("how", ["copy in another folder", "two copies in one run", "moved"])
+def test_the_same_bytes_under_another_path_are_stored_once(tmp_path, tiny_embedder, how):
+    """A manual dropped from two folders is searched once (its passages would show twice); one
+    whose file moved is stored under its new path without being read or embedded again."""
+    first, second = _write_docs(tmp_path / "a") / "pump.md", tmp_path / "b" / "pump.md"
+    second.parent.mkdir()
+    shutil.copy2(first, second)
+    log: list[str] = []
+    paths = AppPaths(tmp_path / "data").ensure()
+    with open_collection(paths, "default", tiny_embedder) as store:
+        indexer = Indexer(store, _LoggingEmbedder(tiny_embedder, log), SETTINGS)
+        if how != "two copies in one run":
+            list(indexer.run([first]))
+            [stored] = store.list_documents()
+            log.clear()
+        if how == "moved":
+            first.unlink()
+        inputs = [first, second] if how == "two copies in one run" else [second]
+        outcome = {e.outcome.path: e.outcome for e in indexer.run(inputs) if e.outcome}[str(second)]
+        documents = store.list_documents()
+        assert len(documents) == 1
+        if how == "moved":
+            assert outcome.reason == f"moved here from {first}" and not log  # not read, not embedded
+            assert (documents[0].path, documents[0].id, documents[0].chunk_count) == (
+                str(second), stored.id, stored.chunk_count)
+            assert outcome.chunks == stored.chunk_count
+        else:
+            assert outcome.status == "ready" and outcome.reason == f"the same file as {first}"
+            assert outcome.path == str(second) and documents[0].path == str(first)
+        [hit] = store.search_keyword("E-1234", 5)
+        assert store.chunk(hit[0])["path"] == documents[0].path
+        assert _outcomes(list(indexer.run([documents[0].path])))["pump.md"].reason == "unchanged"
+
+
 def test_a_collection_refuses_another_embedder(tmp_path, tiny_embedder):
     paths = AppPaths(tmp_path / "data").ensure()
     with open_collection(paths, "default", tiny_embedder) as store:

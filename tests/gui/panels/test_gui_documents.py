@@ -8,6 +8,7 @@ DirectConnection slot runs on the worker's thread and waits until the test lets 
 from __future__ import annotations
 
 import importlib
+import shutil
 import threading
 import warnings
 from pathlib import Path
@@ -246,6 +247,22 @@ def test_reindexing_a_document_whose_file_is_gone_says_so(qtbot, controller, doc
                           check_params_cb=lambda message: "pump.md" in message and "not found" in message):
         controller.reindex(documents["pump.md"].id)
     qtbot.waitUntil(lambda: not controller.busy and controller.documents() == [], timeout=RUN_S)
+
+
+def test_a_copy_is_said_and_not_listed_and_a_moved_file_keeps_its_row(qtbot, controller, docs, tmp_path):
+    documents = index(qtbot, controller, [docs / "pump.md"], {"pump.md": "ready"})
+    copy = tmp_path / "copies" / "pump.md"
+    copy.parent.mkdir()
+    shutil.copy2(docs / "pump.md", copy)
+    with qtbot.waitSignal(controller.failed, timeout=RUN_S,
+                          check_params_cb=lambda message: "is the same file as" in message and "once" in message):
+        controller.add_paths([str(copy)])
+    qtbot.waitUntil(lambda: not controller.busy, timeout=RUN_S)
+    qtbot.waitUntil(lambda: [d.path for d in controller.documents()] == [str(docs / "pump.md")], timeout=RUN_S)
+    (docs / "pump.md").unlink()
+    index(qtbot, controller, [copy], {"pump.md": "ready"})
+    qtbot.waitUntil(lambda: [(d.path, d.id) for d in controller.documents()] == [(str(copy), documents["pump.md"].id)],
+                    timeout=RUN_S)
 
 
 def test_a_queued_document_can_be_removed_before_its_turn(qtbot, controller, docs, gates):
