@@ -125,7 +125,21 @@ class AnswerGuard:
                 break
         if self.known is not None:
             held = max(held, len(text) - _last_word_start(text))
-        return held
+        return len(text) - self._not_splitting(text, len(text) - held)
+
+    def _not_splitting(self, text: str, cut: int) -> int:
+        """`cut`, moved back to the start of any hidden string it would split: the part let
+        through never ends inside one ("...c0ffe" let through, "e" held back because another
+        marker begins with "e")."""
+        moved = True
+        while moved:
+            moved = False
+            for marker in self.hidden:
+                for start in range(max(0, cut - len(marker) + 1), cut):
+                    if text.startswith(marker, start):
+                        cut, moved = start, True
+                        break
+        return cut
 
     def _check_loop(self) -> None:
         text = self.text

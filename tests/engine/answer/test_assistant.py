@@ -422,6 +422,15 @@ def test_the_marker_alone_or_mangled_is_never_shown(leak, pieces):
     assert guard.answer() == "Use read.csv to read the file [1]."
 
 
+@pytest.mark.parametrize("pieces", [*SIZES, "tokens"])
+def test_a_marker_that_ends_as_it_begins_is_never_shown(pieces):
+    # One marker in 16 ends with the digit it begins with: its end could begin it again, and the
+    # guard let "e1f2a3b" through, holding back only "e".
+    prompt = Prompt([], [], 0, "e1f2a3be")
+    guard = AnswerGuard(None, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings)
+    assert "".join(feed(guard, "Use e1f2a3beto read <e1f2a3be>it [1].", pieces)) == "Use to read it [1]."
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_a_marker_split_across_pieces_is_never_shown(size):
     for lead in ["", "A", "An", "And", "And "]:  # a piece boundary at every place in each marker
