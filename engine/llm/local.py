@@ -199,7 +199,8 @@ class LocalLLM:
         decoder = self._tokenizer.create_stream()
         first_token_at = None
         new_tokens, finish = 0, "length"
-        if not (yield from prompt_pieces(generator, prompt, cancel, start=held, ends=self.prompt_cache.ends)):
+        prompt_in = yield from prompt_pieces(generator, prompt, cancel, start=held, ends=self.prompt_cache.ends)
+        if not prompt_in:
             new_limit = 0
             finish = "cancelled"
         while new_tokens < new_limit:
@@ -217,7 +218,7 @@ class LocalLLM:
             piece = decoder.decode(token)
             if piece:
                 yield piece
-        if greedy and finish != "cancelled":  # a cancelled prompt may not be in whole
+        if greedy and prompt_in:  # kept also when its text was cut short (a stop string, a loop)
             self.prompt_cache.keep(Kept(generator, prompt, kept.capacity))
         del generator, kept
         yield self._stats(len(prompt), new_tokens, start, first_token_at, finish, held)

@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 RESTARTING = "The model is restarting; ask again in a moment."
 RESTART_MAX_S = 30.0
 STABLE_S = 60.0  # a model process up this long resets the restart backoff
+# The last answers' KV caches, kept in the model process (engine.llm.prompt_cache): every prompt
+# begins with the same rules, and a question asked again on the same passages (a kiosk's common
+# question) computes only its answer's header, its text the same word for word. Room for two
+# answers of the built-in model at the default length (840 + 192 tokens at 45 KiB a token), one
+# at any length; a larger imported model's does not fit, and it keeps none.
+APP_PROMPT_CACHE_MIB = 96
 REMOTE_RETRY_S = 60.0  # after falling back to the local model, the remote engine is tried again
 
 
@@ -173,7 +179,7 @@ class ModelSupervisor:
             return self._local, key
         if self._local is not None:
             self._forget_local()
-        llm = LLMClient(folder, choice.provider).load()
+        llm = LLMClient(folder, choice.provider, prompt_cache_mib=APP_PROMPT_CACHE_MIB).load()
         self._local, self._local_key = llm, key
         self.model_folder = folder
         self._up_since = time.monotonic()

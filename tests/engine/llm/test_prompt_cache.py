@@ -145,6 +145,25 @@ def test_a_sampled_answer_neither_takes_nor_keeps_a_generator(tiny_llm_dir):
         assert model.generate(CHATS[0], max_new_tokens=4, temperature=0).stats.cached_tokens > 0
 
 
+@pytest.mark.parametrize("cut_after", ["first text", "first prompt piece"])
+def test_an_answer_cut_short_keeps_its_prompt_only_when_the_prompt_went_in_whole(tiny_llm_dir, cut_after):
+    """The app cuts an answer short at a stop string or a loop: its prompt is kept all the same
+    (the next questions begin with the same rules and example, and the same question may come
+    again). A prompt cancelled before it went in whole is not kept."""
+    import threading
+
+    with LocalLLM(tiny_llm_dir, provider="cpu") as fresh:
+        expected = fresh.generate(CHATS[0], max_new_tokens=12, temperature=0).text
+    with LocalLLM(tiny_llm_dir, provider="cpu", prompt_cache_mib=64) as model:
+        cancel = threading.Event()
+        for piece in model.stream(CHATS[0], max_new_tokens=12, temperature=0, cancel=cancel).turns():
+            if piece or cut_after == "first prompt piece":
+                cancel.set()
+        again = model.generate(CHATS[0], max_new_tokens=12, temperature=0)
+    assert again.text == expected
+    assert (again.stats.cached_tokens > 0) == (cut_after == "first text")
+
+
 @pytest.mark.slow
 def test_the_real_model_answers_the_same_through_its_prompt_cache(builtin_llm_dir):
     """The built-in model, a conversation going on and questions asked again: the same text,
