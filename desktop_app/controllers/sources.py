@@ -19,9 +19,9 @@ The pool runs without OCR (ParsePool's default): showing a document never recogn
 scanned pages again (seconds a page). A PDF is shown by QtPdf, and the view marks a passage on
 a scanned page from the word boxes the index keeps (SourceView, IndexController.read_page_ocr).
 
-A PDF is opened the same way by a PdfOpener, on a "pdf" thread: QtPdf's load reads a damaged
-file whole to rebuild its cross-reference table (1.1 s for a 29 MB manual here), which on the
-GUI thread would freeze the window. The QPdfDocument it opened moves to the GUI thread.
+A PDF is opened by a PdfOpener: on a "pdf" thread a damaged file is repaired to a copy first
+(QtPdf's load would read it whole to rebuild its cross-reference table, 1.1 s for a 29 MB
+manual here, holding the GUI thread); QtPdf then loads the file or the copy on the GUI thread.
 
 On a thin kiosk a DocumentFetcher, on a "fetch" thread, brings a cited document that is not on
 this machine from the central server first (engine.answer.central).
@@ -136,33 +136,24 @@ class _ReadThread(_LatestThread):
 
 
 class _PdfThread(_LatestThread):
-    """Opens a PDF with QtPdf: a QPdfDocument handed over to the GUI thread, or why not.
+    """Makes a PDF loadable at once: the path of the file, or of a repaired copy of it.
 
     QtPdf's load holds Python's GIL (PySide6 does not release it there), so a file whose
-    cross-reference table is damaged, which PDFium repairs by reading it whole, would still
-    stall the GUI thread from here. pypdfium2 (ctypes: the GIL is released) checks the table
-    first; a damaged file is saved once, repaired, to a temporary copy that QtPdf opens at once.
+    cross-reference table is damaged, which PDFium repairs by reading it whole, would stall the
+    GUI thread. pypdfium2 (ctypes: the GIL is released) checks the table here; a damaged file is
+    saved once, repaired, to a temporary copy. The QPdfDocument itself is made on the GUI
+    thread (PdfOpener): one made here had to be moved there, and moveToThread, called holding
+    the GIL, deadlocked with a widget deleted on the GUI thread at the same moment (Qt's lock
+    held there, the GIL wanted).
     """
 
-    def __init__(self, latest: _Latest, gui_thread: QThread, copies: "_Copies"):
+    def __init__(self, latest: _Latest, copies: "_Copies"):
         super().__init__(latest, "pdf")
-        self._gui_thread = gui_thread
         self._copies = copies
 
     def work(self, path: str, cancel: threading.Event):
         shown = self._loadable(path)
-        if cancel.is_set():
-            return None
-        document = QPdfDocument()
-        error = document.load(shown)
-        if cancel.is_set():
-            document.close()
-            return None
-        if error != QPdfDocument.Error.None_ or document.status() != QPdfDocument.Status.Ready:
-            document.close()
-            return f"QtPdf could not open it ({error.name})"
-        document.moveToThread(self._gui_thread)  # from here on it is the GUI thread's
-        return document
+        return None if cancel.is_set() else Path(shown)
 
     def _loadable(self, path: str) -> str:
         """`path`, or a repaired copy of it when its cross-reference table is damaged."""
@@ -266,7 +257,11 @@ class _LatestJobs(QObject):
     @Slot(int, object)
     def _on_done(self, ticket: int, result) -> None:
         if ticket == self._ticket and not self._closed:
-            self.done.emit(ticket, result)
+            self.done.emit(ticket, self._finished(result))
+
+    def _finished(self, result):
+        """The thread's result as done() carries it, made on the GUI thread."""
+        return result
 
 
 class SourceReader(_LatestJobs):
@@ -292,17 +287,27 @@ class SourceReader(_LatestJobs):
 
 
 class PdfOpener(_LatestJobs):
-    """Opens PDFs with QtPdf on a thread of its own: a damaged file's repair (pdfium rebuilds
-    a broken cross-reference table by reading the whole file) takes seconds on a large one.
+    """Opens PDFs with QtPdf: a damaged file is repaired on a thread of its own first (pdfium
+    rebuilds a broken cross-reference table by reading the whole file: seconds on a large one),
+    then QtPdf loads the file or the repaired copy on the GUI thread (14-118 ms for the
+    development manuals, 2,415 pages the longest).
 
-    done(ticket, QPdfDocument | str): the document, now living on the GUI thread and without a
-    parent (the caller adopts it), or why it could not be opened.
+    done(ticket, QPdfDocument | str): the document, on the GUI thread and without a parent (the
+    caller adopts it), or why it could not be opened.
     """
 
     def __init__(self, parent: QObject | None = None):
         latest, copies = _Latest(), _Copies()
-        super().__init__(_PdfThread(latest, QThread.currentThread(), copies), latest, parent)
+        super().__init__(_PdfThread(latest, copies), latest, parent)
         self.destroyed.connect(copies.remove)  # after the thread has stopped (the base's first)
+
+    def _finished(self, loadable: Path):
+        document = QPdfDocument()
+        error = document.load(str(loadable))
+        if error != QPdfDocument.Error.None_ or document.status() != QPdfDocument.Status.Ready:
+            document.close()
+            return f"QtPdf could not open it ({error.name})"
+        return document
 
 
 class _FetchThread(_LatestThread):

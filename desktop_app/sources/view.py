@@ -9,8 +9,9 @@
 SourceView is the coordinator: the title, the page and zoom buttons, the stack that shows one
 of a PDF page (pdf_page.PdfPageView), a text page (text_page.TextPage) or a message, and which
 of them shows a citation. PDFs are rendered by QtPdf (QPdfDocument + QPdfView, one page at a
-time), the passage marked from PDFium's characters (see pdf_page). A PDF is opened off the GUI
-thread by a PdfOpener (QtPdf reads a damaged file whole to repair it), "Opening…" meanwhile.
+time), the passage marked from PDFium's characters (see pdf_page). A PDF is opened by a
+PdfOpener (a damaged file repaired off the GUI thread first: QtPdf would read it whole),
+"Opening…" meanwhile.
 Other formats (and PDFs that QtPdf cannot open) are shown as text (see text_page): their pages
 are read by a SourceReader (a parse pool child, within its time and memory limits, off the GUI
 thread; "Opening…" meanwhile). The view itself never parses a document.

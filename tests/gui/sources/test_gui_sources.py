@@ -416,6 +416,25 @@ def test_a_damaged_large_pdf_opens_without_stalling_the_window(qtbot, view, manu
     assert view.mode() == "pdf" and view.current_page() == 2 and view.highlight_found()
 
 
+def test_the_pdf_document_is_made_on_the_gui_thread(qtbot, view, manual, monkeypatch):
+    """One made on the "pdf" thread had to be moved to the GUI thread, and that move, holding
+    the GIL, deadlocked with a widget deleted on the GUI thread meanwhile (a test hung)."""
+    import threading
+
+    from PySide6.QtPdf import QPdfDocument
+
+    made_on = []
+
+    class Recorded(QPdfDocument):
+        def __init__(self, *args):
+            super().__init__(*args)
+            made_on.append(threading.current_thread() is threading.main_thread())
+
+    monkeypatch.setattr("desktop_app.controllers.sources.QPdfDocument", Recorded)
+    assert show(qtbot, view, manual, 2, PAGE_LINES[2][0])[1:] == [2, True]
+    assert made_on == [True]
+
+
 def test_a_pdf_superseded_while_it_opens_is_never_shown(qtbot, view, manual, tmp_path):
     slow = damaged_large_pdf(manual, tmp_path / "slow.pdf")
     view.show_citation(cite(slow, 1, " ".join(PAGE_LINES[1][1:])))
