@@ -195,11 +195,11 @@ def _summary(bar: "_ProgressBar", store, tally: _Tally) -> None:
 
 def _outcome_text(tally: _Tally, elapsed_s: float) -> str:
     """"Indexed 2 documents, 30 pages in 4.1 s (7.3 pages/s); 1 unchanged (skipped), 1 failed."."""
-    others = [f"{tally.unchanged} unchanged (skipped)"] if tally.unchanged else []
-    if tally.copies:
-        others.append(f"{plural(tally.copies, 'copy', 'copies')} of documents indexed already (skipped)")
-    others += [f"{tally.moved} moved (not read again)"] if tally.moved else []
-    others += [f"{tally.failed} failed"] if tally.failed else []
+    others = [text for count, text in (
+        (tally.unchanged, f"{tally.unchanged} unchanged (skipped)"),
+        (tally.copies, f"{plural(tally.copies, 'copy', 'copies')} of documents indexed already (skipped)"),
+        (tally.moved, f"{tally.moved} moved (not read again)"),
+        (tally.failed, f"{tally.failed} failed")) if count]
     if not tally.indexed:
         return f"Nothing new indexed: {', '.join(others)}."
     rate = tally.pages / elapsed_s if elapsed_s > 0 else 0.0
