@@ -31,9 +31,11 @@ class Run:
     first found set, its stats; optionally its child paused (SIGSTOP) at the first piece, so
     that a test acts while the generation is surely unfinished."""
 
-    def __init__(self, cancel, pause_pid: int | None):
+    def __init__(self, cancel, pause_pid: int | None, hold: bool = False):
         self._cancel = cancel
         self._pause_pid = pause_pid
+        self._hold = hold  # after the first piece, the server's thread gets nothing more until released
+        self.released = threading.Event()
         self.pieces = 0
         self.pieces_after_cancel = 0
         self.cancel_seen = threading.Event()
@@ -55,6 +57,8 @@ class Run:
                     os.kill(self._pause_pid, signal.SIGSTOP)
                 self.first_piece.set()
                 yield piece
+                while self._hold and not self.released.wait(0.05):
+                    self.is_set()  # the server's cancel, seen while its client waits for text
             self.stats = stream.stats
             yield stream.stats
         finally:
@@ -68,10 +72,11 @@ class WatchedLLM(LLMClient):
         super().__init__(folder, "cpu")
         self.runs: list[Run] = []
         self.pause_next = False
+        self.hold_next = False
 
     def stream(self, messages, *, cancel=None, **options):
-        run = Run(cancel, self.pid if self.pause_next else None)
-        self.pause_next = False
+        run = Run(cancel, self.pid if self.pause_next else None, self.hold_next)
+        self.pause_next = self.hold_next = False
         self.runs.append(run)
         return GenerationStream(run.watch(super().stream(messages, cancel=run, **options)))
 
@@ -123,10 +128,11 @@ def test_a_streamed_chat_matches_the_plain_one_with_role_first_finish_last_and_u
 
 def test_a_client_that_disconnects_cancels_its_generation(served):
     client, llm = served
-    # Its child stops at the first piece, so the generation is surely unfinished when the client
-    # leaves: the tiny model writes LONG tokens in a fraction of a second, faster than a loaded
-    # machine lets the client read one chunk.
-    llm.pause_next = True
+    # Its child stops at the first piece, so the generation is unfinished when the client leaves:
+    # the tiny model writes LONG tokens in a fraction of a second, faster than a loaded machine
+    # lets the client read one chunk. Under load the child could still finish before its SIGSTOP
+    # (the suite failed so once), so the server's thread is also held after the first piece.
+    llm.pause_next = llm.hold_next = True
     stream = client.chat.completions.create(model="tiny", messages=HELLO, max_tokens=LONG, temperature=0, stream=True)
     next(chunk for chunk in stream if chunk.choices and chunk.choices[0].delta.content)
     closed_at = time.perf_counter()
@@ -137,6 +143,7 @@ def test_a_client_that_disconnects_cancels_its_generation(served):
         latency_ms = (time.perf_counter() - closed_at) * 1000
     finally:
         os.kill(llm.pid, signal.SIGCONT)  # it reads the cancel and ends
+        run.released.set()
     assert run.ended.wait(WAIT_S)
     print(f"disconnect -> cancel seen: {latency_ms:.1f} ms; {run.pieces} pieces read")
     # no stats: the request's thread closed the stream first (the client read it to its end)
