@@ -339,9 +339,10 @@ class _IndexWorker(QObject):
     def _say_not_read(self, outcome) -> None:
         """A copy of a document indexed already is said in the status bar (its row then goes);
         a document moved here leaves its old path's row."""
-        if outcome.reason.startswith(COPY_OF):
-            self.event.emit(_Failed(f"'{Path(outcome.path).name}' is {outcome.reason}, which is indexed "
-                                    "already: it is searched once."))
+        if outcome.reason.startswith(COPY_OF):  # said short: the status bar shows one line
+            indexed = Path(outcome.reason.removeprefix(COPY_OF))
+            self.event.emit(_Failed(f"'{Path(outcome.path).name}' is indexed already (the same file in "
+                                    f"'{indexed.parent.name}'): it is searched once."))
         elif outcome.reason.startswith(MOVED_FROM):
             self.event.emit(_Removed(outcome.reason.removeprefix(MOVED_FROM)))
 
