@@ -176,8 +176,7 @@ class Indexer:
             if Path(twin.path).is_file():
                 return DocumentOutcome(str(path), "ready", f"{COPY_OF}{twin.path}")
             self.store.move_document(twin.path, path, fingerprint["size"], fingerprint["mtime"])
-            return DocumentOutcome(str(path), twin.status, f"{MOVED_FROM}{twin.path}", twin.page_count,
-                                   twin.chunk_count)
+            return DocumentOutcome(str(path), twin.status, f"{MOVED_FROM}{twin.path}")  # no pages read
         return None
 
     def _current(self, known: StoredDocument) -> bool:
