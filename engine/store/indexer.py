@@ -147,9 +147,9 @@ class Indexer:
         ("outdated" in the fingerprint: if that fails, the stored copy stays)."""
         stat = path.stat()
         known = self.store.find_document(str(path))
-        if known and self.settings.ocr and WITHOUT_OCR in known.error:
+        if known and self._without_ocr(known):
             known = None  # indexed with OCR off: its scanned pages are recognised now
-        if known and known.status != "failed" and (known.text_version or 1) < self._text_version(path):
+        if known and self._outdated(known):
             return {"sha256": readable_sha256(path), "size": stat.st_size, "mtime": stat.st_mtime,
                     "outdated": True}
         if known and known.size == stat.st_size and known.mtime == stat.st_mtime \
@@ -180,10 +180,16 @@ class Indexer:
         return None
 
     def _current(self, known: StoredDocument) -> bool:
-        """Whether a stored copy is what reading its file now would give: not failed, not read
-        with OCR off when it is on, not read by an older reading of its format."""
-        return (known.status != "failed" and not (self.settings.ocr and WITHOUT_OCR in known.error)
-                and (known.text_version or 1) >= self._text_version(Path(known.path)))
+        """Whether a stored copy is what reading its file now would give."""
+        return known.status != "failed" and not self._without_ocr(known) and not self._outdated(known)
+
+    def _without_ocr(self, known: StoredDocument) -> bool:
+        """Indexed with OCR off while it is on: its scanned pages are to be recognised."""
+        return self.settings.ocr and WITHOUT_OCR in known.error
+
+    def _outdated(self, known: StoredDocument) -> bool:
+        """Stored from an older reading of its format than indexing uses now."""
+        return known.status != "failed" and (known.text_version or 1) < self._text_version(Path(known.path))
 
     def _parse_and_store(self, todo, clock: "_Clock", cancel) -> Iterator[IndexProgress]:
         s = self.settings
