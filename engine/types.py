@@ -193,6 +193,11 @@ class DocumentOutcome:
     reason: str = ""  # why it failed, or the warnings, in words a person can act on
     pages: int = 0
     chunks: int = 0
+    # Why a file was not read: "" (it was read, or it failed), "unchanged" (stored already),
+    # "copy" (its bytes are stored under `stored_as`), "moved" (stored under `stored_as`, the
+    # path its file had, and now under this one)
+    not_read: str = ""
+    stored_as: str = ""
 
 
 @dataclass(frozen=True)

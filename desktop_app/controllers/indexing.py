@@ -49,8 +49,6 @@ from engine.paths import DEFAULT_COLLECTION, AppPaths
 from engine.store.health import collection_exists
 from engine.store.index_store import READY_STATUSES, IndexStore
 from engine.store.indexer import (
-    COPY_OF,
-    MOVED_FROM,
     Indexer,
     IndexSettings,
     default_embedder,
@@ -339,12 +337,11 @@ class _IndexWorker(QObject):
     def _say_not_read(self, outcome) -> None:
         """A copy of a document indexed already is said in the status bar (its row then goes);
         a document moved here leaves its old path's row."""
-        if outcome.reason.startswith(COPY_OF):  # said short: the status bar shows one line
-            indexed = Path(outcome.reason.removeprefix(COPY_OF))
+        if outcome.not_read == "copy":  # said short: the status bar shows one line
             self.event.emit(_Failed(f"'{Path(outcome.path).name}' is indexed already (the same file in "
-                                    f"'{indexed.parent.name}'): it is searched once."))
-        elif outcome.reason.startswith(MOVED_FROM):
-            self.event.emit(_Removed(outcome.reason.removeprefix(MOVED_FROM)))
+                                    f"'{Path(outcome.stored_as).parent.name}'): it is searched once."))
+        elif outcome.not_read == "moved":
+            self.event.emit(_Removed(outcome.stored_as))
 
     def _finished(self, path: str) -> None:
         self._remaining.discard(path)

@@ -103,7 +103,7 @@ def _report(event: IndexProgress, bar: "_ProgressBar", as_json: bool,
                           "seconds": round(took.seconds, 3), "read_s": round(took.read_s, 3)}),
               flush=True)
         return
-    if _not_read(outcome) in ("copy", "moved"):
+    if outcome.not_read in ("copy", "moved"):
         bar.note(visible(f"{Path(outcome.path).name}: not read again, {outcome.reason}"))
     elif outcome.status != "ready":
         name = Path(outcome.path).name
@@ -153,7 +153,7 @@ class _Tally:
     def count(self, outcome) -> None:
         if outcome is None:
             return
-        kind = _not_read(outcome)
+        kind = outcome.not_read
         if outcome.status == "failed":
             self.failed += 1
         elif kind == "unchanged":
@@ -166,20 +166,6 @@ class _Tally:
             self.indexed += 1
             self.warned += outcome.status != "ready"
             self.pages += outcome.pages
-
-
-def _not_read(outcome) -> str | None:
-    """Why the Indexer did not read a file: "unchanged" (stored already), "copy" (its bytes are
-    stored under another path), "moved" (stored under the path its file had); None: it read it."""
-    from engine.store.indexer import COPY_OF, MOVED_FROM, UNCHANGED
-
-    if outcome is None or outcome.status == "failed":
-        return None
-    if outcome.reason == UNCHANGED:
-        return "unchanged"
-    if outcome.reason.startswith(COPY_OF):
-        return "copy"
-    return "moved" if outcome.reason.startswith(MOVED_FROM) else None
 
 
 def _summary(bar: "_ProgressBar", store, tally: _Tally) -> None:
@@ -263,7 +249,7 @@ class _ProgressBar:
         fraction = e.bytes_done / e.bytes_total if e.bytes_total else 0.0
         filled = int(fraction * self.WIDTH)
         eta = "" if e.eta_s is None else f" ETA {_duration(e.eta_s)}"
-        unchanged = " (unchanged)" if _not_read(e.outcome) == "unchanged" else ""
+        unchanged = " (unchanged)" if e.outcome and e.outcome.not_read == "unchanged" else ""
         return (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {e.documents_done}/{e.documents_total} docs, "
                 f"{plural(e.pages_done, 'page')}, {e.pages_per_s:.1f} pages/s{eta}  "
                 f"{visible(Path(e.current_file).name)}{unchanged}{stage_text(e)}")

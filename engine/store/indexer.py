@@ -67,11 +67,6 @@ class IndexSettings:
     pdf_reader: str = "pdfium"  # whose text a PDF's is: "pypdf" reads it as before PDFium did (benchmarks)
 
 
-# DocumentOutcome.reason of a file that was not read: stored already, a copy of a stored
-# document (the stored one's path follows), or a stored document's file moved here (its old path follows)
-UNCHANGED = "unchanged"
-COPY_OF = "the same file as "
-MOVED_FROM = "moved here from "
 
 
 class _Cancelled(Exception):
@@ -128,7 +123,7 @@ class Indexer:
                 break
             fingerprint = self._fingerprint_if_changed(path)
             if fingerprint is None:
-                yield clock.finished(path, DocumentOutcome(str(path), "ready", UNCHANGED))
+                yield clock.finished(path, DocumentOutcome(str(path), "ready", "unchanged", not_read="unchanged"))
                 continue
             same = self._same_bytes(path, fingerprint, first_with)
             if same is not None:
@@ -169,14 +164,15 @@ class Indexer:
             return None  # a stored path whose file changed: read it again
         earlier = first_with.get(fingerprint["sha256"])
         if earlier is not None:
-            return DocumentOutcome(str(path), "ready", f"{COPY_OF}{earlier}")
+            return _copy_of(path, str(earlier))
         for twin in self.store.documents_with_content(fingerprint["sha256"]):
             if not self._current(twin) or Path(twin.path).suffix.lower() != path.suffix.lower():
                 continue  # its copy is to be read again anyway, or it is read as another format
             if Path(twin.path).is_file():
-                return DocumentOutcome(str(path), "ready", f"{COPY_OF}{twin.path}")
+                return _copy_of(path, twin.path)
             self.store.move_document(twin.path, path, fingerprint["size"], fingerprint["mtime"])
-            return DocumentOutcome(str(path), twin.status, f"{MOVED_FROM}{twin.path}")  # no pages read
+            return DocumentOutcome(str(path), twin.status, f"moved here from {twin.path}",  # no pages read
+                                   not_read="moved", stored_as=twin.path)
         return None
 
     def _current(self, known: StoredDocument) -> bool:
@@ -264,6 +260,10 @@ def outdated_files(documents: Iterable[StoredDocument]) -> list[str]:
     the next run reads them again."""
     return [d.path for d in documents if d.status != "failed"
             and (d.text_version or 1) < text_version(d.path) and Path(d.path).is_file()]
+
+
+def _copy_of(path: Path, stored: str) -> DocumentOutcome:
+    return DocumentOutcome(str(path), "ready", f"the same file as {stored}", not_read="copy", stored_as=stored)
 
 
 def _kept(known, error: DocumentError) -> DocumentOutcome:

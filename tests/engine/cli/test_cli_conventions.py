@@ -217,22 +217,24 @@ def test_plurals():
     assert [plural(n, "document") for n in (0, 1, 2)] == ["0 documents", "1 document", "2 documents"]
 
 
-def outcomes(*statuses: tuple[str, str, int]) -> _Tally:
+def outcomes(*statuses: tuple) -> _Tally:
+    """(status, reason, pages[, why it was not read]) each."""
     tally = _Tally()
-    for status, reason, pages in statuses:
-        tally.count(DocumentOutcome("/a.pdf", status, reason, pages, pages))
+    for status, reason, pages, *not_read in statuses:
+        tally.count(DocumentOutcome("/a.pdf", status, reason, pages, pages, *not_read))
     tally.count(None)  # a progress step, not a finished document
     return tally
 
 
 def test_the_summary_counts_only_documents_indexed_and_says_how_many_were_unchanged_or_failed():
-    tally = outcomes(("ready", "", 10), ("ready", "unchanged", 0), ("ready", "unchanged", 0),
+    tally = outcomes(("ready", "", 10), ("ready", "unchanged", 0, "unchanged"), ("ready", "unchanged", 0, "unchanged"),
                      ("failed", "'b.pdf' is encrypted", 0), ("ready_with_warnings", "no text was found", 1))
     assert _outcome_text(tally, 2.0) == ("Indexed 2 documents (1 with warnings), 11 pages in 2.0 s "
                                          "(5.5 pages/s); 2 unchanged (skipped), 1 failed.")
     assert _outcome_text(outcomes(("ready", "", 1)), 0.5) == "Indexed 1 document, 1 page in 0.5 s (2.0 pages/s)."
-    assert _outcome_text(outcomes(("ready", "unchanged", 0)), 0.1) == "Nothing new indexed: 1 unchanged (skipped)."
-    not_read = outcomes(("ready", "the same file as /b.pdf", 0), ("ready", "moved here from /c.pdf", 3))
+    assert _outcome_text(outcomes(("ready", "unchanged", 0, "unchanged")), 0.1) == "Nothing new indexed: 1 unchanged (skipped)."
+    not_read = outcomes(("ready", "the same file as /b.pdf", 0, "copy", "/b.pdf"),
+                        ("ready", "moved here from /c.pdf", 3, "moved", "/c.pdf"))
     assert _outcome_text(not_read, 0.1) == ("Nothing new indexed: 1 copy of documents indexed already (skipped), "
                                             "1 moved (not read again).")
 
@@ -245,7 +247,7 @@ def test_the_index_progress_off_a_terminal_is_one_line_per_document():
     log = io.StringIO()
     bar = _ProgressBar(log)
     for event in (progress(0), progress(1, DocumentOutcome("/docs/a.pdf", "ready", "", 1, 1)), progress(1),
-                  progress(2, DocumentOutcome("/docs/a.pdf", "ready", "unchanged"))):
+                  progress(2, DocumentOutcome("/docs/a.pdf", "ready", "unchanged", not_read="unchanged"))):
         bar.show(event)
     bar.note("failed (b.pdf): it is encrypted")
     bar.finish()

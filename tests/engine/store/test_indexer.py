@@ -174,15 +174,17 @@ def test_the_same_bytes_under_another_path_are_stored_once(tmp_path, tiny_embedd
         assert len(documents) == 1
         if how == "moved":
             assert outcome.reason == f"moved here from {first}" and not log  # not read, not embedded
+            assert (outcome.not_read, outcome.stored_as) == ("moved", str(first))
             assert (documents[0].path, documents[0].id, documents[0].chunk_count) == (
                 str(second), stored.id, stored.chunk_count)
             assert outcome.pages == outcome.chunks == 0  # none read: the run's rate counts none
         else:
             assert outcome.status == "ready" and outcome.reason == f"the same file as {first}"
+            assert (outcome.not_read, outcome.stored_as) == ("copy", str(first))
             assert outcome.path == str(second) and documents[0].path == str(first)
         [hit] = store.search_keyword("E-1234", 5)
         assert store.chunk(hit[0])["path"] == documents[0].path
-        assert _outcomes(list(indexer.run([documents[0].path])))["pump.md"].reason == "unchanged"
+        assert _outcomes(list(indexer.run([documents[0].path])))["pump.md"].not_read == "unchanged"
 
 
 def test_a_collection_refuses_another_embedder(tmp_path, tiny_embedder):
