@@ -139,18 +139,21 @@ class Indexer:
     def _fingerprint_if_changed(self, path: Path) -> dict | None:
         """None when the stored copy is this file, read as it is read now: same size and mtime,
         or else same SHA-256. A copy read with an older reading of its format is read again
-        ("outdated" in the fingerprint: if that fails, the stored copy stays)."""
+        ("outdated" in the fingerprint: if that fails, the stored copy stays). "stored": whether
+        this path is in the collection at all."""
         stat = path.stat()
         known = self.store.find_document(str(path))
+        stored = known is not None
         if known and self._without_ocr(known):
             known = None  # indexed with OCR off: its scanned pages are recognised now
         if known and self._outdated(known):
             return {"sha256": readable_sha256(path), "size": stat.st_size, "mtime": stat.st_mtime,
-                    "outdated": True}
+                    "outdated": True, "stored": stored}
         if known and known.size == stat.st_size and known.mtime == stat.st_mtime \
                 and known.status != "failed":
             return None
-        fingerprint = {"sha256": readable_sha256(path), "size": stat.st_size, "mtime": stat.st_mtime}
+        fingerprint = {"sha256": readable_sha256(path), "size": stat.st_size, "mtime": stat.st_mtime,
+                       "stored": stored}
         if known and known.sha256 == fingerprint["sha256"] and known.status != "failed":
             return None
         return fingerprint
@@ -160,7 +163,7 @@ class Indexer:
         there is not indexed twice (its passages would show twice); a stored document whose file
         is gone was moved here, and is stored under this path without being read again. None:
         read it."""
-        if fingerprint.get("outdated") or self.store.find_document(str(path)) is not None:
+        if fingerprint["stored"]:
             return None  # a stored path whose file changed: read it again
         earlier = first_with.get(fingerprint["sha256"])
         if earlier is not None:
@@ -211,6 +214,7 @@ class Indexer:
         """Yields progress events while embedding; returns the document's outcome."""
         fingerprint = dict(fingerprint)
         outdated = fingerprint.pop("outdated", False)
+        fingerprint.pop("stored")
         if isinstance(parsed, DocumentError):
             if outdated:
                 return _kept(self.store.find_document(str(path)), parsed)
