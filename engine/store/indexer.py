@@ -67,8 +67,6 @@ class IndexSettings:
     pdf_reader: str = "pdfium"  # whose text a PDF's is: "pypdf" reads it as before PDFium did (benchmarks)
 
 
-
-
 class _Cancelled(Exception):
     pass
 

@@ -227,12 +227,13 @@ def outcomes(*statuses: tuple) -> _Tally:
 
 
 def test_the_summary_counts_only_documents_indexed_and_says_how_many_were_unchanged_or_failed():
-    tally = outcomes(("ready", "", 10), ("ready", "unchanged", 0, "unchanged"), ("ready", "unchanged", 0, "unchanged"),
+    unchanged = ("ready", "unchanged", 0, "unchanged")
+    tally = outcomes(("ready", "", 10), unchanged, unchanged,
                      ("failed", "'b.pdf' is encrypted", 0), ("ready_with_warnings", "no text was found", 1))
     assert _outcome_text(tally, 2.0) == ("Indexed 2 documents (1 with warnings), 11 pages in 2.0 s "
                                          "(5.5 pages/s); 2 unchanged (skipped), 1 failed.")
     assert _outcome_text(outcomes(("ready", "", 1)), 0.5) == "Indexed 1 document, 1 page in 0.5 s (2.0 pages/s)."
-    assert _outcome_text(outcomes(("ready", "unchanged", 0, "unchanged")), 0.1) == "Nothing new indexed: 1 unchanged (skipped)."
+    assert _outcome_text(outcomes(unchanged), 0.1) == "Nothing new indexed: 1 unchanged (skipped)."
     not_read = outcomes(("ready", "the same file as /b.pdf", 0, "copy", "/b.pdf"),
                         ("ready", "moved here from /c.pdf", 3, "moved", "/c.pdf"))
     assert _outcome_text(not_read, 0.1) == ("Nothing new indexed: 1 copy of documents indexed already (skipped), "
