@@ -186,7 +186,7 @@ class Indexer:
 
     def _outdated(self, known: StoredDocument) -> bool:
         """Stored from an older reading of its format than indexing uses now."""
-        return known.status != "failed" and (known.text_version or 1) < self._text_version(Path(known.path))
+        return _older_reading(known, self._text_version(Path(known.path)))
 
     def _parse_and_store(self, todo, clock: "_Clock", cancel) -> Iterator[IndexProgress]:
         s = self.settings
@@ -260,8 +260,12 @@ def outdated_files(documents: Iterable[StoredDocument]) -> list[str]:
     """The stored documents whose text comes from an older reading of their format (a PDF read
     before PDFium read PDFs, a table before its cells were rows) and whose file is still there:
     the next run reads them again."""
-    return [d.path for d in documents if d.status != "failed"
-            and (d.text_version or 1) < text_version(d.path) and Path(d.path).is_file()]
+    return [d.path for d in documents if _older_reading(d, text_version(d.path)) and Path(d.path).is_file()]
+
+
+def _older_reading(known: StoredDocument, version: int) -> bool:
+    """Stored (not failed) from a reading of its format older than `version`."""
+    return known.status != "failed" and (known.text_version or 1) < version
 
 
 def _copy_of(path: Path, stored: str) -> DocumentOutcome:
