@@ -166,6 +166,24 @@ def root_logging_restored():
     root.setLevel(level)
 
 
+def pytest_collection_modifyitems(items):
+    from tests.helpers import dev_index
+
+    dev_index.order_last(items)
+
+
+def pytest_collection_finish(session):
+    from tests.helpers import dev_index
+
+    dev_index.start_if_needed(session)
+
+
+def pytest_unconfigure(config):
+    from tests.helpers import dev_index
+
+    dev_index.stop(config)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Where the run's time went, a line per test folder: CI has a time budget to keep."""
     spent: dict[str, float] = {}

@@ -16,15 +16,13 @@ import pytest
 
 from engine.evaluation.qa import QAItem, load_qa
 from engine.paths import AppPaths
+from tests.helpers import dev_index
 
-QA_DIR = Path(__file__).resolve().parents[1] / "qa"
-SETS = (QA_DIR / "r_manuals_dev.jsonl", QA_DIR / "dev_mixed.jsonl", QA_DIR / "dev_nut.jsonl",
-        QA_DIR / "dev_debian_faq.jsonl")
-COLLECTION = "dev-sets"
+SETS, COLLECTION = dev_index.SETS, dev_index.COLLECTION
 SAMPLE_ANSWERABLE, SAMPLE_UNANSWERABLE = 4, 1  # per family, for the full answers
-# The index of the 15 manuals (6,603 chunks) is built inside the first test's time: 240 s on a
-# quiet machine with VNNI, 700 s on a 2-core AVX2 one (no VNNI: 10 chunks/s), where it overran
-# the suite's 600 s hang guard. These tests get a guard sized for the slow machine.
+# The index of the 15 manuals (6,603 chunks) takes 240 s on a quiet machine with VNNI and 770 s
+# on a 2-core AVX2 one (no VNNI: 10 chunks/s). It is built while the rest of the suite runs, but
+# where these tests run alone the first one waits for all of it: a guard sized for that.
 pytestmark = pytest.mark.timeout(1800)
 
 # Issue 27's targets, for the report; the floors below are what CI holds.
@@ -65,17 +63,10 @@ def sample(items: list[QAItem]) -> list[QAItem]:
 
 
 @pytest.fixture(scope="module")
-def dev_data_dir(builtin_data_dir, manuals_dir) -> Path:
-    """Every manual the sets ask about, in one collection, indexed with the default settings."""
-    from engine.store.indexer import Indexer, default_embedder, open_collection
-
-    paths = AppPaths(builtin_data_dir)
-    embedder = default_embedder(paths)
-    manuals = sorted({manuals_dir / item.doc for item in all_items() if item.doc})
-    with open_collection(paths, COLLECTION, embedder) as store:
-        outcomes = [e.outcome for e in Indexer(store, embedder).run(manuals) if e.outcome]
-    assert [o.status for o in outcomes] == ["ready"] * len(manuals), outcomes
-    return builtin_data_dir
+def dev_data_dir(request, manuals_dir) -> Path:
+    """Every manual the sets ask about, in one collection, indexed with the default settings while
+    the rest of the suite runs (tests/helpers/dev_index.py); the built-in LLM prepared too."""
+    return dev_index.built(request.config)
 
 
 @pytest.mark.slow
