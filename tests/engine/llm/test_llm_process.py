@@ -349,19 +349,24 @@ def test_the_child_runs_on_the_threads_asked_for(tiny_llm_dir):
 
 
 def test_a_client_with_two_streams_answers_two_threads_at_once_token_by_token(tiny_llm_dir):
-    """A server's process takes two requests at once: both start before either ends, and each
-    gets the text it gets alone."""
+    """A server's process takes two requests at once: the second, sent once the first has begun,
+    gets text before the first ends, and each gets the text it gets alone."""
     chats = [FRANCE, STORY]
+    tokens = 400  # the first stream runs ~0.15 s after its first piece (48 left too short a gap under load)
     with LLMClient(tiny_llm_dir, provider="cpu", streams=2) as client:
-        alone = [client.generate(chat, max_new_tokens=48, temperature=0).text for chat in chats]
+        alone = [client.generate(chat, max_new_tokens=tokens, temperature=0).text for chat in chats]
         events: list[tuple[int, str]] = []
         texts: dict[int, str] = {}
+        first_began = threading.Event()
 
         def answer(n: int) -> None:
+            if n == 1:
+                first_began.wait(60)
             pieces = []
-            for piece in client.stream(chats[n], max_new_tokens=48, temperature=0):
+            for piece in client.stream(chats[n], max_new_tokens=tokens, temperature=0):
                 events.append((n, "piece"))
                 pieces.append(piece)
+                first_began.set()
             events.append((n, "done"))
             texts[n] = "".join(pieces)
 
