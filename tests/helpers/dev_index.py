@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pytest
@@ -98,22 +98,24 @@ def build(data_dir: Path, manuals: list[Path]) -> None:
     with open_collection(paths, COLLECTION, embedder) as store:
         for event in Indexer(store, embedder, patient).run(manuals):
             if event.outcome:
-                print(json.dumps({"path": event.outcome.path, "status": event.outcome.status,
-                                  "reason": event.outcome.reason}), flush=True)
+                print(json.dumps(asdict(event.outcome)), flush=True)
 
 
 _KEY = pytest.StashKey[Build]()
 
 
+def _uses_index(item) -> bool:
+    return FIXTURE in getattr(item, "fixturenames", ())
+
+
 def order_last(items: list) -> None:
     """The eval tests go last, so the build has the whole suite's time to finish."""
-    items.sort(key=lambda item: FIXTURE in getattr(item, "fixturenames", ()))
+    items.sort(key=_uses_index)
 
 
 def start_if_needed(session) -> None:
     config = session.config
-    wanted = any(FIXTURE in getattr(item, "fixturenames", ()) for item in session.items)
-    if wanted and not config.option.collectonly and (MANUALS / "R-intro.pdf").is_file():
+    if any(map(_uses_index, session.items)) and not config.option.collectonly and (MANUALS / "R-intro.pdf").is_file():
         config.stash[_KEY] = start(set_manuals())
 
 
