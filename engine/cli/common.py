@@ -19,8 +19,10 @@ from engine.safe_text import visible
 CANCELLED_EXIT = 130  # the shell's code for a command stopped by Ctrl-C
 USAGE_EXIT = 2  # argparse's code for a usage error
 NOT_COVERED_EXIT = 3  # `ask`: the manuals do not cover the question (the answer is the refusal)
+SOME_FAILED_EXIT = 4  # `index`: some documents failed, the others were indexed (a script must not miss it)
 EXIT_CODES = (f"Exit codes: 0 done; 1 an error (its message says what to do); {USAGE_EXIT} a usage "
               f"error; {NOT_COVERED_EXIT} `ask`: the manuals do not cover the question; "
+              f"{SOME_FAILED_EXIT} `index`: some documents failed (each is named), the others were indexed; "
               f"{CANCELLED_EXIT} stopped with Ctrl-C.")
 PLAIN_EVERY_S = 10.0  # off a terminal, a progress line at most this often within one stage
 DATA_DIR_HELP = "keep models, indexes, settings and logs here instead of the user data folder"

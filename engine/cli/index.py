@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.cli.common import (
     CANCELLED_EXIT,
+    SOME_FAILED_EXIT,
     Throttle,
     collection_option,
     collection_told,
@@ -32,7 +33,9 @@ def add_commands(commands) -> None:
     collection = collection_option()
 
     index = commands.add_parser("index", parents=[common_options(), collection],
-                                help="index files and folders (PDF, TXT, Markdown, HTML, DOCX)")
+                                help="index files and folders (PDF, TXT, Markdown, HTML, DOCX)",
+                                epilog=f"Exit codes: 0 indexed (or unchanged); {SOME_FAILED_EXIT} some documents "
+                                       f"failed, each named with why, the others were indexed; 1 an error.")
     index.add_argument("inputs", nargs="+", metavar="PATH",
                        help="a file, or a folder: every document in it and its subfolders")
     index.add_argument("--json", action="store_true", help="one JSON line per finished document")
@@ -85,7 +88,7 @@ def _index(args, paths) -> int:
                   "run the same command again to carry on.", file=sys.stderr)
             return CANCELLED_EXIT
         _summary(bar, store, tally)
-    return 0
+    return SOME_FAILED_EXIT if tally.failed else 0
 
 
 SLOW_DOCUMENT_S = 30.0  # a document that held the run this long is named, with its time

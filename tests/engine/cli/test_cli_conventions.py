@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from engine import __version__
-from engine.cli.common import NOT_COVERED_EXIT, plural, progress_line
+from engine.cli.common import NOT_COVERED_EXIT, SOME_FAILED_EXIT, plural, progress_line
 from engine.cli.index import _outcome_text, _ProgressBar, _Tally
 from engine.cli.main import main
 from engine.types import DocumentOutcome, IndexProgress
@@ -135,8 +135,11 @@ def test_help_lists_commands_says_where_options_go_and_documents_the_exit_codes(
     assert re.search(r"^  -V, --version", out, re.MULTILINE)
     assert "--data-dir DIR" in out and "before or after the command" in out
     assert f"{NOT_COVERED_EXIT} `ask`: the manuals do not cover the question" in " ".join(out.split())
+    assert f"{SOME_FAILED_EXIT} `index`: some documents failed" in " ".join(out.split())
     assert main(["ask", "--help"]) == 0
     assert f"{NOT_COVERED_EXIT} the manuals do not cover the question" in " ".join(capsys.readouterr().out.split())
+    assert main(["index", "--help"]) == 0
+    assert f"{SOME_FAILED_EXIT} some documents failed" in " ".join(capsys.readouterr().out.split())
 
 
 def test_every_command_help_starts_with_what_it_does(capsys):

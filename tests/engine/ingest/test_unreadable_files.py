@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from engine.cli.common import SOME_FAILED_EXIT
 from engine.cli.main import main
 from engine.ingest.discover import discover, find_documents, normal_path
 from engine.ingest.parse_pool import ParsePool, readable_sha256
@@ -107,11 +108,12 @@ def test_chmod_000_file_and_folder(docs):
 @pytest.mark.slow
 def test_index_goes_on_past_an_unreadable_file_and_names_an_unreadable_folder(docs, tmp_path, lock, capsys):
     """The real CLI with the built-in embedder: 1 of 2 files indexed, the other failed with
-    its reason, the locked folder named on stderr; exit code 0."""
+    its reason, the locked folder named on stderr; the exit code says some failed, so a script
+    that prepares manuals sees it."""
     lock(docs / "secret.txt")
     lock(docs / "locked")
     data = tmp_path / "data"
-    assert main(["index", str(docs), "--data-dir", str(data), "--provider", "cpu"]) == 0
+    assert main(["index", str(docs), "--data-dir", str(data), "--provider", "cpu"]) == SOME_FAILED_EXIT
     err = capsys.readouterr().err
     assert f"could not read {docs / 'locked'}: permission denied" in err
     assert f"failed: 'secret.txt' could not be opened (permission denied: {docs / 'secret.txt'})" in err
