@@ -393,13 +393,15 @@ def test_the_cli_progress_line_says_which_page_is_being_recognised():
 
 @pytest.mark.slow
 def test_the_cli_recognises_unless_told_not_to_by_flag_or_setting(tmp_path, manuals_dir, capsys):
+    from engine.cli.common import SOME_FAILED_EXIT
     from engine.cli.main import main
 
     scan = scanned_pdf(manuals_dir / "R-intro.pdf", [13], tmp_path / "short-scan.pdf")
 
     def index(data: Path, *flags: str) -> dict:
-        assert main(["index", str(scan), "--json", "--data-dir", str(data), "--provider", "cpu", *flags]) == 0
+        code = main(["index", str(scan), "--json", "--data-dir", str(data), "--provider", "cpu", *flags])
         [row] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert code == (SOME_FAILED_EXIT if row["status"] == "failed" else 0), row
         return row
 
     flagged = index(tmp_path / "flagged", "--no-ocr")
