@@ -166,22 +166,29 @@ def root_logging_restored():
     root.setLevel(level)
 
 
-def pytest_collection_modifyitems(items):
-    from tests.helpers import dev_index
+def _background_builds() -> tuple:
+    """Slow builds run beside the suite (tests/helpers/background.py), in the order their tests run last."""
+    from tests.helpers import dev_index, installers
 
-    dev_index.order_last(items)
+    return installers.BUILD, dev_index.BUILD
+
+
+def pytest_collection_modifyitems(items):
+    from tests.helpers import background
+
+    background.order_last(items, _background_builds())
 
 
 def pytest_collection_finish(session):
-    from tests.helpers import dev_index
+    from tests.helpers import background
 
-    dev_index.start_if_needed(session)
+    background.start_needed(session, _background_builds())
 
 
 def pytest_unconfigure(config):
-    from tests.helpers import dev_index
+    from tests.helpers import background
 
-    dev_index.stop(config)
+    background.stop_all(config)
 
 
 def pytest_terminal_summary(terminalreporter):

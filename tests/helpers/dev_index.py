@@ -1,31 +1,19 @@
-"""The development sets' index, built beside the rest of the suite (tests/engine/test_eval_dev.py).
-
-Indexing the 15 manuals the sets ask about takes 240-770 s, nearly all of it in the embedder,
-while much of the suite leaves a core idle (waiting on model processes, X servers, sockets). So
-a process of its own builds that index at the lowest CPU priority (SCHED_IDLE), started as soon
-as collection shows the eval tests will run; they run last and wait for it. Foreground tests
-keep the CPU whenever they want it, so their timings are not disturbed. Measured on 2 slow
-cores: the whole suite took 56 min with the index built inside the first eval test, 42.6
-min this way (docs/benchmarks.md, "The suite beside its own index").
-"""
+"""The development sets' index (tests/engine/test_eval_dev.py), built beside the rest of the
+suite by tests/helpers/background.py: indexing the 15 manuals the sets ask about takes 240-770 s,
+nearly all of it in the embedder."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-import pytest
+from tests.helpers import background
 
 COLLECTION = "dev-sets"
 PATIENCE = 20  # the give-up limits (per document, per OCR page) times this; see build()
-FIXTURE = "dev_data_dir"  # the eval tests' fixture: items that use it trigger the build
-REPO = Path(__file__).resolve().parents[2]
+REPO = background.REPO
 QA_DIR, MANUALS = REPO / "tests" / "qa", REPO / "tests" / ".manuals"
 SETS = (QA_DIR / "r_manuals_dev.jsonl", QA_DIR / "dev_mixed.jsonl", QA_DIR / "dev_nut.jsonl",
         QA_DIR / "dev_debian_faq.jsonl")
@@ -38,46 +26,27 @@ def set_manuals() -> list[Path]:
     return sorted({MANUALS / item.doc for path in SETS for item in load_qa(path) if item.doc})
 
 
-def _lowest_priority() -> None:  # runs in the child before exec
-    if hasattr(os, "sched_setscheduler"):
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    else:
-        os.nice(19)
+def _command(folder: Path) -> list[str]:
+    return [sys.executable, "-m", "tests.helpers.dev_index", str(folder / "data"), *map(str, set_manuals())]
 
 
-@dataclass
-class Build:
-    data_dir: Path
-    out: Path  # a JSON line per document (stdout)
-    log: Path  # its messages and progress (stderr)
-    process: subprocess.Popen
-    manuals: list[Path]
-
-    def wait(self) -> Path:
-        """The data dir once every manual is indexed; fails with the build's messages otherwise."""
-        code = self.process.wait()
-        outcomes = [json.loads(line) for line in self.out.read_text(errors="replace").splitlines()]
-        not_ready = [o for o in outcomes if o["status"] != "ready"]
-        assert code == 0 and len(outcomes) == len(self.manuals) and not not_ready, (
-            f"indexing the development manuals ended with {code}, {len(outcomes)} of "
-            f"{len(self.manuals)} done, not ready: {not_ready}\n{self.log.read_text(errors='replace')[-3000:]}")
-        return self.data_dir
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+def _why_not() -> str | None:
+    return None if (MANUALS / "R-intro.pdf").is_file() else "the manuals are not fetched (make manuals)"
 
 
-def start(manuals: list[Path]) -> Build:
-    root = Path(tempfile.mkdtemp(prefix="oa-dev-index-"))
-    data_dir, out, log = root / "data", root / "index.jsonl", root / "index.log"
-    command = [sys.executable, "-m", "tests.helpers.dev_index", str(data_dir), *map(str, manuals)]
-    with out.open("wb") as stdout, log.open("wb") as stderr:
-        process = subprocess.Popen(command, cwd=REPO, stdout=stdout, stderr=stderr,
-                                   stdin=subprocess.DEVNULL, preexec_fn=_lowest_priority)
-    return Build(data_dir, out, log, process, manuals)
+BUILD = background.Build("dev_data_dir", "the development sets' index", _command, _why_not)
+
+
+def built(config) -> Path:
+    """The data dir once every manual is indexed "ready"; fails naming those that are not."""
+    running = background.result(config, BUILD)
+    outcomes = [json.loads(line) for line in running.out.read_text(errors="replace").splitlines()]
+    not_ready = [o for o in outcomes if o["status"] != "ready"]
+    manuals = set_manuals()
+    assert len(outcomes) == len(manuals) and not not_ready, (
+        f"{len(outcomes)} of {len(manuals)} development manuals indexed, not ready: {not_ready}\n"
+        f"{running.log.read_text(errors='replace')[-3000:]}")
+    return running.folder / "data"
 
 
 def build(data_dir: Path, manuals: list[Path]) -> None:
@@ -99,37 +68,6 @@ def build(data_dir: Path, manuals: list[Path]) -> None:
         for event in Indexer(store, embedder, patient).run(manuals):
             if event.outcome:
                 print(json.dumps(asdict(event.outcome)), flush=True)
-
-
-_KEY = pytest.StashKey[Build]()
-
-
-def _uses_index(item) -> bool:
-    return FIXTURE in getattr(item, "fixturenames", ())
-
-
-def order_last(items: list) -> None:
-    """The eval tests go last, so the build has the whole suite's time to finish."""
-    items.sort(key=_uses_index)
-
-
-def start_if_needed(session) -> None:
-    config = session.config
-    if any(map(_uses_index, session.items)) and not config.option.collectonly and (MANUALS / "R-intro.pdf").is_file():
-        config.stash[_KEY] = start(set_manuals())
-
-
-def built(config) -> Path:
-    """The data dir of the build started at collection (started now if it was not)."""
-    if _KEY not in config.stash:
-        config.stash[_KEY] = start(set_manuals())
-    return config.stash[_KEY].wait()
-
-
-def stop(config) -> None:
-    build = config.stash.get(_KEY, None)
-    if build is not None:
-        build.stop()
 
 
 if __name__ == "__main__":

@@ -18,12 +18,12 @@ import shlex
 import shutil
 import socket
 import subprocess
-import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import installers
 
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
@@ -34,21 +34,9 @@ DESKTOP_FILE = Path("/usr/share/applications/offline-assistant.desktop")
 QUESTION = "What is CRAN?"
 
 
-def _why_not() -> str | None:
-    if not sys.platform.startswith("linux"):
-        return "the .deb is built and installed on Linux only"
-    if not (shutil.which("dpkg-deb") and shutil.which("dpkg")):
-        return "dpkg is not here (not Debian or Ubuntu)"
-    if os.geteuid() != 0:
-        return "installing a .deb needs root"
-    if subprocess.run(["unshare", "--net", "true"], capture_output=True).returncode != 0:
-        return "unshare --net (to run with no network) is not permitted here"
-    return None
-
-
 @pytest.fixture(scope="module", autouse=True)
 def can_run():
-    reason = _why_not()
+    reason = installers.why_not()
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"the installer test cannot run: {reason}")
@@ -56,16 +44,9 @@ def can_run():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("installers")
-    started = time.perf_counter()
-    # zstd: the same package as `make dist` builds, 20x faster to compress (see build.py)
-    done = subprocess.run([sys.executable, "packaging/build.py", "--out", str(out),
-                           "--compression", "zstd"], cwd=REPO, capture_output=True, text=True,
-                          timeout=1800)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    print(f"\n[installer] built in {time.perf_counter() - started:.0f} s")
-    return {"deb": next(out.glob("*.deb")), "tar": next(out.glob("*.tar.gz"))}
+def built(request) -> dict[str, Path]:
+    """The .deb and the tarball, built beside the rest of the suite (tests/helpers/installers.py)."""
+    return installers.built(request.config)
 
 
 @pytest.fixture(scope="module")
