@@ -38,7 +38,7 @@ run: system-libs prepare
 manuals:
 	bash tests/fetch_manuals.sh
 
-# llama.cpp's OpenAI-compatible server, compiled from source (8 min on 2 slow cores, once): the
+# llama.cpp's OpenAI-compatible server, compiled from source (4 min on 2 slow cores, once): the
 # remote-engine tests (tests/helpers/http_engines.py) and bench/bench_server.py run it as a peer
 LLAMA_VENV ?= .venv-llama
 llama-server: $(LLAMA_VENV)/.installed
@@ -51,7 +51,7 @@ llama-server: $(LLAMA_VENV)/.installed
 # and llama_cpp loads it only for image chat formats. No common library either
 # (bench/llama_without_common.cmake): llama_cpp never loads it, and it was half the compile.
 # Measured on 2 cores, CI's longest step before the tests: ~10.2 min with both; without mtmd
-# 6.9 min (CPU 13.1 min); without common too 4.0 min (CPU 6.7 min), and the 92 tests that run it pass.
+# 7.0 min (CPU 13.1 min); without common too 4.0 min (CPU 6.7 min), and the 92 tests that run it pass.
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=ON -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_INCLUDE_BEFORE=$(CURDIR)/bench/llama_without_common.cmake
 ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS += "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \

@@ -1,13 +1,14 @@
 """Slow builds that some tests need, run beside the rest of the suite (tests/conftest.py).
 
 The development sets' index (tests/helpers/dev_index.py) and the installers
-(tests/packaging/test_packaging.py) take minutes of CPU, while much of the suite leaves a core
-idle (waiting on model processes, X servers, sockets). So each is built by a process of its own
-at the lowest CPU priority (SCHED_IDLE), started as soon as collection shows that a test needing
-it will run; those tests run last, in the order of BUILDS, and wait for it. Foreground tests keep
-the CPU whenever they want it, so their timings are not disturbed. Measured on 2 slow cores, the
-index alone: the whole suite took 56 min with it built inside the first eval test, 42.6 min
-beside it (docs/benchmarks.md, "The suite beside its own index").
+(tests/helpers/installers.py) take minutes of CPU, while much of the suite leaves a core idle
+(waiting on model processes, X servers, sockets). So each is built by a process of its own at
+the lowest CPU priority (SCHED_IDLE), started as soon as collection shows that a test needing it
+will run; those tests run last, in the order conftest.py lists the builds, and wait for it.
+Foreground tests keep the CPU whenever they want it, so their timings are not disturbed.
+Measured on 2 slow cores: the whole suite took 56 min with the index built inside the first eval
+test, 42.6 min beside it; 36.6 min with the installers beside it too and the container test run
+(docs/benchmarks.md, "The suite beside its own index").
 """
 
 from __future__ import annotations
@@ -49,12 +50,11 @@ class Running:
     def log(self) -> Path:  # its messages and progress (standard error)
         return self.folder / "log"
 
-    def wait(self) -> Path:
-        """The build's folder once its command succeeded; fails with its last messages otherwise."""
+    def wait(self) -> None:
+        """Until the command ends; fails with its last messages unless it succeeded."""
         code = self.process.wait()
         assert code == 0, (f"building {self.build.what} ended with {code}:\n"
                            f"{self.log.read_text(errors='replace')[-3000:]}")
-        return self.folder
 
     def stop(self) -> None:
         """Ends the build and every process it started (its own process group)."""
