@@ -33,7 +33,7 @@ class Build:
     fixture: str  # the tests that use this fixture need the build: they run last and wait
     what: str  # for messages: "the development sets' index"
     command: Callable[[Path], list[str]]  # given the build's own empty folder
-    why_not: Callable[[], str | None] = lambda: None  # why it cannot run here, or None
+    why_not: Callable[[], str | None]  # why it cannot run here, or None
 
 
 @dataclass

@@ -27,7 +27,6 @@ from tests.helpers import installers
 
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
-REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "offline-assistant"
 INSTALL_DIR = Path("/opt/offline-assistant")
 DESKTOP_FILE = Path("/usr/share/applications/offline-assistant.desktop")
