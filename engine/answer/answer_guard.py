@@ -14,7 +14,10 @@
   - a sentence of MIN_SENTENCE_WORDS words or more said again (case, punctuation, list
     numbers and [n] markers aside: "1. Open it." and "2. Open it [1]." are the same), or a
     run of REPEAT_WORDS words said again: the answer ends where the second copy begins
-    (at the start of its sentence, if the first copy lies before that).
+    (at the start of its sentence, if the first copy lies before that);
+  - a sentence of TEMPLATE_WORDS words or more said a third time with one word changed each
+    time ("You must also change the `B` to 2." after the same for `A` and `C`): the answer
+    ends before the third. Two such sentences may be an answer (joint 0, joint 1).
 
 - A web or mail address that none of the passages holds is replaced by ADDRESS_REMOVED as it
   streams (when the guard is given the passages' texts): a made-up link never reaches the
@@ -41,6 +44,7 @@ LOOP_WINDOW = 40
 # 10 and 12 find the same looping answers but for one, and leave more room for quoted commands.
 REPEAT_WORDS = 12
 MIN_SENTENCE_WORDS = 3  # "Press Enter." may well come twice in a procedure
+TEMPLATE_WORDS = 6  # "Set HOME_SEARCH_VEL to 0." for three settings is an answer, not a loop
 # Not words of the sentence: citations and list numbers at a line's or a sentence's start.
 _NOT_WORDS = re.compile(r"\[\d+\]|(?:^|(?<=[.!?:]\s))[ \t]*\d{1,3}[.)](?=\s)", re.MULTILINE)
 _WORD = re.compile(r"\w+")
@@ -189,8 +193,8 @@ def repeat_cut(text: str, complete: bool = True) -> int | None:
     masked = _NOT_WORDS.sub(lambda m: " " * len(m.group()), text)
     words = [m for m in _WORD.finditer(masked) if complete or m.end() < len(masked)]
     starts = _sentence_starts(masked, complete)
-    cuts = [c for c in (_repeated_sentence(masked, starts), _repeated_run(words, starts)) if c is not None]
-    return min(cuts, default=None)
+    found = (_repeated_sentence(masked, starts), _repeated_run(words, starts), _third_of_a_template(masked, starts))
+    return min((c for c in found if c is not None), default=None)
 
 
 def _sentence_starts(masked: str, complete: bool) -> list[int]:
@@ -210,6 +214,19 @@ def _repeated_sentence(masked: str, starts: list[int]) -> int | None:
         if words in seen:
             return start
         seen.add(words)
+    return None
+
+
+def _third_of_a_template(masked: str, starts: list[int]) -> int | None:
+    """Where a sentence begins that two earlier ones each match but for one word."""
+    seen: list[tuple[str, ...]] = []
+    for start, end in zip(starts, starts[1:]):
+        words = tuple(w.casefold() for w in _WORD.findall(masked[start:end]))
+        if len(words) < TEMPLATE_WORDS:
+            continue
+        if sum(len(w) == len(words) and sum(a != b for a, b in zip(w, words)) == 1 for w in seen) >= 2:
+            return start
+        seen.append(words)
     return None
 
 

@@ -179,6 +179,10 @@ class Assistant:
         if not question:
             raise EngineError("The question is empty; type a question about your manuals.")
         run = _Run()
+        if not refers_back(question):
+            # Searched and answered alone: earlier turns would take the sources' room in the
+            # prompt, and the small model copied their sentences (docs/benchmarks.md, issue 27).
+            history = []
         with run.timed("embed"):  # once: a follow-up is searched and judged with its question
             query = self.retriever.query(retrieval_query(question, history))
         retrieved = self.retriever.retrieve(query, self.settings.passages)

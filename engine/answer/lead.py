@@ -103,11 +103,22 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
             continue
         heading = query.share(words_of(" ".join(passage.heading_path)))
         for c in _candidates(n, passage):
+            _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
             c.short = is_fragment(c.scored or c.text)
             if qualifies(c, query):
                 found.append(c)
     return found
+
+
+def _an_introduction_names_the_topic(c: "Candidate", query: Query) -> None:
+    """A sentence shown with the list it introduces ("To turn the laser off: 1. Press ...") is
+    judged with its list only when it names some of the question's topic itself; else it is
+    judged alone, and the item that holds the question's words leads ("What happens then:" over
+    "2. The UPS reaches low battery")."""
+    own = c.text[c.focus[0]:c.focus[1]]
+    if c.kind == "sentence" and own != c.text and not query.matched(words_of(own)):
+        c.scored, c.words = own, words_of(own)
 
 
 def qualifies(c: "Candidate", query: Query) -> bool:

@@ -8,12 +8,14 @@
                                            # may be cut, and where sentences end to compare them
 
 A manual's text is read by its lines (PDFium keeps them; a wide gap on a line, a table's cells,
-is a tab: engine.ingest.pdfium_reader). Lines gather into blocks; headings, page headers and
+is a tab: engine.ingest.pdfium_reader). Lines gather into blocks; headings, page numbers and
 blank lines end a block; a list item starts one. A unit is what a technician reads as one fact:
-    sentence    prose, split after a full stop that ends a sentence
+    sentence    prose, split after a full stop that ends a sentence; one ending in ":" is shown
+                with the list it introduces (a procedure: "To turn the laser off: 1. Press ...")
     item        a list item
     row         a table row (cells apart), shown under its table's first row, the header
-    definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds")
+    definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds",
+                or a name alone on its line over its description)
     setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
     warning     a WARNING / CAUTION / NOTE: block
 A command or code line stays in the sentence it is part of ("The command > sink("record.lis")
@@ -38,8 +40,7 @@ HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a he
 SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[>$]?[A-Z0-9])")
 _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?|Appendix [A-Z]:?)"
                                r"\s+\S.{0,80}$")
-_PAGE_HEADER = re.compile(r"^\s*(?:(?:Chapter|Appendix|Part)\s+\S+:.*\s\d+|\d+\s+.{0,60}|.{0,60}\s\d+|\d+"
-                          r"|[ivxlc]+)\s*$", re.IGNORECASE)
+_PAGE_NUMBER = re.compile(r"^\s*\d{1,4}\s*$")  # running headers and footers are cut at ingest (chunking)
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
 LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
 DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
@@ -47,6 +48,7 @@ CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
 # "MAX_FEED_OVERRIDE = 1.2", "MODE=netserver"; "Door code: 7731." (a short key, a value with a number)
 _ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.\-\[\]]*\s*=\s*\S.{0,60}$")
 _KEY_VALUE = re.compile(r"^\s*[A-Z][\w\-]*(?: [\w\-]+){0,2}:\s+\S.{0,40}$")
+_TERM = re.compile(r"^-{0,2}[A-Za-z_][\w.\-\[\]]{0,40}$")  # "ferror_current", "--verbose", "max_velocity"
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
 
@@ -89,6 +91,7 @@ class _Reader:
         self.block_kind = "sentence"
         self.rows: list[tuple[int, int]] = []  # the table being read, its header first
         self.term: int | None = None  # the definition just read: its description may run on
+        self.intro: int | None = None  # the sentence ending in ":" that the list items read follow
         self.last = ""  # the line before, "" after a break
 
     def line(self, start: int, end: int, following: str) -> None:
@@ -96,9 +99,11 @@ class _Reader:
         if not line or _breaks(line, self.headings) or _untitled_heading(line, following):
             self.flush()
             self.last = ""
-            self.term = None
+            self.term = self.intro = None
             return
         kind = _line_kind(line, self.last)
+        if kind == "text" and _term_line(line, self.last, following):
+            kind = "definition"
         self.last = line
         if kind != "row":
             self._table()
@@ -107,12 +112,14 @@ class _Reader:
             self.rows.append(trimmed(self.text, start, end))
         elif kind in ("definition", "setting"):
             self._flush_block()
+            self.intro = None
             s, e = trimmed(self.text, start, end)
             self.found.append(Unit(s, e, kind, (s, e)))
             self.term = len(self.found) - 1 if kind == "definition" else None
         else:
             if kind in ("item", "warning"):
                 self._flush_block()
+                self._introduced_by(kind)
                 self.block_kind = kind
             self.block.append((start, end))
 
@@ -159,13 +166,34 @@ class _Reader:
         later = [cell for row in rows[1:] for cell in cells(row)]
         return all(plain_title(c) for c in cells(rows[0])) and not all(plain_title(c) for c in later)
 
+    def _introduced_by(self, kind: str) -> None:
+        """A list that follows a sentence ending in ":" ("To turn the laser off: 1. Press ...") is
+        that sentence's: its steps are shown with it, as many as fit in SHOW_CHARS."""
+        last = self.found[-1] if self.found else None
+        if kind != "item":
+            self.intro = None
+        elif last is not None and last.kind in ("sentence", "item") and self.text[last.end - 1] == ":":
+            self.intro = len(self.found) - 1
+
+    def _list_shown_with_intro(self, end: int) -> None:
+        intro = self.found[self.intro]
+        if end - intro.show[0] > SHOW_CHARS:
+            self.intro = None
+        else:
+            self.found[self.intro] = Unit(intro.start, intro.end, intro.kind, (intro.show[0], end))
+
     def _flush_block(self) -> None:
         if not self.block:
             self.term = None
             return
         self._run_on_term()
         kind, pieces = self.block_kind, _split_block(self.text, self.block)
-        block = (pieces[0][0], pieces[-1][1]) if pieces else None
+        kept = pieces
+        if kind == "item" and len(pieces) > 1 and self.text[pieces[-1][1] - 1] == ":":
+            kept = pieces[:-1]  # the next list's introduction ("To turn the laser off:") is not this item's
+        block = (kept[0][0], kept[-1][1]) if kept else None
+        if kind == "item" and self.intro is not None and block:
+            self._list_shown_with_intro(block[1])
         for i, (s, e) in enumerate(pieces):
             own = kind if (kind == "warning" or i == 0) else "sentence"
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
@@ -196,6 +224,15 @@ def _line_kind(line: str, before: str) -> str:
     return "text"
 
 
+def _term_line(line: str, before: str, following: str) -> bool:
+    """A name alone on its line, its description on the lines after it, as DocBook and
+    AsciiDoc set a list of terms ("ferror_current" over "(returns float) - current following
+    error."): a name that reads as code, or any word before a bracketed description."""
+    starts_anew = not before or before[-1] in ".!?:;"
+    return (starts_anew and bool(following) and bool(_TERM.match(line))
+            and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("(")))
+
+
 def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
     """(start, end) of each line of text[start:end], as offsets into `text`."""
     lines, at = [], start
@@ -206,13 +243,15 @@ def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
 
 
 def _breaks(line: str, headings: set[str]) -> bool:
-    """A line that is never part of a sentence: a heading, a page header or footer (also one
-    set in capitals: "CHAPTER 12. GETTING SUPPORT … 12.3. HOW DO I REPORT A BUG…")."""
+    """A line that is never part of a sentence: a heading (also one set in capitals: "CHAPTER
+    12. GETTING SUPPORT … 12.3. HOW DO I REPORT A BUG…") or a page number. A short line that
+    ends in a number is no page header here ("latency-test 50000 1000000" is a command): ingest
+    has cut the running headers and footers already."""
     if " ".join(line.split()).casefold() in headings or _shouted(line):
         return True
     if line[-1] in ".,;:" and not DOT_LEADERS.search(line):
         return False
-    return bool(_NUMBERED_HEADING.match(line) or _PAGE_HEADER.match(line) or DOT_LEADERS.search(line))
+    return bool(_NUMBERED_HEADING.match(line) or _PAGE_NUMBER.match(line) or DOT_LEADERS.search(line))
 
 
 def _shouted(line: str) -> bool:

@@ -22,6 +22,10 @@ REPEATS = {  # what the model writes -> the answer: the text before the second c
                                      f"To compress pages, {RUN}."),
     "a run-on loop": ("you can " + "open the file and read the page and close the file and " * 4,
                       "you can open the file and read the page and close the file and"),
+    "one word changed each time": ("For backlash, raise `MAX_ACCELERATION`. You must also change the `MAX_VELOCITY` to 2. "
+                                   "You must also change the `BACKLASH` to 2. You must also change the `B` to 2.",
+                                   "For backlash, raise `MAX_ACCELERATION`. You must also change the `MAX_VELOCITY` "
+                                   "to 2. You must also change the `BACKLASH` to 2."),
 }
 
 
@@ -51,6 +55,8 @@ NOT_LOOPS = [
     "Set the option in the file: " + " ".join(f"word{n}" for n in range(REPEAT_WORDS - 1)) + ". Then "
     + " ".join(f"word{n}" for n in range(REPEAT_WORDS - 1)) + " again.",  # a run one word too short
     "1. Open the lid.\n2. Take out the filter.\n3. Rinse the filter under water.\n4. Put it back.",
+    "Set MAX_VELOCITY to 1.2 in the JOINT_0 section. Set MAX_VELOCITY to 1.2 in the JOINT_1 section.",
+    "Set HOME_SEARCH_VEL to 0. Set HOME_LATCH_VEL to 0. Set HOME_FINAL_VEL to 0.",  # short: a list
 ]
 
 

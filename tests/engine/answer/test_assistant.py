@@ -371,16 +371,21 @@ def test_a_follow_up_finds_the_manual_of_the_previous_question(store, tiny_embed
     assert {p.document for p in followed.passages} == {"filter.md", "oil.md"}
 
 
-def test_history_goes_into_the_prompt_before_the_question(store, tiny_embedder, tiny_llm_dir):
+@pytest.mark.parametrize("question, with_history", [("and oil?", True), ("How do I change the oil?", False)])
+def test_history_goes_into_the_prompt_of_a_question_that_refers_back(store, tiny_embedder, tiny_llm_dir,
+                                                                      question, with_history):
+    """A question that stands alone is answered from the sources alone: the earlier turns would
+    take their room, and the small model copied sentences from them."""
     history = [{"role": "user", "content": "How do I replace the filter?"},
                {"role": "assistant", "content": "Use part F-77 [1]."}]
     with RecordingLLM(tiny_llm_dir, provider="cpu") as recording:
-        events = list(make(store, tiny_embedder, recording).ask("and oil?", history))
+        events = list(make(store, tiny_embedder, recording).ask(question, history))
     assert events[-1].kind == "done"
     (messages,) = recording.asked
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
-    assert messages[1:3] == history  # the tiny model's context has no room for the worked example
-    assert messages[3]["content"].endswith("Question: and oil?")
+    turns = history if with_history else []
+    assert [m["role"] for m in messages] == ["system", *(t["role"] for t in turns), "user"]
+    assert messages[1:-1] == turns  # the tiny model's context has no room for the worked example
+    assert messages[-1]["content"].endswith(f"Question: {question}")
 
 
 # -- the guard ---------------------------------------------------------------------------------
@@ -865,10 +870,11 @@ def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(bui
 
 
 @pytest.mark.slow
-def test_a_short_fact_and_a_table_row_lead_on_the_real_models(builtin_data_dir, tmp_path):
+def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builtin_data_dir, tmp_path):
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
-    not hold it, and a value in a table, each leads on the built-in models; the model's text
-    never repeats a sentence, and a sentence marked supported has its source."""
+    not hold it, a value in a table, and a procedure under the sentence that introduces it, each
+    leads on the built-in models; the model's text never repeats a sentence, and a sentence
+    marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
@@ -883,13 +889,20 @@ def test_a_short_fact_and_a_table_row_lead_on_the_real_models(builtin_data_dir, 
     table_pdf(folder / "clamping.pdf", "Tightening torques of the clamping unit",
               [["Part", "Thread", "Torque"], ["Clamping bolts", "M12", "35 Nm"], ["Cover screws", "M6", "9 Nm"],
                ["Spindle nut", "M30", "120 Nm"]])
+    (folder / "plasma.txt").write_text(
+        "Alignment laser\n\nTo set the origin with zero rotation:\n1. Click the LASER button.\n2. Jog until the "
+        "cross hairs are on the origin point.\n3. Press SET ORIGIN.\n\nTo turn the laser off and cancel an "
+        "alignment:\n1. Press the LASER button and hold it for longer than 750 ms.\n2. Release the LASER button.\n",
+        encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
         door = list(assistant.ask("What is the door code?"))
         torque = list(assistant.ask("What torque do the cover screws need?"))
+        laser = list(assistant.ask("How do I turn off the alignment laser?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
-                                   (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm")]:
+                                   (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
+                                   (laser, "plasma.txt", "To turn the laser off and cancel an alignment:")]:
         lead = only(events, LeadEvent).quotes
         focus = lead[0].text[slice(*lead[0].focus)] if lead and lead[0].focus else lead and lead[0].text
         assert lead and (lead[0].document, focus) == (document, text), lead
@@ -897,3 +910,4 @@ def test_a_short_fact_and_a_table_row_lead_on_the_real_models(builtin_data_dir, 
         assert not has_loop(done.answer), done.answer
         assert all(s.source is not None for s in done.sentences if s.supported and s.score > 0), done.sentences
     assert only(torque, LeadEvent).quotes[0].text.startswith("Part | Thread | Torque\n")  # under its header
+    assert "1. Press the LASER button and hold it for longer than 750 ms." in only(laser, LeadEvent).quotes[0].text

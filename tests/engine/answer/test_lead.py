@@ -219,6 +219,31 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
     assert quote.text == 'The command > sink("record.lis") will divert all subsequent output to an external file.'
 
 
+@pytest.mark.parametrize("text, question, shown, kind", [
+    pytest.param("To set the origin:\n1. Jog to the corner.\n2. Press SET ORIGIN.\n"
+                 "To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
+                 "2. Release the LASER button.\n", "How do I turn the alignment laser off?",
+                 "To turn the laser off and cancel an alignment: 1. Press the LASER button for longer than 750 ms. "
+                 "2. Release the LASER button.", "sentence", id="a procedure under the sentence that introduces it"),
+    pytest.param("The period times may be given on the command line:\nlatency-test 50000 1000000\n"
+                 "This will start the latency test with a base thread of 50 us.\n",
+                 "How do I start the latency test with a 50 us base thread?",
+                 "The period times may be given on the command line: latency-test 50000 1000000 This will start the "
+                 "latency test with a base thread of 50 us.", "sentence",
+                 id="a command ending in numbers is no page footer"),
+    pytest.param("For each joint, these keys are available:\nbacklash\n(returns float) - backlash in machine units.\n"
+                 "ferror_current\n(returns float) - current following error.\nhomed\n(returns integer) - non-zero "
+                 "means homed.\n", "How do I read the current following error?",
+                 "ferror_current (returns float) - current following error.", "definition",
+                 id="a name alone on its line over its description"),
+])
+def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
+    """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
+    terms that the lead had cut apart or dropped."""
+    [quote] = lead_sentences(question, [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert (quote.text, quote.kind) == (shown, kind)
+
+
 def test_each_citation_quotes_its_passage_s_best_unit():
     first = passage("Keep the manual near the machine. Close the valve when the pump runs.")
     second = passage("Prime the pump with water before you start it. The motor is air-cooled.")
