@@ -193,7 +193,9 @@ def repeat_cut(text: str, complete: bool = True) -> int | None:
     masked = _NOT_WORDS.sub(lambda m: " " * len(m.group()), text)
     words = [m for m in _WORD.finditer(masked) if complete or m.end() < len(masked)]
     starts = _sentence_starts(masked, complete)
-    found = (_repeated_sentence(masked, starts), _repeated_run(words, starts), _third_of_a_template(masked, starts))
+    sentences = [(start, tuple(w.casefold() for w in _WORD.findall(masked[start:end])))
+                 for start, end in zip(starts, starts[1:])]
+    found = (_repeated_sentence(sentences), _repeated_run(words, starts), _third_of_a_template(sentences))
     return min((c for c in found if c is not None), default=None)
 
 
@@ -205,11 +207,10 @@ def _sentence_starts(masked: str, complete: bool) -> list[int]:
     return [0, *ends]
 
 
-def _repeated_sentence(masked: str, starts: list[int]) -> int | None:
-    seen: set[str] = set()
-    for start, end in zip(starts, starts[1:]):
-        words = " ".join(w.casefold() for w in _WORD.findall(masked[start:end]))
-        if words.count(" ") + 1 < MIN_SENTENCE_WORDS:
+def _repeated_sentence(sentences: list[tuple[int, tuple[str, ...]]]) -> int | None:
+    seen: set[tuple[str, ...]] = set()
+    for start, words in sentences:
+        if len(words) < MIN_SENTENCE_WORDS:
             continue
         if words in seen:
             return start
@@ -217,11 +218,10 @@ def _repeated_sentence(masked: str, starts: list[int]) -> int | None:
     return None
 
 
-def _third_of_a_template(masked: str, starts: list[int]) -> int | None:
+def _third_of_a_template(sentences: list[tuple[int, tuple[str, ...]]]) -> int | None:
     """Where a sentence begins that two earlier ones each match but for one word."""
     seen: list[tuple[str, ...]] = []
-    for start, end in zip(starts, starts[1:]):
-        words = tuple(w.casefold() for w in _WORD.findall(masked[start:end]))
+    for start, words in sentences:
         if len(words) < TEMPLATE_WORDS:
             continue
         if sum(len(w) == len(words) and sum(a != b for a, b in zip(w, words)) == 1 for w in seen) >= 2:
