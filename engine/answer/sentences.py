@@ -107,12 +107,12 @@ class _Reader:
         self.last = line
         if kind != "row":
             self._table()
+        if kind in ("row", "definition", "setting"):
+            self._flush_block()  # the item before may still join its introduction; the list ends
+            self.intro = None
         if kind == "row":
-            self._flush_block()
             self.rows.append(trimmed(self.text, start, end))
         elif kind in ("definition", "setting"):
-            self._flush_block()
-            self.intro = None
             s, e = trimmed(self.text, start, end)
             self.found.append(Unit(s, e, kind, (s, e)))
             self.term = len(self.found) - 1 if kind == "definition" else None

@@ -236,6 +236,11 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "means homed.\n", "How do I read the current following error?",
                  "ferror_current (returns float) - current following error.", "definition",
                  id="a name alone on its line over its description"),
+    pytest.param("To replace the filter cartridge:\n1. Close the inlet valve.\nPart\tThread\tTorque\n"
+                 "Cover screws\tM6\t9 Nm\nDrain plug\tM12\t35 Nm\n2. Open the drain plug.\n",
+                 "How do I replace the filter cartridge?",
+                 "To replace the filter cartridge: 1. Close the inlet valve.", "sentence",
+                 id="a table ends the list a sentence introduces"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
