@@ -36,6 +36,9 @@ class Build:
     why_not: Callable[[], str | None]  # why it cannot run here, or None
 
 
+OUT, LOG = "out", "log"  # in the build's folder: its standard output, its messages and progress
+
+
 @dataclass
 class Running:
     build: Build
@@ -43,12 +46,12 @@ class Running:
     process: subprocess.Popen
 
     @property
-    def out(self) -> Path:  # its standard output
-        return self.folder / "out"
+    def out(self) -> Path:
+        return self.folder / OUT
 
     @property
-    def log(self) -> Path:  # its messages and progress (standard error)
-        return self.folder / "log"
+    def log(self) -> Path:
+        return self.folder / LOG
 
     def wait(self) -> None:
         """Until the command ends; fails with its last messages unless it succeeded."""
@@ -77,7 +80,7 @@ def start(build: Build) -> Running:
     half of the CPU whatever its policy (measured: a llama.cpp test beside the index took 226 s
     instead of 7.6 when the index had a session of its own)."""
     folder = Path(tempfile.mkdtemp(prefix="oa-background-"))
-    with (folder / "out").open("wb") as stdout, (folder / "log").open("wb") as stderr:
+    with (folder / OUT).open("wb") as stdout, (folder / LOG).open("wb") as stderr:
         process = subprocess.Popen(build.command(folder), cwd=REPO, stdout=stdout, stderr=stderr,
                                    stdin=subprocess.DEVNULL, preexec_fn=_lowest_priority, process_group=0)
     return Running(build, folder, process)

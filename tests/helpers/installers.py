@@ -4,6 +4,7 @@ PyInstaller's build takes ~3 min of CPU on 2 slow cores."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from tests.helpers import background
 
 
+@functools.cache  # asked at collection and by the packaging tests; unshare costs a process
 def why_not() -> str | None:
     """Why the installers cannot be built and installed here, or None."""
     if not sys.platform.startswith("linux"):
