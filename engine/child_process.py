@@ -63,12 +63,16 @@ class ChildDied(Exception):
 
 class JsonChild:
     """A spawned child process and the caller's end of a pipe carrying JSON messages
-    (send_bytes/recv_bytes: never pickle). Waiting releases the GIL."""
+    (send_bytes/recv_bytes: never pickle). Waiting releases the GIL. Safe from several threads:
+    only joins reap the child, one at a time (multiprocessing's waitpid, run by two threads at
+    once, loses the exit code to the one that did not ask)."""
 
     def __init__(self, process, conn: Connection):
         self.process = process
         self.conn: Connection | None = conn
         self.pid = process.pid
+        self._reaping = threading.Lock()
+        self._exitcode: int | None = None
 
     @classmethod
     def start(cls, target: Callable[[Connection], None], name: str) -> "JsonChild":
@@ -87,11 +91,15 @@ class JsonChild:
         return cls(process, parent_end)
 
     def alive(self) -> bool:
-        return self.conn is not None and self.process.is_alive()
+        """Whether it runs; looks at its sentinel, so this never reaps it."""
+        try:
+            return self.conn is not None and not wait([self.process.sentinel], 0)
+        except (OSError, ValueError):  # stopped meanwhile by another thread
+            return False
 
     def send(self, message: dict) -> None:
         if self.conn is None:
-            raise ChildDied(None)
+            raise ChildDied(self._exitcode)
         try:
             self.conn.send_bytes(json.dumps(message).encode("utf-8"))
         except (OSError, ValueError) as exc:
@@ -99,33 +107,43 @@ class JsonChild:
 
     def poll(self, timeout: float) -> dict | None:
         """The next message, or None after `timeout` seconds; ChildDied if the child exited."""
-        if self.conn is None:
-            raise ChildDied(None)
-        ready = wait([self.conn, self.process.sentinel], timeout=max(0.0, timeout))
-        if self.conn in ready:  # checked first: a reply sent just before exiting counts
+        conn = self.conn
+        if conn is None:
+            raise ChildDied(self._exitcode)
+        try:
+            sentinel = self.process.sentinel
+            ready = wait([conn, sentinel], timeout=max(0.0, timeout))
+        except (OSError, ValueError) as exc:  # another thread stopped it meanwhile
+            raise self._died() from exc
+        if conn in ready:  # checked first: a reply sent just before exiting counts
             try:
-                return json.loads(self.conn.recv_bytes())
+                return json.loads(conn.recv_bytes())
             except (EOFError, OSError) as exc:
                 raise self._died() from exc
-        if self.process.sentinel in ready:
+        if sentinel in ready:
             raise self._died()
         return None
 
     def stop(self, polite: bool = True) -> None:
         """Ends the child: asks it to close first when `polite`, kills it if it lingers."""
-        if self.conn is None:
-            return
-        if polite:
-            with contextlib.suppress(OSError, ValueError):  # it may be gone already
-                self.conn.send_bytes(json.dumps({"op": "close"}).encode("utf-8"))
-            self.process.join(_STOP_TIMEOUT_S)
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join()
-        self.conn.close()
-        self.conn = None
-        self.process.close()
+        with self._reaping:
+            if self.conn is None:
+                return
+            if polite:
+                with contextlib.suppress(OSError, ValueError):  # it may be gone already
+                    self.conn.send_bytes(json.dumps({"op": "close"}).encode("utf-8"))
+                self.process.join(_STOP_TIMEOUT_S)
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join()
+            self._exitcode = self.process.exitcode
+            self.conn.close()
+            self.conn = None
+            self.process.close()
 
     def _died(self) -> ChildDied:
-        self.process.join(_STOP_TIMEOUT_S)
-        return ChildDied(self.process.exitcode)
+        with self._reaping:
+            if self.conn is not None:  # else another thread stopped it and kept the code
+                self.process.join(_STOP_TIMEOUT_S)
+                self._exitcode = self.process.exitcode
+            return ChildDied(self._exitcode)
