@@ -360,7 +360,8 @@ class Passage:
 @dataclass(frozen=True)
 class Quote:
     """A unit of a retrieved passage (a sentence, a table row with its header, a setting...), as
-    shown: verbatim, runs of whitespace as one space, a row's cells set apart by " | "."""
+    shown: verbatim, runs of whitespace as one space, a list item on a line of its own, a row's
+    cells set apart by " | " under its header's line."""
 
     number: int  # the passage's [n], as the prompt numbers it
     text: str

@@ -25,6 +25,7 @@ not highlighted).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from itertools import product
@@ -32,7 +33,7 @@ from itertools import product
 import numpy as np
 
 from engine.answer.query import Query
-from engine.answer.sentences import CODE, DOT_LEADERS, Unit, units
+from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, Unit, units
 from engine.answer.terms import words_of
 from engine.types import Passage, Quote, Span
 
@@ -42,6 +43,7 @@ MIN_WORDS = 4
 MAX_WORD_CHARS = 45  # a longer run without spaces is a table of contents glued together
 SHORT_UNIT_SHARE = 0.5  # of the question's topic weight, for a short unit to qualify
 _JOINS = {"row": " | ", "definition": ": "}  # how a unit's cells are shown
+_SPACES = re.compile(r"\s*")
 
 
 @dataclass(frozen=True)
@@ -225,8 +227,8 @@ def _scored_text(text: str, focus: tuple[int, int], unit: Unit) -> str:
 
 def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
     """The unit's text as a quote shows it, with what it needs (a row its header, an item its
-    block), and where the unit itself sits in it. Prose is reflowed; a row keeps its line under
-    its header's, its cells set apart by " | "."""
+    block), and where the unit itself sits in it. Prose is reflowed, but each list item starts a
+    line; a row keeps its line under its header's, its cells set apart by " | "."""
     if unit.kind == "row":
         header = _one_line(text[unit.header[0]:unit.header[1]], "row") + "\n" if unit.header else ""
         before = _one_line(text[unit.show[0]:unit.start], "row")
@@ -238,13 +240,25 @@ def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
     before = _reflowed(text[unit.show[0]:unit.start], unit.kind)
     own = _reflowed(text[unit.start:unit.end], unit.kind)
     after = _reflowed(text[unit.end:unit.show[1]], unit.kind)
+    joined = before + _gap(text, unit.start) if before else ""
+    joined += own + (_gap(text, unit.end) + after if after else "")
     start = len(before) + (1 if before else 0)
-    joined = " ".join(part for part in (before, own, after) if part)
     return joined, (start, start + len(own))
 
 
 def _reflowed(text: str, kind: str) -> str:
-    return " ".join(text.replace("\t", _JOINS.get(kind, " ")).split())
+    """Runs of whitespace as one space, but a list item still starts a line of its own."""
+    lines = (" ".join(line.replace("\t", _JOINS.get(kind, " ")).split()) for line in ITEM_BREAK.split(text))
+    return "\n".join(line for line in lines if line)
+
+
+def _gap(text: str, at: int) -> str:
+    """What sets a quote's part apart from the part that starts at `at`: a new line when that
+    part starts a list item's line, else a space."""
+    at = _SPACES.match(text, at).end()
+    newline = text.rfind("\n", 0, at)
+    starts_line = newline >= 0 and not text[newline + 1:at].strip()
+    return "\n" if starts_line and ITEM_BREAK.match(text, newline) else " "
 
 
 def _one_line(text: str, kind: str) -> str:

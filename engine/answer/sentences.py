@@ -43,6 +43,8 @@ _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Ch
 _PAGE_NUMBER = re.compile(r"^\s*\d{1,4}\s*$")  # running headers and footers are cut at ingest (chunking)
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
 LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
+# The break before a line that starts a list item: quotes keep it, so steps read one under another.
+ITEM_BREAK = re.compile(r"\n(?=" + LIST_ITEM.pattern[1:] + ")")
 DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
 CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
 # "MAX_FEED_OVERRIDE = 1.2", "MODE=netserver"; "Door code: 7731." (a short key, a value with a number)
@@ -96,7 +98,7 @@ class _Reader:
 
     def line(self, start: int, end: int, following: str) -> None:
         line = self.text[start:end].strip()
-        if not line or _breaks(line, self.headings) or _untitled_heading(line, following):
+        if not line or _breaks(line, self.headings, following) or _untitled_heading(line, following):
             self.flush()
             self.last = ""
             self.term = self.intro = None
@@ -104,6 +106,7 @@ class _Reader:
         kind = _line_kind(line, self.last)
         if kind == "text" and _term_line(line, self.last, following):
             kind = "definition"
+        named = kind == "text" and _named_after_colon(line, self.last)
         self.last = line
         if kind != "row":
             self._table()
@@ -122,6 +125,8 @@ class _Reader:
                 self._introduced_by(kind)
                 self.block_kind = kind
             self.block.append((start, end))
+            if named:
+                self._flush_block()
 
     def flush(self) -> None:
         self._table()
@@ -224,12 +229,20 @@ def _line_kind(line: str, before: str) -> str:
     return "text"
 
 
+def _named_after_colon(line: str, before: str) -> bool:
+    """A name alone on its line that a sentence ending in ":" gave ("... via a HAL pin with the
+    following name:" over "qtplasmac.laser_on"): it ends that sentence, and what follows starts anew."""
+    return before.endswith(":") and bool(_TERM.match(line)) and bool(CODE.search(line))
+
+
 def _term_line(line: str, before: str, following: str) -> bool:
     """A name alone on its line, its description on the lines after it, as DocBook and
     AsciiDoc set a list of terms ("ferror_current" over "(returns float) - current following
-    error."): a name that reads as code, or any word before a bracketed description."""
+    error."): a name that reads as code, or any word before a bracketed description. A line
+    that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
+    "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
     starts_anew = not before or before[-1] in ".!?:;"
-    return (starts_anew and bool(following) and bool(_TERM.match(line))
+    return (starts_anew and bool(following) and not following.endswith(":") and bool(_TERM.match(line))
             and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("(")))
 
 
@@ -242,7 +255,7 @@ def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return lines
 
 
-def _breaks(line: str, headings: set[str]) -> bool:
+def _breaks(line: str, headings: set[str], following: str) -> bool:
     """A line that is never part of a sentence: a heading (also one set in capitals: "CHAPTER
     12. GETTING SUPPORT … 12.3. HOW DO I REPORT A BUG…") or a page number. A short line that
     ends in a number is no page header here ("latency-test 50000 1000000" is a command): ingest
@@ -251,7 +264,16 @@ def _breaks(line: str, headings: set[str]) -> bool:
         return True
     if line[-1] in ".,;:" and not DOT_LEADERS.search(line):
         return False
-    return bool(_NUMBERED_HEADING.match(line) or _PAGE_NUMBER.match(line) or DOT_LEADERS.search(line))
+    numbered = _NUMBERED_HEADING.match(line) and not _wrapped_step(line, following)
+    return bool(numbered or _PAGE_NUMBER.match(line) or DOT_LEADERS.search(line))
+
+
+def _wrapped_step(line: str, following: str) -> bool:
+    """A numbered step too long for a heading whose sentence runs on in lower case ("2. LASER
+    button label will change to LASER and the HAL pin named" over "qtplasmac.laser_on will be
+    turned off."): an item, not a heading. A numbered question that wraps ("7.36 Why are there
+    unwanted borders, lines or grid-like") stays a heading."""
+    return bool(LIST_ITEM.match(line)) and len(line.split()) > HEADING_WORDS + 1 and following[:1].islower()
 
 
 def _shouted(line: str) -> bool:

@@ -910,4 +910,4 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         assert not has_loop(done.answer), done.answer
         assert all(s.source is not None for s in done.sentences if s.supported and s.score > 0), done.sentences
     assert only(torque, LeadEvent).quotes[0].text.startswith("Part | Thread | Torque\n")  # under its header
-    assert "1. Press the LASER button and hold it for longer than 750 ms." in only(laser, LeadEvent).quotes[0].text
+    assert "\n1. Press the LASER button and hold it for longer than 750 ms.\n2." in only(laser, LeadEvent).quotes[0].text

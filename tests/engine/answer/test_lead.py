@@ -223,8 +223,20 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
     pytest.param("To set the origin:\n1. Jog to the corner.\n2. Press SET ORIGIN.\n"
                  "To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
                  "2. Release the LASER button.\n", "How do I turn the alignment laser off?",
-                 "To turn the laser off and cancel an alignment: 1. Press the LASER button for longer than 750 ms. "
+                 "To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
                  "2. Release the LASER button.", "sentence", id="a procedure under the sentence that introduces it"),
+    pytest.param("To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
+                 "2. LASER button label will change to LASER and the HAL pin named\nqtplasmac.laser_on will be "
+                 "turned off.\n", "What happens to the qtplasmac.laser_on pin when the laser is turned off?",
+                 "To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
+                 "2. LASER button label will change to LASER and the HAL pin named qtplasmac.laser_on will be turned "
+                 "off.", "sentence",
+                 id="a step that wraps is no numbered heading"),
+    pytest.param("The laser can be tied to a HAL pin with the following name:\nqtplasmac.laser_on\n"
+                 "To set the origin with zero rotation:\n1. Click the LASER button.\n2. Press SET ORIGIN.\n",
+                 "How do I set the origin with zero rotation?",
+                 "To set the origin with zero rotation:\n1. Click the LASER button.\n2. Press SET ORIGIN.", "sentence",
+                 id="a name a sentence gives ends that sentence"),
     pytest.param("The period times may be given on the command line:\nlatency-test 50000 1000000\n"
                  "This will start the latency test with a base thread of 50 us.\n",
                  "How do I start the latency test with a 50 us base thread?",
@@ -239,12 +251,12 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
     pytest.param("To replace the filter cartridge:\n1. Close the inlet valve.\nPart\tThread\tTorque\n"
                  "Cover screws\tM6\t9 Nm\nDrain plug\tM12\t35 Nm\n2. Open the drain plug.\n",
                  "How do I replace the filter cartridge?",
-                 "To replace the filter cartridge: 1. Close the inlet valve.", "sentence",
+                 "To replace the filter cartridge:\n1. Close the inlet valve.", "sentence",
                  id="a table ends the list a sentence introduces"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
-    terms that the lead had cut apart or dropped."""
+    terms that the lead had cut apart or dropped. A procedure's steps are shown one under another."""
     [quote] = lead_sentences(question, [passage(text)], weights=TERMS_ONLY, limit=1)
     assert (quote.text, quote.kind) == (shown, kind)
 
