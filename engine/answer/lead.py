@@ -162,14 +162,14 @@ def score(c: Candidate, w: LeadWeights, with_cosine: bool = True) -> float:
 
 
 def choose(found: list[Candidate], weights: LeadWeights, limit: int) -> list[Quote]:
-    """The best, and up to limit - 1 more that score nearly as well; never the same text twice,
-    nor two that overlap on the page."""
+    """The best, and up to limit - 1 more that score nearly as well; never a text shown already
+    or inside one shown (a term's description under its term), nor two that overlap on the page."""
     order = ranked(found, weights)
     chosen: list[Candidate] = []
     for c in order:
         if len(chosen) >= limit or score(c, weights) < score(order[0], weights) - weights.keep_within:
             break
-        if all(c.text != o.text and not _overlap(c, o) for o in chosen):
+        if all(c.text not in o.text and o.text not in c.text and not _overlap(c, o) for o in chosen):
             chosen.append(c)
     return [c.quote() for c in chosen]
 

@@ -148,15 +148,19 @@ class _Reader:
                     first, last, room = min(first, j), max(last, j), room - (body[j][1] - body[j][0])
             self.found.append(Unit(s, e, "row", (body[first][0], body[last][1]), header))
 
-    def _run_on_term(self) -> None:
+    def _run_on_term(self) -> int | None:
         """A definition's description wraps onto the lines after it ("--png <tab> Generate pictures
-        of each page, in PNG format. This option is equivalent to -fpng."): shown with it."""
-        if self.term is not None and self.block_kind == "sentence":
-            unit = self.found[self.term]
-            end = trimmed(self.text, self.block[0][0], self.block[-1][1])[1]
-            if end - unit.start <= SHOW_CHARS:
-                self.found[self.term] = Unit(unit.start, unit.end, unit.kind, (unit.start, end))
-        self.term = None
+        of each page, in PNG format. This option is equivalent to -fpng."): shown with it. Returns
+        where the term starts when it did: each sentence of the description is shown under it."""
+        term, self.term = self.term, None
+        if term is None or self.block_kind != "sentence":
+            return None
+        unit = self.found[term]
+        end = trimmed(self.text, self.block[0][0], self.block[-1][1])[1]
+        if end - unit.start > SHOW_CHARS:
+            return None
+        self.found[term] = Unit(unit.start, unit.end, unit.kind, (unit.start, end))
+        return unit.start
 
     def _is_header(self, rows: list[tuple[int, int]]) -> bool:
         """A table's first row names its columns: capitalised words, no numbers, where a later
@@ -191,7 +195,7 @@ class _Reader:
         if not self.block:
             self.term = None
             return
-        self._run_on_term()
+        term = self._run_on_term()
         kind, pieces = self.block_kind, _split_block(self.text, self.block)
         kept = pieces
         if kind == "item" and len(pieces) > 1 and self.text[pieces[-1][1] - 1] == ":":
@@ -202,7 +206,7 @@ class _Reader:
         for i, (s, e) in enumerate(pieces):
             own = kind if (kind == "warning" or i == 0) else "sentence"
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
-            self.found.append(Unit(s, e, own, show))
+            self.found.append(Unit(s, e, own, show if term is None else (term, e)))
         self.block, self.block_kind = [], "sentence"
 
 

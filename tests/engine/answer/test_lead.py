@@ -261,6 +261,16 @@ def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown
     assert (quote.text, quote.kind) == (shown, kind)
 
 
+
+def test_a_term_s_description_is_shown_under_its_term_and_only_once():
+    """Seen on LinuxCNC's Python interface: "(returns float) - maximum following error." led
+    without its key, and came again under it in the next quote."""
+    text = ("For each joint, these keys are available:\nferror_current\n(returns float) - current following "
+            "error.\nmax_ferror\n(returns float) - maximum following error. Reflects [JOINT_n]FERROR.\n")
+    quotes = lead_sentences("Which key holds the maximum following error?", [passage(text)], weights=TERMS_ONLY)
+    assert quotes[0].text == "max_ferror (returns float) - maximum following error. Reflects [JOINT_n]FERROR."
+    assert all(a.text not in b.text for a in quotes for b in quotes if a is not b), quotes
+
 def test_each_citation_quotes_its_passage_s_best_unit():
     first = passage("Keep the manual near the machine. Close the valve when the pump runs.")
     second = passage("Prime the pump with water before you start it. The motor is air-cooled.")
