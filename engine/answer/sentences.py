@@ -42,6 +42,7 @@ _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Ch
                                r"\s+\S.{0,80}$")
 _PAGE_NUMBER = re.compile(r"^\s*\d{1,4}\s*$")  # running headers and footers are cut at ingest (chunking)
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
+_FIRST_ITEM_INLINE = re.compile(r":\s+" + _LIST_MARKER.pattern + "$")  # "To set the origin with rotation: 1."
 LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
 # The break before a line that starts a list item: quotes keep it, so steps read one under another.
 ITEM_BREAK = re.compile(r"\n(?=" + LIST_ITEM.pattern[1:] + ")")
@@ -302,8 +303,9 @@ def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int
     start, end = block[0][0], block[-1][1]
     sentences, at = [], start
     for match in SENTENCE_END.finditer(text, start, end):
-        if _LIST_MARKER.fullmatch(text[at:match.start() + 1].strip()):
-            continue  # a list item's "2." ends no sentence: it stays with its item
+        piece = text[at:match.start() + 1]
+        if _LIST_MARKER.fullmatch(piece.strip()) or _FIRST_ITEM_INLINE.search(piece):
+            continue  # a list item's "2." ends no sentence, nor "...rotation: 1.": each stays with its item
         sentences.append((at, match.start() + len(match.group(0).rstrip())))
         at = match.end()
     sentences.append((at, end))

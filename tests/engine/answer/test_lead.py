@@ -237,6 +237,10 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "How do I set the origin with zero rotation?",
                  "To set the origin with zero rotation:\n1. Click the LASER button.\n2. Press SET ORIGIN.", "sentence",
                  id="a name a sentence gives ends that sentence"),
+    pytest.param("To set the origin with rotation: 1. Click the LASER button.\n2. Jog to the edge of the sheet.\n",
+                 "How do I set the origin with rotation?",
+                 "To set the origin with rotation: 1. Click the LASER button.", "sentence",
+                 id="a first step on its introduction's line stays with it"),
     pytest.param("The period times may be given on the command line:\nlatency-test 50000 1000000\n"
                  "This will start the latency test with a base thread of 50 us.\n",
                  "How do I start the latency test with a 50 us base thread?",
