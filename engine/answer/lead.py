@@ -114,13 +114,16 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
 
 
 def _an_introduction_names_the_topic(c: "Candidate", query: Query) -> None:
-    """A sentence shown with the list it introduces ("To turn the laser off: 1. Press ...") is
-    judged with its list only when it names some of the question's topic itself; else it is
-    judged alone, and the item that holds the question's words leads ("What happens then:" over
-    "2. The UPS reaches low battery")."""
+    """A sentence shown with more than itself (the list it introduces: "To turn the laser off:
+    1. Press ...", or the term it describes) is judged with it only when it names some of the
+    question's topic itself; else it is judged alone, and the item that holds the question's
+    words leads ("What happens then:" over "2. The UPS reaches low battery")."""
     own = c.text[c.focus[0]:c.focus[1]]
-    if c.kind == "sentence" and own != c.text and not query.matched(words_of(own)):
-        c.scored, c.words = own, words_of(own)
+    if c.kind != "sentence" or own == c.text:
+        return
+    words = words_of(own)
+    if not query.matched(words):
+        c.scored, c.words = own, words
 
 
 def qualifies(c: "Candidate", query: Query) -> bool:
