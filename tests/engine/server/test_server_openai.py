@@ -62,6 +62,9 @@ class Run:
             self.stats = stream.stats
             yield stream.stats
         finally:
+            # The request's thread may find the flag set between two pieces and close the stream
+            # before this generator polls it while held: the flag is looked at once more here.
+            self.is_set()
             self.ended.set()
 
 
