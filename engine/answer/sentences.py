@@ -228,10 +228,16 @@ def _line_kind(line: str, before: str) -> str:
         return "item"
     if _WARNING.match(line):
         return "warning"
-    starts_anew = not before or before[-1] in ".!?:;"
-    if starts_anew and (_ASSIGNMENT.match(line) or (_KEY_VALUE.match(line) and any(c.isdigit() for c in line))):
+    keyed_number = _KEY_VALUE.match(line) and any(c.isdigit() for c in line)
+    if _starts_anew(before) and (_ASSIGNMENT.match(line) or keyed_number):
         return "setting"
     return "text"
+
+
+def _starts_anew(before: str) -> bool:
+    """Whether a line starts anew after the line `before` it ("" after a break): a line of a
+    paragraph wraps anywhere, so only one after a sentence's end, a colon or a break can."""
+    return not before or before[-1] in ".!?:;"
 
 
 def _named_after_colon(line: str, before: str) -> bool:
@@ -246,8 +252,7 @@ def _term_line(line: str, before: str, following: str) -> bool:
     error."): a name that reads as code, or any word before a bracketed description. A line
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
-    starts_anew = not before or before[-1] in ".!?:;"
-    return (starts_anew and bool(following) and not following.endswith(":") and bool(_TERM.match(line))
+    return (_starts_anew(before) and bool(following) and not following.endswith(":") and bool(_TERM.match(line))
             and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("(")))
 
 
