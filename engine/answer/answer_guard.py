@@ -24,8 +24,10 @@
   screen. To tell, the last word of the stream is held back until it is finished.
 
 Text that might be the start of a marker is held back until it is known not to be one, so
-markers never reach the screen. Text shown before a loop is noticed may include part of its
-second copy; the final answer (DoneEvent.answer) does not, and views show that at the end.
+markers never reach the screen. After the first sentence, which streams word by word, each
+sentence is held back until it is finished and checked: a loop that begins after the first
+sentence never reaches the screen (on the built-in model most answers end in one). The final
+answer (DoneEvent.answer) never holds a loop; views show it at the end.
 """
 
 from __future__ import annotations
@@ -77,33 +79,23 @@ class AnswerGuard:
         stops = [i for i in (pending.find(s) for s in self.stop_strings) if i >= 0]
         if stops:
             self.reason, self._pending = "stop string", ""
-            return self._let_through(self._without_hidden(pending[:min(stops)]))
+            shown = self._without_made_up_addresses(self._without_hidden(pending[:min(stops)]))
+            self.text += shown
+            return shown
         held = self._held_back(pending)
-        self._pending = pending[len(pending) - held:]
-        shown = self._let_through(self._without_hidden(pending[:len(pending) - held]))
-        self._check_loop()
-        self._check_repeat()
-        return shown
+        return self._show(pending[:len(pending) - held], pending[len(pending) - held:])
 
     def flush(self) -> str:
         """At the end of the stream: what was held back and turned out not to be a marker."""
-        pending, self._pending = self._pending, ""
         if self.reason:
+            self._pending = ""
             return ""
-        shown = self._let_through(self._without_hidden(pending))
-        self._check_loop()  # the held-back last word may be what completes a loop
-        self._check_repeat(complete=True)  # the last sentence is finished now
-        return shown
+        return self._show(self._pending, "", complete=True)  # the last sentence is finished now
 
     def answer(self) -> str:
         if self._loop_cut is None:
             return self.text.strip()
         return self.text[:self._loop_cut].strip()
-
-    def _let_through(self, text: str) -> str:
-        text = self._without_made_up_addresses(text)
-        self.text += text
-        return text
 
     def _without_made_up_addresses(self, text: str) -> str:
         if self.known is None:
@@ -145,26 +137,26 @@ class AnswerGuard:
                         break
         return cut
 
-    def _check_loop(self) -> None:
-        text = self.text
-        if len(text) < 2 * LOOP_WINDOW:
-            return
-        earlier = text.rfind(text[-LOOP_WINDOW:], 0, len(text) - 1)
-        period = len(text) - LOOP_WINDOW - earlier
-        if earlier < 0 or period > len(text) // 2 or text[-2 * period:-period] != text[-period:]:
-            return
-        start = len(text) - 2 * period  # back to where the repeating text begins
-        while start > 0 and text[start - 1] == text[start - 1 + period]:
-            start -= 1
-        self.reason, self._loop_cut = "repetition", _nearest_sentence_end(text, start + period)
-
-
-    def _check_repeat(self, complete: bool = False) -> None:
-        if self.reason:
-            return
-        cut = repeat_cut(self.text, complete)
+    def _show(self, ready: str, held: str, complete: bool = False) -> str:
+        """Of `ready` (the stream so far, less `held`: a marker or a word being written), what
+        may be shown: up to a loop, where the answer stops, else all but a sentence being written
+        after the first. The loop rules read the text as it will be shown, markers and made-up
+        addresses taken out."""
+        ready = self._without_made_up_addresses(self._without_hidden(ready))
+        shown = len(self.text)
+        text = self.text + ready
+        cut = loop_cut(text, complete)
         if cut is not None:
-            self.reason, self._loop_cut = "repetition", cut
+            self.reason, self._pending = "repetition", ""
+            self._loop_cut = cut
+            ready = ready[:max(0, cut - shown)]
+        elif complete:
+            self._pending = ""
+        else:
+            keep = max(0, _unfinished_sentence(text) - shown)
+            ready, self._pending = ready[:keep], ready[keep:] + held
+        self.text += ready
+        return ready
 
 
 def _last_word_start(text: str) -> int:
@@ -173,6 +165,38 @@ def _last_word_start(text: str) -> int:
     while at > 0 and not text[at - 1].isspace():
         at -= 1
     return at
+
+
+def loop_cut(text: str, complete: bool = True) -> int | None:
+    """Where the answer stops for a loop in `text` (see the module's docstring), or None: the
+    same text twice in a row first, then a repeated sentence or run."""
+    periodic = _periodic_cut(text)
+    return periodic if periodic is not None else repeat_cut(text, complete)
+
+
+def _periodic_cut(text: str) -> int | None:
+    """The same text twice in a row over LOOP_WINDOW characters at the end: the sentence end
+    nearest to where its second copy begins."""
+    if len(text) < 2 * LOOP_WINDOW:
+        return None
+    earlier = text.rfind(text[-LOOP_WINDOW:], 0, len(text) - 1)
+    period = len(text) - LOOP_WINDOW - earlier
+    if earlier < 0 or period > len(text) // 2 or text[-2 * period:-period] != text[-period:]:
+        return None
+    start = len(text) - 2 * period  # back to where the repeating text begins
+    while start > 0 and text[start - 1] == text[start - 1 + period]:
+        start -= 1
+    return _nearest_sentence_end(text, start + period)
+
+
+def _unfinished_sentence(text: str) -> int:
+    """Where the sentence being written begins, once a first sentence is finished; before that,
+    the end of the text (the first sentence streams as it comes). List numbers and citations
+    end no sentence ("2." over a step)."""
+    masked = _masked(text + " ")[:-1]  # a list number just written is followed by a space to come
+    start = _sentence_starts(masked, complete=False)[-1]
+    start += len(text[start:]) - len(text[start:].lstrip())  # the space before it is no part of it
+    return start if masked[:start].strip() else len(text)
 
 
 def has_loop(text: str) -> bool:
@@ -190,13 +214,18 @@ def repeat_cut(text: str, complete: bool = True) -> int | None:
     """Where the text's first repeated sentence or run of REPEAT_WORDS words begins its second
     copy, or None. While the text is still streaming (complete=False) its last word and
     sentence may be unfinished, so they are not compared yet."""
-    masked = _NOT_WORDS.sub(lambda m: " " * len(m.group()), text)
+    masked = _masked(text)
     words = [m for m in _WORD.finditer(masked) if complete or m.end() < len(masked)]
     starts = _sentence_starts(masked, complete)
     sentences = [(start, tuple(w.casefold() for w in _WORD.findall(masked[start:end])))
                  for start, end in zip(starts, starts[1:])]
     found = (_repeated_sentence(sentences), _repeated_run(words, starts), _third_of_a_template(sentences))
     return min((c for c in found if c is not None), default=None)
+
+
+def _masked(text: str) -> str:
+    """The text with what is not a word of a sentence (citations, list numbers) blanked out."""
+    return _NOT_WORDS.sub(lambda m: " " * len(m.group()), text)
 
 
 def _sentence_starts(masked: str, complete: bool) -> list[int]:

@@ -34,16 +34,26 @@ REPEATS = {  # what the model writes -> the answer: the text before the second c
 def test_a_repeated_sentence_or_long_run_is_cut_before_its_second_copy(repeat, pieces):
     written, kept = REPEATS[repeat]
     guard = AnswerGuard(None)
-    feed(guard, written, pieces)
+    shown = "".join(feed(guard, written, pieces))
     assert guard.reason == "repetition"
     assert guard.answer() == kept
     assert has_loop(written) and not has_loop(kept)
+    if repeat != "a run-on loop":  # a loop that begins after the first sentence is never shown
+        assert shown.strip() == kept
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_a_sentence_that_only_begins_as_an_earlier_one_is_shown_once_it_differs(pieces):
+    text = "Open the drain valve of the tank. Open the drain valve of the pump. Then wait."
+    guard = AnswerGuard(None)
+    shown = feed(guard, text, pieces)
+    assert "".join(shown) == text == guard.answer() and not guard.is_set()
 
 
 def test_the_issues_looping_answer_stops_soon_after_the_first_copy():
     guard = AnswerGuard(None)
     shown = "".join(feed(guard, ACROBAT * 14))
-    assert guard.is_set() and len(shown) < 3 * len(ACROBAT)
+    assert guard.is_set() and shown.strip() == ACROBAT.strip()
     assert guard.answer() == "1. Open the PDF in Adobe Acrobat."
 
 
@@ -100,10 +110,23 @@ def test_an_address_no_passage_holds_never_reaches_the_screen(pieces):
 
 
 @pytest.mark.parametrize("pieces", PIECES)
-def test_without_the_passages_the_guard_checks_no_address_and_holds_nothing_back(pieces):
+def test_without_the_passages_the_guard_checks_no_address(pieces):
     guard = AnswerGuard(None)
     shown = feed(guard, MADE_UP, pieces)
-    assert "".join(shown) == MADE_UP and shown[-1] == "" and guard.removed == []
+    assert "".join(shown) == MADE_UP and guard.removed == []
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_the_first_sentence_streams_and_each_later_one_shows_when_finished(pieces):
+    text = "Open the cover. Take out the filter [1].\n2. Rinse it under water. Put it back"
+    guard = AnswerGuard(None)
+    shown = feed(guard, text, pieces)
+    assert "".join(shown) == text and not guard.is_set()
+    first = next(i for i in range(len(shown)) if "".join(shown[:i + 1]).strip() == "Open the cover.")
+    assert first > 0  # the first sentence streams as it comes
+    later = [piece.strip() for piece in shown[first + 1:] if piece.strip()]  # spaces go as they come
+    assert later == ["Take out the filter [1].", "2. Rinse it under water.", "Put it back"]
+    assert shown[-1].strip() == "Put it back"  # unfinished until the stream ends
 
 
 def test_with_the_passages_only_the_word_being_written_is_held_back():
