@@ -36,7 +36,9 @@ TARGETS = {"hit@5": 0.93, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_a
 # sample (4 answerable and 1 unanswerable question per family, 35): keyword hit 0.500, the model's
 # text alone 0.107, lead hit 0.464, caution on wrong answers 0.760 and on right ones 0, no loops,
 # every repeat identical. Each floor not at its target sits one question under that (1/196 of the
-# answerable, 1/72 of the unanswerable, 1/24 of gnuplot's, 1/28 of the sample's).
+# answerable, 1/72 of the unanswerable, 1/24 of gnuplot's, 1/28 of the sample's). The sample
+# flatters the caution: on all 268 it fires on 0.446 of wrong answers and 0.167 of right ones
+# (docs/benchmarks.md, "A loop never on the screen", 2026-12-06).
 RETRIEVAL_FLOORS = {"hit@5": 0.84, "hit@10": 0.92, "mrr@5": 0.66, "refusal_accuracy": 0.89,
                     "unanswerable_refused_rate": 0.66}
 LOWEST_FAMILY_HIT5 = 0.66
