@@ -86,7 +86,8 @@ class AnswerGuard:
         return self._show(pending[:len(pending) - held], pending[len(pending) - held:])
 
     def flush(self) -> str:
-        """At the end of the stream: what was held back and turned out not to be a marker."""
+        """At the end of the stream: what was held back (the start of a marker after all, a word,
+        the last sentence), checked."""
         if self.reason:
             self._pending = ""
             return ""

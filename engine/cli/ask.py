@@ -369,7 +369,7 @@ def _count(text: str) -> int:
 SUMMARY_KEYS = ("hit@1", "hit@3", "hit@5", "hit@10", "mrr@5", "refusal_accuracy", "false_refusal_rate",
                 "unanswerable_refused_rate", "keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate",
                 "lead_chars", "keyword_any_rate", "evidence_hit_rate", "keyword_hit_supported_only", "caution_rate",
-                "caution_on_wrong", "caution_on_right", "loop_rate", "deterministic_rate")
+                "caution_on_wrong", "caution_on_right", "loop_rate", "streamed_beyond_rate", "deterministic_rate")
 # per family and per document: (column heading, summary key); "s" columns are latency p50s
 GROUP_COLUMNS = (("n", "questions"), ("hit@5", "hit@5"), ("mrr@5", "mrr@5"), ("refuse", "refusal_accuracy"),
                  ("false", "false_refusal_rate"), ("kw", "keyword_hit_rate"),

@@ -1,6 +1,7 @@
 """Measuring retrieval and answers on a QA set (engine.evaluation.qa): hit@k, MRR, refusals,
-keywords in what is shown, loops, determinism, how the "check the sources" caution relates to
-right answers, and latency per stage; overall, per document and per family of manuals."""
+keywords in what is shown, loops, what streamed to the screen beyond the answer, determinism, how
+the "check the sources" caution relates to right answers, and latency per stage; overall, per
+document and per family of manuals."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ NO_FAMILY = "(no family)"
 # summary key -> the QuestionResult flag it is the share of (over the results where it is not None)
 RATES = {"keyword_hit_rate": "keyword_hit", "keyword_hit_generated": "keyword_hit_generated",
          "lead_hit_rate": "lead_hit", "keyword_any_rate": "keyword_any", "evidence_hit_rate": "evidence_hit",
-         "loop_rate": "looped", "deterministic_rate": "repeat_identical",
+         "loop_rate": "looped", "streamed_beyond_rate": "streamed_beyond", "deterministic_rate": "repeat_identical",
          "keyword_hit_supported_only": "keyword_hit_supported_only"}
 
 
@@ -40,6 +41,7 @@ class QuestionResult:
     cautioned: bool | None = None  # the answer carried "check the sources"; None: no answer written
     support: float | None = None  # the share of the answer's own words in the sources (AnswerStats)
     supported_only: str | None = None  # the model's text with its unsupported sentences left out
+    streamed: str | None = None  # the model's text as it streamed to the screen
 
     @property
     def shown(self) -> str | None:
@@ -79,6 +81,14 @@ class QuestionResult:
         return self._keywords_in(self.evidence, all)
 
     @property
+    def streamed_beyond(self) -> bool | None:
+        """The screen showed text the answer then left out (a loop cut after it streamed);
+        None when no answer was written."""
+        if self.answer is None or self.refused or self.streamed is None:
+            return None
+        return self.streamed.strip() != self.answer.strip()
+
+    @property
     def looped(self) -> bool | None:
         """A repeated sentence or long n-gram in the model's text; None when it wrote none."""
         if self.answer is None or self.refused:
@@ -98,6 +108,7 @@ class QuestionResult:
                 "rank": self.rank, "refused": self.refused, "keyword_hit": self.keyword_hit,
                 "keyword_hit_generated": self.keyword_hit_generated, "lead_hit": self.lead_hit,
                 "keyword_any": self.keyword_any, "evidence_hit": self.evidence_hit, "looped": self.looped,
+                "streamed_beyond": self.streamed_beyond,
                 "repeat_identical": self.repeat_identical, "relevance": round(self.relevance, 4),
                 "cautioned": self.cautioned, "support": None if self.support is None else round(self.support, 4),
                 "keyword_hit_supported_only": self.keyword_hit_supported_only,
@@ -250,6 +261,7 @@ class _Answer:
     lead_s: float | None = None  # from the question to the lead sentences
     evidence: str | None = None
     text: str | None = None
+    streamed: str = ""  # the text events, joined
     stats: object = None  # AnswerStats
     sentences: tuple = ()  # CheckedSentence
 
@@ -263,6 +275,8 @@ def _read_answer(assistant, item: QAItem) -> _Answer:
         elif event.kind == "lead":  # duck-typed: an event with quotes, each with its text
             read.lead = "\n".join(quote.text for quote in event.quotes)
             read.lead_s = time.perf_counter() - start
+        elif event.kind == "text":
+            read.streamed += event.text
         elif event.kind == "citations":
             read.evidence = "\n".join(c.passage.text for c in event.citations)
         elif event.kind == "done":
@@ -279,7 +293,7 @@ def _answer_into(result: QuestionResult, assistant) -> None:
     result.refused, result.lead, result.evidence = read.refused, read.lead, read.evidence
     if read.stats is None:
         return
-    result.answer = read.text
+    result.answer, result.streamed = read.text, read.streamed
     result.timings_s = _timings_of(read)
     if read.stats.answerable:
         from engine.answer.sentence_check import without_unsupported

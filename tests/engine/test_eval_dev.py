@@ -47,6 +47,10 @@ ANSWER_FLOORS = {"keyword_hit_rate": 0.46, "keyword_hit_generated": 0.07, "lead_
                  "caution_on_wrong": 0.70, "deterministic_rate": 1.0}  # the last two: the targets
 MAX_CAUTION_ON_RIGHT = 0.10  # the target
 MAX_LOOP_RATE = 0.0  # the target
+# Written answers whose screen showed text the answer then left out (a loop cut after it streamed):
+# 28 of 32 before each sentence after the first was held until checked, 9 after (2026-12-06);
+# the ceiling one answer over.
+MAX_STREAMED_BEYOND = 0.32
 
 
 def all_items() -> list[QAItem]:
@@ -134,11 +138,12 @@ def test_answers_on_a_sample_of_every_family_meet_the_floors(dev_data_dir):
     with open_assistant(AppPaths(dev_data_dir), COLLECTION) as assistant:
         summary = summarize(evaluate(sample(all_items()), assistant.retriever, assistant, repeat_sample=5))
     report(summary, ["keyword_hit_rate", "keyword_hit_generated", "lead_hit_rate", "lead_chars", "loop_rate",
-                     "deterministic_rate", "caution_on_wrong", "caution_on_right"])
+                     "streamed_beyond_rate", "deterministic_rate", "caution_on_wrong", "caution_on_right"])
     latency = summary["latency_s"]
     print(f"lead p50 {latency['lead']['p50']:.3f} s, first token p50 {latency['first_token']['p50']:.3f} s")
     for metric, floor in ANSWER_FLOORS.items():
         assert summary[metric] >= floor, (metric, summary[metric])
     assert summary["loop_rate"] <= MAX_LOOP_RATE, summary["loop_rate"]
+    assert summary["streamed_beyond_rate"] <= MAX_STREAMED_BEYOND, summary["streamed_beyond_rate"]
     assert (summary["caution_on_right"] or 0.0) <= MAX_CAUTION_ON_RIGHT, summary["caution_on_right"]
     assert set(latency) >= {"embed", "dense", "keyword", "gate", "lead", "generate", "first_token"}

@@ -97,6 +97,15 @@ def test_loop_rate_counts_written_answers_with_a_repeated_sentence():
     assert summarize(results)["loop_rate"] == pytest.approx(1 / 3, abs=1e-4)
 
 
+def test_streamed_beyond_rate_counts_written_answers_whose_screen_showed_more_than_the_answer():
+    results = [answered("cut", "Open it.", streamed="Open it. Open it."),
+               answered("same", "Open it.", streamed="Open it.\n"),
+               QuestionResult(item("refused"), 1, True, answer=NOT_FOUND, streamed=NOT_FOUND),
+               QuestionResult(item("retrieval-only"), 1, False)]
+    assert [r.streamed_beyond for r in results] == [True, False, None, None]
+    assert summarize(results)["streamed_beyond_rate"] == 0.5
+
+
 def test_deterministic_rate_is_the_share_of_repeated_answers_that_came_back_the_same():
     results = [answered("a", "x", repeat_identical=True), answered("b", "y", repeat_identical=False),
                answered("c", "z", repeat_identical=True), answered("d", "w")]
