@@ -150,7 +150,7 @@ class AnswerGuard:
         if cut is not None:
             self.reason, self._pending = "repetition", ""
             self._loop_cut = cut
-            ready = ready[:max(0, cut - shown)]
+            ready = ready[:max(0, cut - shown)].rstrip()  # the line breaks before the loop too
         elif complete:
             self._pending = ""
         else:
@@ -195,8 +195,8 @@ def _unfinished_sentence(text: str) -> int:
     the end of the text (the first sentence streams as it comes). List numbers and citations
     end no sentence ("2." over a step)."""
     masked = _masked(text + " ")[:-1]  # a list number just written is followed by a space to come
-    start = _sentence_starts(masked, complete=False)[-1]
-    start += len(text[start:]) - len(text[start:].lstrip())  # the space before it is no part of it
+    start = len(masked[:_sentence_starts(masked, complete=False)[-1]].rstrip())  # line breaks wait with it
+    start += len(text[start:]) - len(text[start:].lstrip(" \t"))  # a space goes on
     return start if masked[:start].strip() else len(text)
 
 
