@@ -79,7 +79,7 @@ class AnswerGuard:
         stops = [i for i in (pending.find(s) for s in self.stop_strings) if i >= 0]
         if stops:
             self.reason, self._pending = "stop string", ""
-            shown = self._without_made_up_addresses(self._without_hidden(pending[:min(stops)]))
+            shown = self._as_shown(pending[:min(stops)])
             self.text += shown
             return shown
         held = self._held_back(pending)
@@ -97,6 +97,10 @@ class AnswerGuard:
         if self._loop_cut is None:
             return self.text.strip()
         return self.text[:self._loop_cut].strip()
+
+    def _as_shown(self, text: str) -> str:
+        """The stream's text as the screen gets it: markers and made-up addresses taken out."""
+        return self._without_made_up_addresses(self._without_hidden(text))
 
     def _without_made_up_addresses(self, text: str) -> str:
         if self.known is None:
@@ -143,7 +147,7 @@ class AnswerGuard:
         may be shown: up to a loop, where the answer stops, else all but a sentence being written
         after the first. The loop rules read the text as it will be shown, markers and made-up
         addresses taken out."""
-        ready = self._without_made_up_addresses(self._without_hidden(ready))
+        ready = self._as_shown(ready)
         shown = len(self.text)
         text = self.text + ready
         cut = loop_cut(text, complete)
