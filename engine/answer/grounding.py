@@ -86,14 +86,56 @@ def _unknown_names(query: Query, common_word: Callable[[str], bool] | None) -> t
 
 
 def _plain_forms(word: str) -> set[str]:
-    """The word and, for a common word numbered ("data2", "sensor3"), the word: a person's own
-    file or device, not a product the manuals lack. A short prefix stays a name ("gp5", "KF8");
-    so does a stem ("pandas" is no "panda")."""
+    """The word and the common words it may be made from: for a common word numbered ("data2",
+    "sensor3"), the word: a person's own file or device, not a product the manuals lack; for
+    a common word with an English prefix or an adverb's or a participle's ending, the word it
+    is made from (derived_forms). A short prefix stays a name ("gp5", "KF8"); so does a plural
+    ("pandas" is no "panda", "teardrops" may be a feature the manuals lack)."""
     forms = {word}
     letters = word.rstrip("0123456789")
     if letters != word and len(letters) >= 4 and letters.isalpha():
         forms.add(letters)
-    return forms
+    return forms | derived_forms(word.casefold())
+
+
+_PREFIXES = ("over", "under", "un", "re", "mis", "dis", "pre", "non")
+_ADVERB_ENDINGS = (("ically", "ic"), ("ably", "able"), ("ibly", "ible"), ("ily", "y"), ("ly", ""))
+MIN_STEM = 5  # letters before an adverb's "ly": "plotly" stays a name
+_PARTICIPLE_ENDINGS = ("ing", "ed")
+MIN_PREFIXED = 5  # letters after a prefix: "overleaf", "unreal", "redis" stay names
+
+
+def derived_forms(word: str) -> set[str]:
+    """The words `word` may be made from by English rules a person types without thinking:
+    a prefix ("unplugged", "overheating", "misaligned", "recalibrate"), an adverb's ending
+    ("reliably", "intermittently", "noisily") or a participle's ("booted", "flickering",
+    "calibrated"). Technicians describe symptoms in such words; a manual that never uses them
+    is not therefore about something else."""
+    bases = {word}
+    for prefix in _PREFIXES:
+        if word.startswith(prefix) and len(word) - len(prefix) >= MIN_PREFIXED:
+            bases.add(word[len(prefix):])
+    found = set()
+    for base in bases:
+        found |= _without_ending(base)
+    return {form for form in found | bases if len(form) >= 4} - {word}
+
+
+def _without_ending(word: str) -> set[str]:
+    """An adverb's or a participle's word stem, in the spellings it may have had: "reliably" ->
+    "reliable", "noisily" -> "noisy", "stopped" -> "stop", "calibrated" -> "calibrate"."""
+    found = set()
+    for ending, replacement in _ADVERB_ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= MIN_STEM - len(replacement):
+            found.add(word[:-len(ending)] + replacement)
+            break
+    for ending in _PARTICIPLE_ENDINGS:
+        root = word[:-len(ending)]
+        if word.endswith(ending) and len(root) >= 3:
+            found |= {root, root + "e"}
+            if len(root) >= 4 and root[-1] == root[-2]:
+                found.add(root[:-1])  # "stopped" -> "stop"
+    return found
 
 
 def support(answer: str, query: Query, passages: Sequence[Passage]) -> float | None:

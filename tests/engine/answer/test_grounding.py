@@ -21,6 +21,7 @@ from engine.answer.grounding import (
     TEMPLATE_TOKENS,
     build_prompt,
     cited_numbers,
+    derived_forms,
     example_turns,
     not_mentioned,
     strip_invalid_citations,
@@ -169,6 +170,22 @@ def test_a_common_word_numbered_is_a_persons_own_thing_not_a_name(collection, wo
     relevance = judge_relevance(f"How do I clean the chiller condenser coil with {word}?", top,
                                 collection.prefix_frequency, common_word=(COMMON | {"kf"}).__contains__)
     assert relevance.unknown_names == ((word,) if name else ())
+
+
+@pytest.mark.parametrize("word, made_from", [
+    ("reliably", "reliable"), ("intermittently", "intermittent"), ("noisily", "noisy"),
+    ("erratically", "erratic"), ("unplugged", "plugged"), ("overheating", "heating"),
+    ("misaligned", "aligned"), ("recalibrate", "calibrate"), ("booted", "boot"),
+    ("calibrated", "calibrate"), ("stopped", "stop"),
+    ("pandas", None), ("teardrops", None), ("plotly", None), ("overleaf", None), ("redis", None)])
+def test_a_common_word_with_a_prefix_or_an_ending_is_common_a_plural_or_a_short_stem_a_name(collection, word, made_from):
+    assert (made_from in derived_forms(word)) if made_from else not derived_forms(word) & {"panda", "teardrop", "plot", "leaf", "dis"}
+    top = [passage(COLLECTION[3], similarity=0.7)]
+    common = COMMON | {"reliable", "intermittent", "noisy", "erratic", "plugged", "heating", "aligned", "calibrate",
+                       "boot", "stop", "panda", "teardrop", "plot", "leaf"}
+    relevance = judge_relevance(f"How do I clean the chiller condenser coil {word}?", top,
+                                collection.prefix_frequency, common_word=common.__contains__)
+    assert relevance.unknown_names == (() if made_from else (word,))
 
 
 def test_the_refusal_says_which_words_no_manual_mentions():
