@@ -19,6 +19,11 @@
     time ("You must also change the `B` to 2." after the same for `A` and `C`): the answer
     ends before the third. Two such sentences may be an answer (joint 0, joint 1).
 
+- A copy of the prompt's worked example stops it: a sentence holding a run of ECHO_WORDS words
+  from the example ("Hold the FEED key for five seconds") that no passage holds is made up
+  for this manual; the answer ends where that sentence begins. While the text streams, words
+  that may begin such a run are held back until they are known not to.
+
 - A web or mail address that none of the passages holds is replaced by ADDRESS_REMOVED as it
   streams (when the guard is given the passages' texts): a made-up link never reaches the
   screen. To tell, the last word of the stream is held back until it is finished.
@@ -47,6 +52,7 @@ LOOP_WINDOW = 40
 REPEAT_WORDS = 12
 MIN_SENTENCE_WORDS = 3  # "Press Enter." may well come twice in a procedure
 TEMPLATE_WORDS = 6  # "Set HOME_SEARCH_VEL to 0." for three settings is an answer, not a loop
+ECHO_WORDS = 5  # the worked example's own words: "to print a test label" (4: "from 1 to 15")
 # Not words of the sentence: citations and list numbers at a line's or a sentence's start.
 _NOT_WORDS = re.compile(r"\[\d+\]|(?:^|(?<=[.!?:]\s))[ \t]*\d{1,3}[.)](?=\s)", re.MULTILINE)
 _WORD = re.compile(r"\w+")
@@ -57,14 +63,15 @@ class AnswerGuard:
     (the caller's own flag still works through it)."""
 
     def __init__(self, cancel: CancelFlag | None, hidden: Sequence[str] = (), stop_strings: Sequence[str] = (),
-                 known: Sequence[str] | None = None):
+                 known: Sequence[str] | None = None, echoes: Sequence[str] = ()):
         self.cancel = cancel
         self.hidden = sorted(hidden, key=len, reverse=True)  # the longest match is removed first
         self.stop_strings = tuple(stop_strings)
         self.known = None if known is None else tuple(known)  # the passages' texts; None: no address check
         self.removed: list[str] = []  # the addresses replaced by ADDRESS_REMOVED
         self.text = ""  # what has been let through (markers removed)
-        self.reason = ""  # "stop string" or "repetition" once stopped
+        self.echoes = _Echoes(echoes, known or ())  # the worked example's texts (the prompt's)
+        self.reason = ""  # "stop string", "repetition" or "example copied" once stopped
         self._pending = ""  # held back: it may be the start of a marker
         self._loop_cut: int | None = None
 
@@ -126,6 +133,7 @@ class AnswerGuard:
                 break
         if self.known is not None:
             held = max(held, len(text) - _last_word_start(text))
+        held = max(held, min(len(text), self.echoes.may_begin(self.text + text)))
         return len(text) - self._not_splitting(text, len(text) - held)
 
     def _not_splitting(self, text: str, cut: int) -> int:
@@ -150,9 +158,9 @@ class AnswerGuard:
         ready = self._as_shown(ready)
         shown = len(self.text)
         text = self.text + ready
-        cut = loop_cut(text, complete)
+        cut, reason = self._cut(text, complete, self._without_hidden(held))
         if cut is not None:
-            self.reason, self._pending = "repetition", ""
+            self.reason, self._pending = reason, ""
             self._loop_cut = cut
             ready = ready[:max(0, cut - shown)].rstrip()  # the line breaks before the loop too
         elif complete:
@@ -162,6 +170,64 @@ class AnswerGuard:
             ready, self._pending = ready[:keep], ready[keep:] + held
         self.text += ready
         return ready
+
+
+    def _cut(self, text: str, complete: bool, held: str) -> tuple[int | None, str]:
+        """Where the answer stops, and why: the earlier of a loop and a copy of the example (read
+        with the word still held back: it may finish the copy)."""
+        found = [(cut, why) for cut, why in ((loop_cut(text, complete), "repetition"),
+                                             (self.echoes.cut(text + held), "example copied")) if cut is not None]
+        return min(found, default=(None, ""))
+
+
+class _Echoes:
+    """The runs of ECHO_WORDS words of the worked example that no passage holds."""
+
+    def __init__(self, texts: Sequence[str], known: Sequence[str]):
+        held = {run for text in known for run in _runs(_words(text))}
+        self.runs = {run for text in texts for run in _runs(_words(text))} - held
+
+    def cut(self, text: str) -> int | None:
+        """Where the sentence begins that holds the first run of the example, or None."""
+        if not self.runs:
+            return None
+        masked = _masked(text)
+        words = list(_WORD.finditer(masked))
+        folded = [w.group().casefold() for w in words]
+        for i in range(len(words) - ECHO_WORDS + 1):
+            if tuple(folded[i:i + ECHO_WORDS]) in self.runs:
+                ends = [m.end() for m in REPEAT_END.finditer(masked, 0, words[i].start())]
+                return ends[-1] if ends else 0
+        return None
+
+    def may_begin(self, text: str) -> int:
+        """How many characters at the end of `text` may be the start of a run of the example
+        (its last word maybe unfinished): held back until the next words tell."""
+        if not self.runs:
+            return 0
+        words = list(_WORD.finditer(_masked(text)))[-ECHO_WORDS:]
+        unfinished = bool(words) and words[-1].end() == len(text)
+        folded = [w.group().casefold() for w in words]
+        for i in range(len(words)):
+            begun = folded[i:]
+            if len(begun) < ECHO_WORDS + unfinished and any(_begins(run, begun, unfinished) for run in self.runs):
+                return len(text) - words[i].start()
+        return 0
+
+
+def _begins(run: tuple[str, ...], begun: list[str], unfinished: bool) -> bool:
+    n = len(begun)
+    if not unfinished:
+        return run[:n] == tuple(begun)
+    return run[:n - 1] == tuple(begun[:-1]) and run[n - 1].startswith(begun[-1])
+
+
+def _words(text: str) -> list[str]:
+    return [w.casefold() for w in _WORD.findall(_masked(text))]
+
+
+def _runs(words: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + ECHO_WORDS]) for i in range(len(words) - ECHO_WORDS + 1)}
 
 
 def _last_word_start(text: str) -> int:

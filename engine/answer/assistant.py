@@ -218,7 +218,7 @@ class Assistant:
         # The prompt numbers a prefix of the passages, maybe shortened: check and cite the full ones.
         numbered = passages[:len(prompt.passages)]
         guard = AnswerGuard(cancel, hidden=prompt.hidden_strings, stop_strings=prompt.stop_strings,
-                            known=[p.text for p in numbered])
+                            known=[p.text for p in numbered], echoes=prompt.echoes)
         stream = self.llm.stream(prompt.messages, max_new_tokens=s.max_new_tokens,
                                  temperature=s.temperature, cancel=guard)
         yield from _shown_text(stream, guard, run)

@@ -163,8 +163,7 @@ TEMPLATE_TOKENS = 40  # what the chat template adds around the messages
 # One worked exchange before the real question, on a made-up manual in the real format: with it
 # SmolLM2-135M put the sources' exact names in its own text about twice as often as with the
 # rules alone (docs/benchmarks.md, "A worked example, and fewer passages for the model"). Its
-# words are nowhere in real manuals, so a sentence copied from it is marked unsupported by the
-# sentence checks.
+# words are nowhere in real manuals: the guard cuts a sentence copied from it (Prompt.echoes).
 EXAMPLE_SOURCES = (
     "[1] label-printer.pdf, page 12:\nTo print a test label, hold the FEED key for five seconds. "
     "The print darkness is set with the option --density, from 1 to 15.\n\n"
@@ -188,6 +187,13 @@ class Prompt:
         can only have come from the prompt. Longest first: each is cut in turn."""
         m = self.marker
         return (f"<<{m}>>", f"<<{m}", f"<{m}>", m)
+
+    @property
+    def echoes(self) -> tuple[str, ...]:
+        """The worked example's texts when the prompt shows it: a run of their words in the
+        answer that no passage holds was copied from the example (the guard cuts it there)."""
+        shown = any(m["role"] == "assistant" and m["content"] == EXAMPLE_ANSWER for m in self.messages)
+        return (EXAMPLE_SOURCES, EXAMPLE_QUESTION, EXAMPLE_ANSWER) if shown else ()
 
     @property
     def stop_strings(self) -> tuple[str, ...]:

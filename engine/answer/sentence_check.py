@@ -167,7 +167,10 @@ def _plain(text: str) -> str:
 
 def needs_caution(answer: str, sentences: Sequence[CheckedSentence], well_supported: bool) -> bool:
     """Whether the views say "check it against the sources": too little is supported, or an
-    address or command is not in the passages."""
+    address or command is not in the passages. An answer the guard cut to nothing (a copy of
+    the prompt's example) says nothing to check: the lead and the passages stand alone."""
+    if not answer.strip():
+        return False
     return not well_supported or bool(unsupported_actions(answer, sentences))
 
 

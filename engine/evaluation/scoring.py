@@ -298,7 +298,7 @@ def _answer_into(result: QuestionResult, assistant) -> None:
     if read.stats.answerable:
         from engine.answer.sentence_check import without_unsupported
 
-        result.cautioned = not read.stats.well_supported
+        result.cautioned = bool(read.text.strip()) and not read.stats.well_supported  # as needs_caution
         result.support = read.stats.support
         result.supported_only = without_unsupported(read.text, read.sentences)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.answer.answer_guard import ADDRESS_REMOVED, REPEAT_WORDS, AnswerGuard, has_loop
+from engine.answer.grounding import EXAMPLE_ANSWER, EXAMPLE_QUESTION, EXAMPLE_SOURCES
 from tests.helpers.streamed_pieces import PIECES, feed
 
 ACROBAT = "1. Open the PDF in Adobe Acrobat.\n"
@@ -143,3 +144,50 @@ def test_a_loop_inside_a_word_held_back_to_the_end_is_still_cut(pieces):
     guard = AnswerGuard(None, known=[MANUAL])
     feed(guard, written, pieces)
     assert guard.reason == "repetition" and not has_loop(guard.answer())
+
+
+ECHOES = (EXAMPLE_SOURCES, EXAMPLE_QUESTION, EXAMPLE_ANSWER)
+COPIES = {  # what the model writes -> the answer: up to the sentence that copies the example
+    "the example's answer first": (EXAMPLE_ANSWER + " Then raise -B to 10.", ""),
+    "its source after a real answer": ("Use the -B option to slow the clock [1]. To print a test label, hold "
+                                       "the FEED key for five seconds.", "Use the -B option to slow the clock [1]."),
+    "a copy begun inside a later sentence": ("Use -B [1]. Or set a higher print darkness with the option.",
+                                             "Use -B [1]."),
+}
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+@pytest.mark.parametrize("copy", COPIES)
+def test_a_copy_of_the_prompts_example_never_reaches_the_screen(copy, pieces):
+    written, kept = COPIES[copy]
+    guard = AnswerGuard(None, known=[MANUAL], echoes=ECHOES)
+    shown = feed(guard, written, pieces)
+    assert guard.reason == "example copied" and guard.answer() == kept
+    assert "".join(shown).strip() == kept
+    assert not any(word in "".join(shown) for word in ("FEED", "print", "darkness"))
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_a_copy_begun_inside_the_first_sentence_leaves_no_answer_and_never_shows(pieces):
+    # the first sentence streams word by word: its words before the copy were shown, and the
+    # views replace the stream with the answer at the end, as after a loop
+    guard = AnswerGuard(None, known=[MANUAL], echoes=ECHOES)
+    shown = "".join(feed(guard, "Use -B [1], and set a higher print darkness with the option.", pieces))
+    assert guard.reason == "example copied" and guard.answer() == ""
+    assert shown.strip() == "Use -B [1], and"
+
+
+@pytest.mark.parametrize("pieces", PIECES)
+def test_the_examples_words_in_the_passages_are_the_manuals_and_stay(pieces):
+    written = "To print a test label, hold the FEED key for five seconds [1]."
+    guard = AnswerGuard(None, known=[written], echoes=ECHOES)
+    assert "".join(feed(guard, written, pieces)) == written == guard.answer() and not guard.reason
+    without = AnswerGuard(None, known=[MANUAL])  # no example in the prompt: nothing to compare with
+    assert "".join(feed(without, written, pieces)) == written and not without.reason
+
+
+def test_words_that_may_begin_a_copy_wait_for_the_next_word():
+    guard = AnswerGuard(None, echoes=ECHOES)
+    assert guard.feed("Use the") == "Use "  # "the FEED key for five" may follow
+    assert guard.feed(" -B flag") == "the -B flag"
+    assert guard.flush() == ""

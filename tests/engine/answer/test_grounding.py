@@ -525,6 +525,7 @@ def test_the_worked_example_comes_after_the_rules_fenced_like_the_real_sources()
         f"{fence_head(m)}\n<<{m}>>\n{EXAMPLE_SOURCES}\n<</{m}>>\n\nQuestion: {EXAMPLE_QUESTION}")
     assert prompt.messages[2] == {"role": "assistant", "content": EXAMPLE_ANSWER}
     assert [b["number"] for b in blocks(prompt)] == [1, 2, 3, 4, 5]  # the real sources are all there
+    assert prompt.echoes == (EXAMPLE_SOURCES, EXAMPLE_QUESTION, EXAMPLE_ANSWER)  # the guard cuts a copy of it
 
 
 def test_the_worked_example_counts_against_the_budget():
@@ -541,7 +542,7 @@ def test_the_worked_example_is_left_out_where_it_would_take_over_a_third_of_the_
     example = sum(words(t["content"]) for t in example_turns("m"))
     assert len(build_prompt(QUESTION, PASSAGES, [], words, 3 * example).messages) == 4
     small = build_prompt(QUESTION, PASSAGES, [], words, 3 * example - 1)
-    assert [x["role"] for x in small.messages] == ["system", "user"] and small.passages
+    assert [x["role"] for x in small.messages] == ["system", "user"] and small.passages and small.echoes == ()
     assert len(build_prompt(QUESTION, PASSAGES, [], words, 5000, example=False).messages) == 2
 
 

@@ -13,6 +13,7 @@ from engine.answer.sentence_check import (
     check_sentences,
     code_names,
     has_content,
+    needs_caution,
     sources,
     supported_share,
     well_supported,
@@ -178,6 +179,12 @@ def test_the_answer_is_well_supported_when_enough_of_its_sentences_with_content_
     assert not well_supported([fine, bad], share=1.0) and well_supported([fine, bad], share=0.5)
     assert not well_supported([empty]) and not well_supported([])  # nothing checked: nothing confirmed
     assert supported_share([fine, bad, empty]) == 0.5 and supported_share([empty]) is None
+
+
+def test_the_caution_is_for_text_the_model_wrote_an_answer_cut_to_nothing_gets_none():
+    assert needs_caution("The valve opens.", [], well_supported=False)
+    assert not needs_caution("The valve opens.", [], well_supported=True)
+    assert not needs_caution("", [], well_supported=False) and not needs_caution(" \n", [], well_supported=False)
 
 
 def test_sources_in_order_of_first_use_once_each():
