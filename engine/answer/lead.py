@@ -128,7 +128,10 @@ def _an_introduction_names_the_topic(c: "Candidate", query: Query) -> None:
 
 def qualifies(c: "Candidate", query: Query) -> bool:
     """A unit long enough to read as a fact, or a short fact (a setting, a row, a definition, or
-    a sentence with a number or a code in it) that carries the question's words."""
+    a sentence with a number or a code in it) that carries the question's words; never a
+    question the manual answers after it (its answer is shown with it)."""
+    if c.kind == "question":
+        return False
     if not c.short:
         return True
     if DOT_LEADERS.search(c.text) or not any(ch.isalnum() for ch in c.text):
@@ -174,7 +177,18 @@ def choose(found: list[Candidate], weights: LeadWeights, limit: int) -> list[Quo
             break
         if all(c.text not in o.text and o.text not in c.text and not _overlap(c, o) for o in chosen):
             chosen.append(c)
-    return [c.quote() for c in chosen]
+    return [_asked_once(c, chosen[:i]) for i, c in enumerate(chosen)]
+
+
+def _asked_once(c: "Candidate", before: Sequence["Candidate"]) -> Quote:
+    """The candidate's quote; a second answer to a question the manual asks is shown without the
+    question, which the first one showed."""
+    quote = c.quote()
+    asked = c.text.split("\n", 1)[0]
+    if c.kind != "answer" or not any(o.kind == "answer" and o.text.split("\n", 1)[0] == asked for o in before):
+        return quote
+    cut = len(asked) + 1
+    return replace(quote, text=c.text[cut:], focus=(c.focus[0] - cut, c.focus[1] - cut))
 
 
 def _overlap(a: "Candidate", b: "Candidate") -> bool:
@@ -240,12 +254,13 @@ def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
         start = len(header) + (len(before) + 1 if before else 0)
         joined = header + "\n".join(part for part in (before, own, after) if part)
         return joined, (start, start + len(own))
+    asked = _reflowed(text[unit.header[0]:unit.header[1]], unit.kind) + "\n" if unit.header else ""
     before = _reflowed(text[unit.show[0]:unit.start], unit.kind)
     own = _reflowed(text[unit.start:unit.end], unit.kind)
     after = _reflowed(text[unit.end:unit.show[1]], unit.kind)
-    joined = before + _gap(text, unit.start) if before else ""
+    joined = asked + (before + _gap(text, unit.start) if before else "")
     joined += own + (_gap(text, unit.end) + after if after else "")
-    start = len(before) + (1 if before else 0)
+    start = len(asked) + len(before) + (1 if before else 0)
     return joined, (start, start + len(own))
 
 

@@ -18,6 +18,9 @@ blank lines end a block; a list item starts one. A unit is what a technician rea
                 or a name alone on its line over its description)
     setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
     warning     a WARNING / CAUTION / NOTE: block
+    answer      what follows a question or a problem the manual states ("Problem: ... is really
+                slow." over "Solution: setserial port low_latency"), shown under it; the
+                question itself is a "question", which answers nothing
 A command or code line stays in the sentence it is part of ("The command > sink("record.lis")
 will divert ...").
 Each unit has what to show with it (`show`): the unit itself, or with what it needs to be read
@@ -60,9 +63,9 @@ _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Wa
 class Unit:
     start: int  # the unit's characters in the text
     end: int
-    kind: str  # sentence, item, row, definition, setting, warning
+    kind: str  # sentence, item, row, definition, setting, warning, answer, question
     show: tuple[int, int]  # what to show with it: the unit, or its block, or its rows beside it
-    header: tuple[int, int] | None = None  # a row's: its table's first row, shown above it
+    header: tuple[int, int] | None = None  # shown above it: a row's table header, an answer's question
 
 
 def units(text: str, start: int = 0, end: int | None = None,
@@ -75,7 +78,7 @@ def units(text: str, start: int = 0, end: int | None = None,
         following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
         reader.line(a, b, following)
     reader.flush()
-    return reader.found
+    return _answered(text, reader.found)
 
 
 def text_sentences(text: str, heading_path: Sequence[str] = ()) -> list[tuple[int, int]]:
@@ -209,6 +212,57 @@ class _Reader:
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
             self.found.append(Unit(s, e, own, show if term is None else (term, e)))
         self.block, self.block_kind = [], "sentence"
+
+
+# A question the manual asks itself, or a problem it states, before the answer or the solution.
+_PROBLEM = re.compile(r"^(?:[-*•◦▪–·]\s*)?(?:Problem|Symptom|Issue|Question|Q)\s*:")
+_ANSWERABLE = ("sentence", "item", "setting", "definition", "warning")
+
+
+def _answered(text: str, found: list[Unit]) -> list[Unit]:
+    """The units that follow a question or a problem the manual states, next to it (nothing but
+    space between: no heading), become its "answer", each shown under it; the question, then
+    answered, a "question". A technician's question repeats the manual's, so the manual's
+    question would lead and the solution under it would not."""
+    result = list(found)
+    for i, unit in enumerate(found):
+        if not _asks(text, unit) or unit.show[1] > unit.end:  # an item shown with its block answers itself
+            continue
+        answer = _answer_after(text, found, i)
+        for j in answer:
+            result[j] = Unit(found[j].start, found[j].end, "answer", found[j].show, (unit.start, unit.end))
+        if answer:
+            result[i] = Unit(unit.start, unit.end, "question", unit.show)
+    return result
+
+
+MAX_ANSWER_UNITS = 8  # a manual's answer runs a paragraph or two; then its text goes on
+
+
+def _answer_after(text: str, found: list[Unit], asked: int) -> list[int]:
+    """The units next to one another after the question `asked`, up to the next question, each
+    short enough to be shown under it."""
+    room = SHOW_CHARS - (found[asked].end - found[asked].start)
+    taken: list[int] = []
+    for j in range(asked + 1, min(len(found), asked + 1 + MAX_ANSWER_UNITS)):
+        unit = found[j]
+        if (unit.kind not in _ANSWERABLE or _asks(text, unit) or text[found[j - 1].end:unit.start].strip()
+                or unit.show[1] - unit.show[0] > room):
+            break
+        taken.append(j)
+    return taken
+
+
+def _asks(text: str, unit: Unit) -> bool:
+    """A problem the manual states ("Problem: ...", "Symptom: ..."), or a question that starts
+    its line ("Why does the spindle stop?"), not one in the middle of prose ("so, how?")."""
+    own = text[unit.start:unit.end].strip()
+    if unit.kind not in ("sentence", "item"):
+        return False
+    if _PROBLEM.match(own):
+        return True
+    starts_line = not text[text.rfind("\n", 0, unit.start) + 1:unit.start].strip()
+    return own.rstrip("\"'”’)").endswith("?") and starts_line and len(own.split()) >= 4
 
 
 def _line_kind(line: str, before: str) -> str:

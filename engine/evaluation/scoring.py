@@ -298,7 +298,8 @@ def _answer_into(result: QuestionResult, assistant) -> None:
     if read.stats.answerable:
         from engine.answer.sentence_check import without_unsupported
 
-        result.cautioned = bool(read.text.strip()) and not read.stats.well_supported  # as needs_caution
+        # as needs_caution; an answer the guard cut to nothing was not written, so it is not judged
+        result.cautioned = not read.stats.well_supported if read.text.strip() else None
         result.support = read.stats.support
         result.supported_only = without_unsupported(read.text, read.sentences)
 

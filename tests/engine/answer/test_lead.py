@@ -257,6 +257,20 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "How do I replace the filter cartridge?",
                  "To replace the filter cartridge:\n1. Close the inlet valve.", "sentence",
                  id="a table ends the list a sentence introduces"),
+    pytest.param("Appendix B Troubleshooting\n• Problem: The spindle drive trips with E-07 when it starts.\n"
+                 "Solution: Raise the ramp time in parameter P21 to 2 s.\n"
+                 "The drive then needs a minute to cool down before it can be started again, and the fault log keeps "
+                 "the last ten trips with their times and the motor current at the moment of each trip. Each trip "
+                 "also goes to the controller's alarm history, which the service menu shows under ALARMS.\n"
+                 "• Problem: The coolant pump is noisy.\nSolution: Bleed the air from the pump.\n",
+                 "My spindle drive trips with E-07 when it starts. What do I do?",
+                 "• Problem: The spindle drive trips with E-07 when it starts.\n"
+                 "Solution: Raise the ramp time in parameter P21 to 2 s.", "answer",
+                 id="a troubleshooting entry too long to show whole: the solution under its problem"),
+    pytest.param("Why does the pump run dry after a restart?\nThe inlet valve closes on a power loss.\n",
+                 "Why does my pump run dry after a restart?",
+                 "Why does the pump run dry after a restart?\nThe inlet valve closes on a power loss.", "answer",
+                 id="a question the manual asks, answered below it"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
@@ -292,3 +306,18 @@ def test_a_numbered_item_is_one_unit_with_its_number():
     item = text.index("2. The UPS")
     assert quotes[0].kind == "item" and quotes[0].span == Span(3, item, len(text))
     assert not any(q.text.strip() == "2." or q.span.end - q.span.start <= 3 for q in quotes)
+
+
+def test_a_second_answer_to_the_manuals_question_is_shown_without_it_and_prose_questions_answer_nothing():
+    text = ("• Problem: The spindle drive trips with E-07 when it starts.\n"
+            "Solution: Raise the ramp time in parameter P21 to 2 s. Then restart the spindle drive.\n"
+            "The drive then needs a minute to cool down before it can be started again, and the fault log keeps "
+            "the last ten trips with their times and the motor current at the moment of each trip. Each trip "
+            "also goes to the controller's alarm history, which the service menu shows under ALARMS.\n")
+    first, second = lead_sentences("The spindle drive trips with E-07. What do I do?", [passage(text)],
+                                   weights=TERMS_ONLY, limit=2)
+    assert first.text.startswith("• Problem:") and first.text[slice(*first.focus)].startswith("Solution:")
+    assert second.text == second.text[slice(*second.focus)] == "Then restart the spindle drive."
+    prose = "The drive has a reset key. The spindle stops, so what now? Press the reset key on the drive."
+    [quote] = lead_sentences("What now when the spindle stops?", [passage(prose)], weights=TERMS_ONLY, limit=1)
+    assert quote.kind == "sentence"  # a question inside prose is a sentence like any other
