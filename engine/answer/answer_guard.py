@@ -171,7 +171,6 @@ class AnswerGuard:
         self.text += ready
         return ready
 
-
     def _cut(self, text: str, complete: bool, held: str) -> tuple[int | None, str]:
         """Where the answer stops, and why: the earlier of a loop and a copy of the example (read
         with the word still held back: it may finish the copy)."""
@@ -184,8 +183,8 @@ class _Echoes:
     """The runs of ECHO_WORDS words of the worked example that no passage holds."""
 
     def __init__(self, texts: Sequence[str], known: Sequence[str]):
-        held = {run for text in known for run in _runs(_words(text))}
-        self.runs = {run for text in texts for run in _runs(_words(text))} - held
+        runs = {run for text in texts for run in _runs(_words(text))}
+        self.runs = runs - {run for text in known for run in _runs(_words(text))} if runs else runs
 
     def cut(self, text: str) -> int | None:
         """Where the sentence begins that holds the first run of the example, or None."""

@@ -298,7 +298,7 @@ def _answer_into(result: QuestionResult, assistant) -> None:
     if read.stats.answerable:
         from engine.answer.sentence_check import without_unsupported
 
-        # as needs_caution; an answer the guard cut to nothing was not written, so it is not judged
+        # an answer the guard cut to nothing was not written: its caution is not judged
         result.cautioned = not read.stats.well_supported if read.text.strip() else None
         result.support = read.stats.support
         result.supported_only = without_unsupported(read.text, read.sentences)

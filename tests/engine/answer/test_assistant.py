@@ -872,8 +872,8 @@ def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(bui
 @pytest.mark.slow
 def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builtin_data_dir, tmp_path):
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
-    not hold it, a value in a table, and a procedure under the sentence that introduces it, each
-    leads on the built-in models; the model's text never repeats a sentence, and a sentence
+    not hold it, a value in a table, a procedure under the sentence that introduces it, and a
+    troubleshooting entry's solution under its problem, each leads on the built-in models; the model's text never repeats a sentence, and a sentence
     marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
@@ -894,20 +894,31 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "cross hairs are on the origin point.\n3. Press SET ORIGIN.\n\nTo turn the laser off and cancel an "
         "alignment:\n1. Press the LASER button and hold it for longer than 750 ms.\n2. Release the LASER button.\n",
         encoding="utf-8")
+    (folder / "drive.txt").write_text(
+        "Troubleshooting\n\n• Problem: The spindle drive trips with fault E-07 when it starts.\n"
+        "Solution: Raise the ramp time in parameter P21 to 2 s. The drive then needs a minute to cool down "
+        "before it can be started again, and its fault log keeps the last ten trips with their times and the "
+        "motor current at each trip. Each trip also goes to the controller's alarm history.\n"
+        "• Problem: The coolant pump is noisy.\nSolution: Bleed the air from the pump.\n", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
         door = list(assistant.ask("What is the door code?"))
         torque = list(assistant.ask("What torque do the cover screws need?"))
         laser = list(assistant.ask("How do I turn off the alignment laser?"))
+        trip = list(assistant.ask("My spindle drive trips with E-07 when it starts. What should I do?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
-                                   (laser, "plasma.txt", "To turn the laser off and cancel an alignment:")]:
+                                   (laser, "plasma.txt", "To turn the laser off and cancel an alignment:"),
+                                   (trip, "drive.txt", None)]:
         lead = only(events, LeadEvent).quotes
         focus = lead[0].text[slice(*lead[0].focus)] if lead and lead[0].focus else lead and lead[0].text
-        assert lead and (lead[0].document, focus) == (document, text), lead
+        assert lead and (lead[0].document, focus if text else None) == (document, text), lead
         done = events[-1]
         assert not has_loop(done.answer), done.answer
         assert all(s.source is not None for s in done.sentences if s.supported and s.score > 0), done.sentences
     assert only(torque, LeadEvent).quotes[0].text.startswith("Part | Thread | Torque\n")  # under its header
     assert "\n1. Press the LASER button and hold it for longer than 750 ms.\n2." in only(laser, LeadEvent).quotes[0].text
+    trip_lead = only(trip, LeadEvent).quotes
+    assert trip_lead[0].text.startswith("• Problem: The spindle drive trips") and trip_lead[0].kind == "answer"
+    assert any("Raise the ramp time in parameter P21 to 2 s." in q.text for q in trip_lead)  # the solution, led
