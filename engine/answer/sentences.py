@@ -225,10 +225,11 @@ def _answered(text: str, found: list[Unit]) -> list[Unit]:
     answered, a "question". A technician's question repeats the manual's, so the manual's
     question would lead and the solution under it would not."""
     result = list(found)
+    asks = [_asks(text, unit) for unit in found]
     for i, unit in enumerate(found):
-        if not _asks(text, unit) or unit.show[1] > unit.end:  # an item shown with its block answers itself
+        if not asks[i] or unit.show[1] > unit.end:  # an item shown with its block answers itself
             continue
-        answer = _answer_after(text, found, i)
+        answer = _answer_after(text, found, asks, i)
         for j in answer:
             result[j] = Unit(found[j].start, found[j].end, "answer", found[j].show, (unit.start, unit.end))
         if answer:
@@ -239,14 +240,14 @@ def _answered(text: str, found: list[Unit]) -> list[Unit]:
 MAX_ANSWER_UNITS = 8  # a manual's answer runs a paragraph or two; then its text goes on
 
 
-def _answer_after(text: str, found: list[Unit], asked: int) -> list[int]:
-    """The units next to one another after the question `asked`, up to the next question, each
-    short enough to be shown under it."""
+def _answer_after(text: str, found: list[Unit], asks: list[bool], asked: int) -> list[int]:
+    """The units next to one another after the question `asked`, up to the next question (`asks`:
+    which units ask one), each short enough to be shown under it."""
     room = SHOW_CHARS - (found[asked].end - found[asked].start)
     taken: list[int] = []
     for j in range(asked + 1, min(len(found), asked + 1 + MAX_ANSWER_UNITS)):
         unit = found[j]
-        if (unit.kind not in _ANSWERABLE or _asks(text, unit) or text[found[j - 1].end:unit.start].strip()
+        if (unit.kind not in _ANSWERABLE or asks[j] or text[found[j - 1].end:unit.start].strip()
                 or unit.show[1] - unit.show[0] > room):
             break
         taken.append(j)
@@ -256,9 +257,9 @@ def _answer_after(text: str, found: list[Unit], asked: int) -> list[int]:
 def _asks(text: str, unit: Unit) -> bool:
     """A problem the manual states ("Problem: ...", "Symptom: ..."), or a question that starts
     its line ("Why does the spindle stop?"), not one in the middle of prose ("so, how?")."""
-    own = text[unit.start:unit.end].strip()
     if unit.kind not in ("sentence", "item"):
         return False
+    own = text[unit.start:unit.end].strip()
     if _PROBLEM.match(own):
         return True
     starts_line = not text[text.rfind("\n", 0, unit.start) + 1:unit.start].strip()
