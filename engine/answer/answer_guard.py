@@ -56,6 +56,7 @@ ECHO_WORDS = 5  # the worked example's own words: "to print a test label" (4: "f
 # Not words of the sentence: citations and list numbers at a line's or a sentence's start.
 _NOT_WORDS = re.compile(r"\[\d+\]|(?:^|(?<=[.!?:]\s))[ \t]*\d{1,3}[.)](?=\s)", re.MULTILINE)
 _WORD = re.compile(r"\w+")
+_CITATION = re.compile(r"\[\d+\]")
 
 
 class AnswerGuard:
@@ -245,8 +246,18 @@ def loop_cut(text: str, complete: bool = True) -> int | None:
 
 
 def _periodic_cut(text: str) -> int | None:
-    """The same text twice in a row over LOOP_WINDOW characters at the end: the sentence end
-    nearest to where its second copy begins."""
+    """The same text twice in a row over LOOP_WINDOW characters at the end, citations aside (a
+    model counting "# [2]", "# [3]" ... repeats itself): the sentence end nearest to where its
+    second copy begins."""
+    cited = {i for m in _CITATION.finditer(text) for i in range(m.start(), m.end())}
+    if not cited:
+        return _periodic_cut_in(text)
+    kept = [i for i in range(len(text)) if i not in cited]
+    cut = _periodic_cut_in("".join(text[i] for i in kept))
+    return None if cut is None else (kept[cut] if cut < len(kept) else len(text))
+
+
+def _periodic_cut_in(text: str) -> int | None:
     if len(text) < 2 * LOOP_WINDOW:
         return None
     earlier = text.rfind(text[-LOOP_WINDOW:], 0, len(text) - 1)

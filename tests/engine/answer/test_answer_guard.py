@@ -27,6 +27,10 @@ REPEATS = {  # what the model writes -> the answer: the text before the second c
                                    "You must also change the `BACKLASH` to 2. You must also change the `B` to 2.",
                                    "For backlash, raise `MAX_ACCELERATION`. You must also change the `MAX_VELOCITY` "
                                    "to 2. You must also change the `BACKLASH` to 2."),
+    # ngspice, "How do I turn on PSpice and LTspice compatibility?": it counted its citations
+    "a line again, its citation counting up": ("Add this line:\n```\n# Enable it\n#\n# [1]\n"
+                                               + "".join(f"#\n# [{n}]\n" for n in range(2, 16)),
+                                               "Add this line:\n```\n# Enable it\n#\n# [1]"),
 }
 
 
@@ -39,7 +43,9 @@ def test_a_repeated_sentence_or_long_run_is_cut_before_its_second_copy(repeat, p
     assert guard.reason == "repetition"
     assert guard.answer() == kept
     assert has_loop(written) and not has_loop(kept)
-    if repeat != "a run-on loop":  # a loop that begins after the first sentence is never shown
+    # a loop that begins after the first sentence is never shown, but for a loop found as the
+    # same text twice in a row (LOOP_WINDOW characters): its first lines were shown by then
+    if repeat not in ("a run-on loop", "a line again, its citation counting up"):
         assert shown.strip() == kept
 
 
