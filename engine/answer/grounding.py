@@ -107,14 +107,17 @@ MIN_PREFIXED = 5  # letters after a prefix: "overleaf", "unreal", "redis" stay n
 
 def derived_forms(word: str) -> set[str]:
     """The words `word` may be made from by English rules a person types without thinking:
-    a prefix ("unplugged", "overheating", "misaligned", "recalibrate"), an adverb's ending
+    a prefix ("unplugged", "overheating", "misaligned", "recalibrate", "misbehaves"), an adverb's ending
     ("reliably", "intermittently", "noisily") or a participle's ("booted", "flickering",
     "calibrated"). Technicians describe symptoms in such words; a manual that never uses them
     is not therefore about something else."""
     bases = {word}
     for prefix in _PREFIXES:
-        if word.startswith(prefix) and len(word) - len(prefix) >= MIN_PREFIXED:
-            bases.add(word[len(prefix):])
+        rest = word[len(prefix):]
+        if word.startswith(prefix) and len(rest) >= MIN_PREFIXED:
+            bases.add(rest)  # and a verb's "s" after it: "misbehaves", "overheats"
+            if rest.endswith("s") and len(rest) > MIN_PREFIXED:
+                bases.add(rest[:-2] if re.search(r"(?:ss|x|z|ch|sh)es$", rest) else rest[:-1])
     found = set()
     for base in bases:
         found |= _without_ending(base)

@@ -176,14 +176,14 @@ def test_a_common_word_numbered_is_a_persons_own_thing_not_a_name(collection, wo
     ("reliably", "reliable"), ("intermittently", "intermittent"), ("noisily", "noisy"),
     ("erratically", "erratic"), ("unplugged", "plugged"), ("overheating", "heating"),
     ("misaligned", "aligned"), ("recalibrate", "calibrate"), ("booted", "boot"),
-    ("calibrated", "calibrate"), ("stopped", "stop"),
+    ("calibrated", "calibrate"), ("stopped", "stop"), ("misbehaves", "behave"), ("reattaches", "attach"),
     ("pandas", None), ("teardrops", None), ("plotly", None), ("overleaf", None), ("redis", None)])
 def test_a_word_made_from_a_common_one_is_common_a_plural_or_short_stem_a_name(collection, word, made_from):
     names_made_of_words = {"panda", "teardrop", "plot", "leaf", "dis"}
     assert (made_from in derived_forms(word)) if made_from else not derived_forms(word) & names_made_of_words
     top = [passage(COLLECTION[3], similarity=0.7)]
     common = COMMON | {"reliable", "intermittent", "noisy", "erratic", "plugged", "heating", "aligned", "calibrate",
-                       "boot", "stop", "panda", "teardrop", "plot", "leaf"}
+                       "boot", "stop", "behave", "attach", "panda", "teardrop", "plot", "leaf"}
     relevance = judge_relevance(f"How do I clean the chiller condenser coil {word}?", top,
                                 collection.prefix_frequency, common_word=common.__contains__)
     assert relevance.unknown_names == (() if made_from else (word,))
