@@ -12,6 +12,7 @@ and the cross-stage scores need one scale for all of them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -24,6 +25,10 @@ from engine.answer.timing import StageTimes
 from engine.encoders.embedder import Embedder
 from engine.store.index_store import IndexStore
 from engine.types import Passage, Span
+
+
+CONTENTS_LINES = 4  # a contents listing has at least this many "Title . . . . 12" lines
+_CONTENTS_LINE = re.compile(r"(?:\.\s?){4,}\s*[\dixvlcIXVLC]+\s*$")
 
 
 @dataclass(frozen=True)
@@ -178,9 +183,10 @@ class Retriever:
             group = self._group(candidate.chunk_id, pool, used)
             if not group:
                 continue  # removed since the search (another process deleted the document)
-            if next(_same_text(c["text"]) for c in group if c["id"] == candidate.chunk_id) in shown:
-                used.add(candidate.chunk_id)  # a manual indexed twice, a warning on many pages: once
-                continue
+            text = next(c["text"] for c in group if c["id"] == candidate.chunk_id)
+            if _same_text(text) in shown or contents_listing(text):
+                used.add(candidate.chunk_id)  # a manual indexed twice, a warning on many pages: once;
+                continue  # a table of contents names every topic and answers none
             used.update(chunk["id"] for chunk in group)
             shown.update(_same_text(chunk["text"]) for chunk in group)
             passages.append(_passage(group, candidate, found))
@@ -223,6 +229,13 @@ class Retriever:
         while last - first + 1 < limit and first > 0 and joins(near[first - 1], near[first], False):
             first -= 1
         return near[first:last + 1]
+
+
+def contents_listing(text: str) -> bool:
+    """A table of contents: most of its lines end in dot leaders and a page number."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    listed = sum(bool(_CONTENTS_LINE.search(line)) for line in lines)
+    return listed >= CONTENTS_LINES and listed * 2 > len(lines)
 
 
 def _same_text(text: str) -> str:

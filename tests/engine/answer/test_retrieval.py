@@ -9,7 +9,7 @@ import hashlib
 import numpy as np
 import pytest
 
-from engine.answer.retrieval import RetrievalSettings, Retriever
+from engine.answer.retrieval import RetrievalSettings, Retriever, contents_listing
 from engine.encoders.embedder import Embedder
 from engine.encoders.reranker import CrossEncoder
 from engine.ingest.chunking import chunk_document
@@ -289,6 +289,21 @@ def test_the_same_text_is_one_passage(store, tiny_embedder, twice):
         "pump valve cover warning", k=4)
     texts = [" ".join(p.text.split()).casefold() for p in passages]
     assert len(texts) == len(set(texts)) == 3  # the warning, the screws, the seals
+
+
+CONTENTS = ("Contents\n1 Pump valve cover . . . . . . . . . 3\n2 Pump valve seals . . . . . . . . . 4\n"
+            "3 Pump warning labels . . . . . . . . 5\n4 Pump valve screws . . . . . . . . 6\nIndex 212")
+
+
+def test_a_table_of_contents_is_never_a_passage(store, tiny_embedder):
+    """A manual's contents name every topic (ngspice's ranked 1st for 'PSpice compatibility')
+    and answer none: the passages are left for the pages they point to."""
+    pages = [CONTENTS, "The valve cover has four screws.", "Pump valve seals wear out."]
+    add_page_chunks(store, tiny_embedder, "/a/pump.txt", pages)
+    passages = Retriever(store, tiny_embedder).search("pump valve cover seals screws", k=3)
+    assert sorted(p.page for p in passages) == [2, 3]
+    prose = "\n".join(["Fill the tank . . . . then wait 5"] * 4 + ["Open the valve and wait."] * 5)
+    assert contents_listing(CONTENTS) and not contents_listing(prose)  # most lines are not listed
 
 
 # -- neighbour merging -----------------------------------------------------------------------
