@@ -44,8 +44,10 @@ def main() -> int:
     parser.add_argument("--collection", default="default")
     parser.add_argument("--limit", type=int, default=0, help="questions per family, 0: all")
     parser.add_argument("--verbose", action="store_true", help="print each lead (default weights)")
+    parser.add_argument("--sets", type=Path, nargs="+", default=SETS,
+                        help="question sets (default: the development sets, tests/qa/*.jsonl)")
     args = parser.parse_args()
-    items = _items(args.limit)
+    items = _items(args.sets, args.limit)
     paths = AppPaths(args.data)
     embedder = default_embedder(paths)
     with open_collection(paths, args.collection, embedder, read_only=True) as store:
@@ -53,10 +55,10 @@ def main() -> int:
     return 0
 
 
-def _items(limit: int) -> list[tuple[str, object]]:
+def _items(sets: list[Path], limit: int) -> list[tuple[str, object]]:
     """(family, item) for every question of the sets; the R set has no family field."""
     found, counts = [], {}
-    for path in SETS:
+    for path in sets:
         families = [json.loads(line).get("family") for line in path.read_text().splitlines() if line.strip()]
         for family, item in zip(families, load_qa(path)):
             family = family or "r"

@@ -15,7 +15,9 @@ blank lines end a block; a list item starts one. A unit is what a technician rea
     item        a list item
     row         a table row (cells apart), shown under its table's first row, the header
     definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds",
-                or a name alone on its line over its description)
+                a name alone on its line over its description, or an option's entry: "ABSTOL=x
+                resets the ... tolerance. The default value is 1" over "pA."), its description's
+                sentences shown under it, as many as fit
     setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
     warning     a WARNING / CAUTION / NOTE: block
     answer      what follows a question or a problem the manual states ("Problem: ... is really
@@ -55,6 +57,10 @@ CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
 _ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.\-\[\]]*\s*=\s*\S.{0,60}$")
 _KEY_VALUE = re.compile(r"^\s*[A-Z][\w\-]*(?: [\w\-]+){0,2}:\s+\S.{0,40}$")
 _TERM = re.compile(r"^-{0,2}[A-Za-z_][\w.\-\[\]]{0,40}$")  # "ferror_current", "--verbose", "max_velocity"
+# An option named on its line's start, its description after it: "ABSTOL=x resets ...", "GMINSTEPS=x [*] sets
+# ...", "-b --batch Run ...", "-o, --output=FILE Write ..."
+_ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]"
+                    r"|-{1,2}[A-Za-z][\w-]*(?:=\S+)?(?:,?\s+-{1,2}[A-Za-z][\w-]*(?:=\S+)?)?\s+[A-Z][a-z])")
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
 
@@ -108,7 +114,7 @@ class _Reader:
             self.term = self.intro = None
             return
         kind = _line_kind(line, self.last)
-        if kind == "text" and _term_line(line, self.last, following):
+        if kind == "text" and (_term_line(line, self.last, following) or _entry_line(line, self.last)):
             kind = "definition"
         named = kind == "text" and _named_after_colon(line, self.last)
         self.last = line
@@ -152,18 +158,19 @@ class _Reader:
                     first, last, room = min(first, j), max(last, j), room - (body[j][1] - body[j][0])
             self.found.append(Unit(s, e, "row", (body[first][0], body[last][1]), header))
 
-    def _run_on_term(self) -> int | None:
+    def _run_on_term(self, pieces: list[tuple[int, int]]) -> int | None:
         """A definition's description wraps onto the lines after it ("--png <tab> Generate pictures
-        of each page, in PNG format. This option is equivalent to -fpng."): shown with it. Returns
-        where the term starts when it did: each sentence of the description is shown under it."""
+        of each page, in PNG format. This option is equivalent to -fpng."): shown with it, as
+        many of its sentences (`pieces`) as fit in SHOW_CHARS. Returns where the term starts when
+        any did: each of those is shown under it."""
         term, self.term = self.term, None
         if term is None or self.block_kind != "sentence":
             return None
         unit = self.found[term]
-        end = trimmed(self.text, self.block[0][0], self.block[-1][1])[1]
-        if end - unit.start > SHOW_CHARS:
+        fits = [e for _, e in pieces if e - unit.start <= SHOW_CHARS]
+        if not fits:
             return None
-        self.found[term] = Unit(unit.start, unit.end, unit.kind, (unit.start, end))
+        self.found[term] = Unit(unit.start, unit.end, unit.kind, (unit.start, fits[-1]))
         return unit.start
 
     def _is_header(self, rows: list[tuple[int, int]]) -> bool:
@@ -199,8 +206,8 @@ class _Reader:
         if not self.block:
             self.term = None
             return
-        term = self._run_on_term()
         kind, pieces = self.block_kind, _split_block(self.text, self.block)
+        term = self._run_on_term(pieces)
         kept = pieces
         if kind == "item" and len(pieces) > 1 and self.text[pieces[-1][1] - 1] == ":":
             kept = pieces[:-1]  # the next list's introduction ("To turn the laser off:") is not this item's
@@ -210,7 +217,7 @@ class _Reader:
         for i, (s, e) in enumerate(pieces):
             own = kind if (kind == "warning" or i == 0) else "sentence"
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
-            self.found.append(Unit(s, e, own, show if term is None else (term, e)))
+            self.found.append(Unit(s, e, own, show if term is None or e - term > SHOW_CHARS else (term, e)))
         self.block, self.block_kind = [], "sentence"
 
 
@@ -309,6 +316,13 @@ def _term_line(line: str, before: str, following: str) -> bool:
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
     return (_starts_anew(before) and bool(following) and not following.endswith(":") and bool(_TERM.match(line))
             and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("(")))
+
+
+def _entry_line(line: str, before: str) -> bool:
+    """An option's entry, its name and the start of its description on one line ("ABSTOL=x
+    resets the absolute current error tolerance of the program. The default value is 1" over
+    "pA.", "-b --batch Run in batch mode."): the description's sentences are the entry's."""
+    return _starts_anew(before) and bool(_ENTRY.match(line))
 
 
 def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -271,6 +271,24 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "Why does my pump run dry after a restart?",
                  "Why does the pump run dry after a restart?\nThe inlet valve closes on a power loss.", "answer",
                  id="a question the manual asks, answered below it"),
+    pytest.param("ABSTOL=x resets the absolute current error tolerance of the program. The default value is 1\n"
+                 "pA.\nGMIN=x resets the value of GMIN, the minimum conductance allowed by the program.\n",
+                 "What is the default absolute current error tolerance?",
+                 "ABSTOL=x resets the absolute current error tolerance of the program. The default value is 1 pA.",
+                 "definition", id="an option's entry with its description wrapped onto the next line"),
+    pytest.param("PIVREL=x resets the relative ratio between the largest column entry and an acceptable pivot\n"
+                 "value. The default value is 1.0e-3. In the numerical pivoting algorithm the allowed minimum "
+                 "pivot value is determined by EPSREL = AMAX1(PIVREL * MAXVAL, PIVTOL), where MAXVAL is the "
+                 "maximum element in the column where a pivot is sought, and the partial pivoting that follows "
+                 "uses it for every row.\n", "What is the default relative pivot ratio PIVREL?",
+                 "PIVREL=x resets the relative ratio between the largest column entry and an acceptable pivot "
+                 "value. The default value is 1.0e-3.", "definition",
+                 id="an entry too long to show whole: its first sentences under its name"),
+    pytest.param("-i --interactive Run in interactive mode.\n-b --batch Run in batch mode. Ngspice reads the\n"
+                 "given input file and performs the analyses specified.\n",
+                 "How do I run the analyses of an input file in batch mode?",
+                 "-b --batch Run in batch mode. Ngspice reads the given input file and performs the analyses "
+                 "specified.", "definition", id="a command-line option's entry"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
