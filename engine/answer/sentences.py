@@ -45,6 +45,7 @@ HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a he
 SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[>$]?[A-Z0-9])")
 _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?|Appendix [A-Z]:?)"
                                r"\s+\S.{0,80}$")
+_LOWER_STEP = re.compile(r"^\s*\d{1,2}[.)]\s+[a-z]")  # "2. source stepping (srcsteps option)": a step, no heading
 _PAGE_NUMBER = re.compile(r"^\s*\d{1,4}\s*$")  # running headers and footers are cut at ingest (chunking)
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
 _FIRST_ITEM_INLINE = re.compile(r":\s+" + _LIST_MARKER.pattern + "$")  # "To set the origin with rotation: 1."
@@ -58,8 +59,8 @@ _ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.\-\[\]]*\s*=\s*\S.{0,60}$")
 _KEY_VALUE = re.compile(r"^\s*[A-Z][\w\-]*(?: [\w\-]+){0,2}:\s+\S.{0,40}$")
 _TERM = re.compile(r"^-{0,2}[A-Za-z_][\w.\-\[\]]{0,40}$")  # "ferror_current", "--verbose", "max_velocity"
 # An option named on its line's start, its description after it: "ABSTOL=x resets ...", "GMINSTEPS=x [*] sets
-# ...", "-b --batch Run ...", "-o, --output=FILE Write ..."
-_ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]"
+# ...", "KEEPOPINFO Retain ...", "-b --batch Run ...", "-o, --output=FILE Write ..."
+_ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]|[A-Z][A-Z0-9_]{3,30}\s+[A-Z][a-z]"
                     r"|-{1,2}[A-Za-z][\w-]*(?:=\S+)?(?:,?\s+-{1,2}[A-Za-z][\w-]*(?:=\S+)?)?\s+[A-Z][a-z])")
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
@@ -343,7 +344,8 @@ def _breaks(line: str, headings: set[str], following: str) -> bool:
         return True
     if line[-1] in ".,;:" and not DOT_LEADERS.search(line):
         return False
-    numbered = _NUMBERED_HEADING.match(line) and not _wrapped_step(line, following)
+    numbered = (_NUMBERED_HEADING.match(line) and not _wrapped_step(line, following)
+                and not _LOWER_STEP.match(line))
     return bool(numbered or _PAGE_NUMBER.match(line) or DOT_LEADERS.search(line))
 
 

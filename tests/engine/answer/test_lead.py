@@ -289,6 +289,17 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "How do I run the analyses of an input file in batch mode?",
                  "-b --batch Run in batch mode. Ngspice reads the given input file and performs the analyses "
                  "specified.", "definition", id="a command-line option's entry"),
+    pytest.param("ITL2=x resets the dc transfer curve iteration limit. The default is 50.\n"
+                 "KEEPOPINFO Retain the operating point information when an AC analysis is run.\n",
+                 "What is the default dc transfer curve iteration limit?",
+                 "ITL2=x resets the dc transfer curve iteration limit. The default is 50.", "definition",
+                 id="an entry ends where the next option's begins"),
+    pytest.param("ngspice uses the following convergence aids, in order:\n1. gmin stepping (gminsteps option).\n"
+                 "2. source stepping (srcsteps option)\n3. transient operating point (optional)\n",
+                 "Which convergence aids does ngspice use, in order?",
+                 "ngspice uses the following convergence aids, in order:\n1. gmin stepping (gminsteps option).\n"
+                 "2. source stepping (srcsteps option)\n3. transient operating point (optional)", "sentence",
+                 id="a step in lower case is no numbered heading"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
