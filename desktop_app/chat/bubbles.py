@@ -42,7 +42,7 @@ from desktop_app.chat.render import (
 )
 from desktop_app.theme import highlight_colour
 from engine.answer.grounding import not_mentioned
-from engine.answer.sentence_check import needs_caution
+from engine.answer.sentence_check import NO_TEXT_OF_ITS_OWN, needs_caution, no_text_of_its_own
 from engine.conversations import SavedAnswer
 from engine.types import CheckedSentence, Citation, Quote
 
@@ -338,6 +338,8 @@ class AnswerBubble(QFrame):
             self._notice("stopped", "<b>Stopped.</b> The answer is incomplete.")
         elif s.finished and not s.well_supported:
             self._notice("caution", "<b>Check the sources.</b> " + html.escape(CAUTION))
+        elif s.finished and no_text_of_its_own(s.text, bool(s.answerable)):
+            self._notice("noText", html.escape(NO_TEXT_OF_ITS_OWN, quote=False))
         else:
             self.notice.hide()
 

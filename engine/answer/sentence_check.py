@@ -174,6 +174,16 @@ def needs_caution(answer: str, sentences: Sequence[CheckedSentence], well_suppor
     return not well_supported or bool(unsupported_actions(answer, sentences))
 
 
+NO_TEXT_OF_ITS_OWN = ("The model wrote no answer of its own from these passages; the manual's words above "
+                      "and the sources are what the manuals say.")
+
+
+def no_text_of_its_own(answer: str, answerable: bool) -> bool:
+    """Whether the views say NO_TEXT_OF_ITS_OWN: the manuals cover the question but the guard
+    left none of the model's text (a copy of the prompt's example), or the model wrote none."""
+    return answerable and not answer.strip()
+
+
 def sources(sentences: Sequence[CheckedSentence]) -> list[int]:
     """The passages the supported sentences came from, in order of first use, once each."""
     return list(dict.fromkeys(s.source for s in sentences if s.supported and s.source is not None))

@@ -157,10 +157,10 @@ def _print_answer(events):
     (the answer and its stats), or None after an error. Every text from a manual or the model goes through visible(): a
     document's escape sequences never reach the terminal."""
     from engine.answer.grounding import not_mentioned
-    from engine.answer.sentence_check import needs_caution
+    from engine.answer.sentence_check import NO_TEXT_OF_ITS_OWN, needs_caution, no_text_of_its_own
 
     _utf8_safe(sys.stdout)
-    done, citations = None, ()
+    done, citations, wrote = None, (), False
     for event in events:
         if event.kind == "passages" and not event.answerable and event.relevance.unknown_names:
             print(visible(not_mentioned(event.relevance.unknown_names)))
@@ -169,11 +169,15 @@ def _print_answer(events):
         elif event.kind == "text":
             sys.stdout.write(visible(event.text))
             sys.stdout.flush()
+            wrote = wrote or bool(event.text.strip())
         elif event.kind == "citations":
-            sys.stdout.write("\n")
+            if wrote:
+                sys.stdout.write("\n")  # ends the streamed text's line
             citations = event.citations
         elif event.kind == "done":
             done = event
+            if no_text_of_its_own(event.answer, event.stats.answerable):
+                print(f"Note: {NO_TEXT_OF_ITS_OWN}")
             _print_checked(event.answer, event.sentences)
             if event.stats.answerable and needs_caution(event.answer, event.sentences, event.stats.well_supported):
                 print(f"\nNote: {_caution(event.stats, event.answer, event.sentences)}; "

@@ -213,6 +213,10 @@ SCRIPT = ("Replace the filter cartridge yearly, part F-77. Ask the dealer hotlin
 @pytest.fixture
 def scripted_ask(monkeypatch, tmp_path, tiny_embedder) -> list[str]:
     """ask on the tiny collection and embedder with a model that writes SCRIPT."""
+    return _scripted(monkeypatch, tmp_path, tiny_embedder, SCRIPT)
+
+
+def _scripted(monkeypatch, tmp_path, tiny_embedder, script: str) -> list[str]:
     from engine.answer.assistant import Assistant, AssistantSettings
     from engine.answer.retrieval import Retriever
     from tests.helpers.scripted_llm import ScriptedLLM
@@ -221,7 +225,7 @@ def scripted_ask(monkeypatch, tmp_path, tiny_embedder) -> list[str]:
     @contextmanager
     def scripted(args, paths):
         with open_store(tmp_path / "manuals", tiny_embedder) as store:
-            yield Assistant(Retriever(fill(store, tiny_embedder), tiny_embedder), ScriptedLLM(SCRIPT),
+            yield Assistant(Retriever(fill(store, tiny_embedder), tiny_embedder), ScriptedLLM(script),
                             AssistantSettings(relevance_threshold=-10, prompt_budget_tokens=5000))
 
     monkeypatch.setattr("engine.cli.ask._open", scripted)
@@ -239,6 +243,20 @@ def test_ask_marks_a_sentence_the_manuals_do_not_say_and_cites_the_others(script
                          "  Then reboot the controller twice. [not in the manuals]"]
     assert "Note: 2 of its 3 sentences are not in the manuals; check it against the passages below." in out
     assert re.search(rf"^Sources:\n  \[{number}\] filter\.md, page 1: ", out, re.MULTILINE)
+
+
+def test_an_answer_the_guard_cut_to_nothing_says_so_and_prints_no_blank_lines(monkeypatch, tmp_path, tiny_embedder,
+                                                                              capsys):
+    """The model copies the prompt's worked example (AVRDUDE's JTAG ICE question): the guard
+    leaves none of it, and the CLI says why there is no answer under the manual's words."""
+    from engine.answer.grounding import EXAMPLE_ANSWER
+    from engine.answer.sentence_check import NO_TEXT_OF_ITS_OWN
+
+    args = _scripted(monkeypatch, tmp_path, tiny_embedder, EXAMPLE_ANSWER)
+    assert main(["ask", "How do I replace the filter?", *args]) == 0
+    out = capsys.readouterr().out
+    assert f"\n\nNote: {NO_TEXT_OF_ITS_OWN}\n" in out and "\n\n\n" not in out
+    assert "check it against the passages" not in out and EXAMPLE_ANSWER[:20] not in out
 
 
 def test_ask_json_has_each_sentence_checked_with_its_source(scripted_ask, capsys):

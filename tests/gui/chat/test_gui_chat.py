@@ -28,6 +28,7 @@ from engine.answer.assistant import (
 )
 from engine.answer.grounding import Relevance
 from engine.answer.session import NO_MANUALS
+from engine.answer.sentence_check import NO_TEXT_OF_ITS_OWN
 from engine.config import Settings
 from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
@@ -372,6 +373,15 @@ def test_a_heading_the_model_writes_is_a_bold_line_of_the_answer_s_size(qtbot):
 def test_poorly_supported_answer_shows_a_caution(qtbot):
     bubble = finished_bubble(qtbot, "Something the manuals do not say [1].", [make_citation()], support=0.1)
     assert bubble.notice.isVisible() and "Check the sources" in bubble.notice.text()
+
+
+@pytest.mark.parametrize("answer", ["", "Prime the pump with water [1]."])
+def test_an_answer_left_with_no_text_of_the_models_says_why(qtbot, answer):
+    """The guard cut the model's text to nothing (a copy of the prompt's example): the notice
+    says the manual's words above are the answer, instead of an empty bubble with no reason."""
+    bubble = finished_bubble(qtbot, answer, [make_citation()])
+    assert bubble.notice.isVisible() == (not answer)
+    assert (NO_TEXT_OF_ITS_OWN in bubble.notice.text()) == (not answer)
 
 
 def test_citation_from_a_saved_conversation_opens_like_a_live_one(qtbot):
