@@ -27,6 +27,8 @@ from engine.types import Chunk, Page, ParsedDocument
 CountTokens = Callable[[str], int]
 CountTokensBatch = Callable[[Sequence[str]], Sequence[int]]
 
+FRONT_MATTER_PAGES = 50  # unnumbered pages before page 1, at most
+CHAPTER_GAP = 10  # pages without a chapter's running header, and the header is another chapter's
 EDGE_LINES = 3  # lines looked at, at each end of a page, for running headers and footers
 MAX_BOILERPLATE_CHARS = 160  # longer lines are text, whatever repeats
 MIN_PAGES_FOR_BOILERPLATE = 4
@@ -82,6 +84,7 @@ class _TokenCounter:
 
 # -- running headers and footers --------------------------------------------------------------
 # "12", "- 12 -", "Page 3 of 10", "iv": digits are already '#' in a key.
+_LAST_NUMBER = re.compile(r"(\d{1,5})\D*$")
 _PAGE_NUMBER_KEY = re.compile(
     r"^[^\w#]*(?:page\s*)?(?:#|(?=[ivxlc])(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3}))"
     r"(?:\s*(?:of|/)\s*#)?[^\w#]*$")
@@ -118,19 +121,40 @@ def boilerplate_keys(pages: Sequence[Page], paged: bool = True) -> set[str]:
     if len(pages) < MIN_PAGES_FOR_BOILERPLATE:
         return set()
     seen: dict[str, list[int]] = {}
+    numbered: dict[str, list[tuple[int, int]]] = {}  # (page, the line's last number less the page)
     for number, page in enumerate(pages):
         lines = _split_lines(page.text)
-        edges = (lines[i] for i in _edge_indexes(page.text, lines))
-        for key in {line_key(page.text[a:b]) for a, b in edges
-                    if b - a <= MAX_BOILERPLATE_CHARS}:
+        edges = (page.text[a:b] for a, b in (lines[i] for i in _edge_indexes(page.text, lines))
+                 if b - a <= MAX_BOILERPLATE_CHARS)
+        for line in {line_key(text): text for text in edges}.values():
+            key = line_key(line)
             seen.setdefault(key, []).append(number)
+            last = _LAST_NUMBER.search(line)
+            if last and -FRONT_MATTER_PAGES <= int(last.group(1)) - number <= 1:  # as printed: its index + 1 at most
+                numbered.setdefault(key, []).append((number, int(last.group(1)) - number))
     keys = set()
     for key, where in seen.items():
         stretch = where[-1] - where[0] + 1
-        chapter_header = paged and "#" in key and len(where) >= 2 and 2 * len(where) >= stretch
+        chapter_header = paged and "#" in key and len(where) >= 2 and (
+            2 * len(where) >= stretch or _numbers_its_pages(numbered.get(key, [])))
         if 2 * len(where) >= len(pages) or chapter_header or _PAGE_NUMBER_KEY.match(key):
             keys.add(key)
     return keys
+
+
+def _numbers_its_pages(numbered: list[tuple[int, int]]) -> bool:
+    """A chapter header that comes back in another chapter far away ("3.3. ELEMENTARY DEVICES 79"
+    on pages 77-91, "31.2. ELEMENTARY DEVICES 643" on 643-647: one key): on some run of pages
+    near one another (CHAPTER_GAP) it is there on half of them, 3 at least, and its last
+    number is each page's own, as printed."""
+    run: list[tuple[int, int]] = []
+    for page, offset in numbered:
+        if run and (page - run[-1][0] > CHAPTER_GAP or offset != run[-1][1]):
+            run = []
+        run.append((page, offset))
+        if len(run) >= 3 and 2 * len(run) >= page - run[0][0] + 1:  # 2: "Answer 1" over "Answer 2" (a FAQ)
+            return True
+    return False
 
 
 def _content_lines(text: str, boilerplate: set[str]) -> list[tuple[int, int]]:

@@ -195,6 +195,22 @@ def test_chapter_headers_and_page_numbers_in_pdfs():
     assert len(chunks) == 10 and not any("Chapter" in c.text for c in chunks)
 
 
+def test_a_chapter_header_that_heads_a_chapter_far_away_too_is_dropped_on_both():
+    """ngspice: "3.3. ELEMENTARY DEVICES 79" over pages 77-91 and "31.2. ELEMENTARY DEVICES 643" over
+    643-647 are one key, on too few of the pages between to be a header by their count; the page
+    numbers they end in tell. "Answer 1" over "Answer 2" on two pages of a FAQ stays text."""
+    pages = [prose(n, 2) for n in range(40)]
+    for n in (*range(2, 16, 2), 30, 32, 34):  # a chapter, then one far away
+        pages[n] = f"{n // 30 + 3}.{n // 30 + 1}. ELEMENTARY DEVICES\t{n + 1}\n{pages[n]}"
+    pages[20] += "\nAnswer 1"
+    pages[21] = "Answer 2\n" + pages[21]
+    pages[33] += "\nAnswer 2"  # the FAQ's answers are numbered per question
+    keys = boilerplate_keys([Page(i + 1, t) for i, t in enumerate(pages)])
+    assert line_key("3.3. ELEMENTARY DEVICES\t79") in keys and line_key("Answer 1") not in keys
+    chunks = chunk(pdf(*pages), target_tokens=200)
+    assert not any("ELEMENTARY" in c.text for c in chunks) and sum("Answer" in c.text for c in chunks) == 3
+
+
 def test_text_repeated_inside_pages_is_kept():
     pages = [f"{prose(i, 3)}\nACME P-100 Service Manual\n{prose(i + 5, 3)}" for i in range(6)]
     chunks = chunk(pdf(*pages), target_tokens=200)
