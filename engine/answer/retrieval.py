@@ -27,8 +27,9 @@ from engine.store.index_store import IndexStore
 from engine.types import Passage, Span
 
 
-CONTENTS_LINES = 4  # a contents listing has at least this many "Title . . . . 12" lines
-_CONTENTS_LINE = re.compile(r"(?:\.\s?){4,}\s*[\dixvlcIXVLC]+\s*$")
+CONTENTS_LINES = 4  # a contents listing or an index has at least this many "Title . . . . 12" lines
+# "Title . . . . 12", "iv"; an index's "apt-file, 39" and "[EMC] Section, 158, 160-162"
+_CONTENTS_LINE = re.compile(r"(?:\.\s?){4,}\s*[\dixvlcIXVLC]+\s*$|^\D.{0,80}?,\s*\d+(?:\s*[,–-]\s*\d+)*\s*$")
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ class Retriever:
             text = next(c["text"] for c in group if c["id"] == candidate.chunk_id)
             if _same_text(text) in shown or contents_listing(text):
                 used.add(candidate.chunk_id)  # a manual indexed twice, a warning on many pages: once;
-                continue  # a table of contents names every topic and answers none
+                continue  # a table of contents or an index names every topic and answers none
             used.update(chunk["id"] for chunk in group)
             shown.update(_same_text(chunk["text"]) for chunk in group)
             passages.append(_passage(group, candidate, found))
@@ -232,7 +233,8 @@ class Retriever:
 
 
 def contents_listing(text: str) -> bool:
-    """A table of contents: most of its lines end in dot leaders and a page number."""
+    """A table of contents or a book's index: most of its lines end in a page number, after dot
+    leaders or a comma."""
     lines = [line for line in text.splitlines() if line.strip()]
     listed = sum(bool(_CONTENTS_LINE.search(line)) for line in lines)
     return listed >= CONTENTS_LINES and listed * 2 > len(lines)

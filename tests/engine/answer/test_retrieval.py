@@ -295,7 +295,7 @@ CONTENTS = ("Contents\n1 Pump valve cover . . . . . . . . . 3\n2 Pump valve seal
             "3 Pump warning labels . . . . . . . . 5\n4 Pump valve screws . . . . . . . . 6\nIndex 212")
 
 
-def test_a_table_of_contents_is_never_a_passage(store, tiny_embedder):
+def test_a_table_of_contents_or_an_index_is_never_a_passage(store, tiny_embedder):
     """A manual's contents name every topic (ngspice's ranked 1st for 'PSpice compatibility')
     and answer none: the passages are left for the pages they point to."""
     pages = [CONTENTS, "The valve cover has four screws.", "Pump valve seals wear out."]
@@ -304,6 +304,8 @@ def test_a_table_of_contents_is_never_a_passage(store, tiny_embedder):
     assert sorted(p.page for p in passages) == [2, 3]
     prose = "\n".join(["Fill the tank . . . . then wait 5"] * 4 + ["Open the valve and wait."] * 5)
     assert contents_listing(CONTENTS) and not contents_listing(prose)  # most lines are not listed
+    index = "Index\nA\napt, 37\napt-file, 39\n[EMC] Section, 158, 160-162\nManuals . . . . . 3, 20, 66\nworld, 1265"
+    assert contents_listing(index)  # a book's index, LinuxCNC's and R's
 
 
 # -- neighbour merging -----------------------------------------------------------------------
