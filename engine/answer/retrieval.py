@@ -26,7 +26,6 @@ from engine.encoders.embedder import Embedder
 from engine.store.index_store import IndexStore
 from engine.types import Passage, Span
 
-
 CONTENTS_LINES = 4  # a contents listing or an index has at least this many "Title . . . . 12" lines
 # "Title . . . . 12", "iv"; an index's "apt-file, 39" and "[EMC] Section, 158, 160-162"
 _CONTENTS_LINE = re.compile(r"(?:\.\s?){4,}\s*[\dixvlcIXVLC]+\s*$|^\D.{0,80}?,\s*\d+(?:\s*[,–-]\s*\d+)*\s*$")

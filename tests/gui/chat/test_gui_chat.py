@@ -27,8 +27,8 @@ from engine.answer.assistant import (
     TextEvent,
 )
 from engine.answer.grounding import Relevance
-from engine.answer.session import NO_MANUALS
 from engine.answer.sentence_check import NO_TEXT_OF_ITS_OWN
+from engine.answer.session import NO_MANUALS
 from engine.config import Settings
 from engine.conversations import SavedAnswer, history
 from engine.paths import AppPaths
