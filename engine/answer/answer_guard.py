@@ -167,7 +167,7 @@ class AnswerGuard:
         elif complete:
             self._pending = ""
         else:
-            keep = max(0, _unfinished_sentence(text) - shown)
+            keep = max(0, min(_unfinished_sentence(text), _letterless_tail(text, shown)) - shown)
             ready, self._pending = ready[:keep], ready[keep:] + held
         self.text += ready
         return ready
@@ -268,6 +268,18 @@ def _periodic_cut_in(text: str) -> int | None:
     while start > 0 and text[start - 1] == text[start - 1 + period]:
         start -= 1
     return _nearest_sentence_end(text, start + period)
+
+
+def _letterless_tail(text: str, shown: int) -> int:
+    """Where the lines with no letter that end the text begin ("#", "# [2]", "```"), past what is
+    shown: they wait for a line with words, so a loop of them never reaches the screen."""
+    at = len(text)
+    while at > shown:
+        start = text.rfind("\n", 0, at - 1) + 1  # the line's start, maybe shown already
+        if any(ch.isalpha() for ch in text[start:at]):
+            break
+        at = max(start, shown)
+    return at
 
 
 def _unfinished_sentence(text: str) -> int:
