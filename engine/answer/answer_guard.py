@@ -54,9 +54,9 @@ MIN_SENTENCE_WORDS = 3  # "Press Enter." may well come twice in a procedure
 TEMPLATE_WORDS = 6  # "Set HOME_SEARCH_VEL to 0." for three settings is an answer, not a loop
 ECHO_WORDS = 5  # the worked example's own words: "to print a test label" (4: "from 1 to 15")
 # Not words of the sentence: citations and list numbers at a line's or a sentence's start.
-_NOT_WORDS = re.compile(r"\[\d+\]|(?:^|(?<=[.!?:]\s))[ \t]*\d{1,3}[.)](?=\s)", re.MULTILINE)
-_WORD = re.compile(r"\w+")
 _CITATION = re.compile(r"\[\d+\]")
+_NOT_WORDS = re.compile(_CITATION.pattern + r"|(?:^|(?<=[.!?:]\s))[ \t]*\d{1,3}[.)](?=\s)", re.MULTILINE)
+_WORD = re.compile(r"\w+")
 
 
 class AnswerGuard:

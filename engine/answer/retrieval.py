@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from engine.answer.query import Query
-from engine.answer.sentences import ends_sentence
+from engine.answer.sentences import DOT_LEADERS, ends_sentence
 from engine.answer.terms import PREFIX_MIN, code_forms
 from engine.answer.timing import StageTimes
 from engine.encoders.embedder import Embedder
@@ -28,7 +28,7 @@ from engine.types import Passage, Span
 
 CONTENTS_LINES = 4  # a contents listing or an index has at least this many "Title . . . . 12" lines
 # "Title . . . . 12", "iv"; an index's "apt-file, 39" and "[EMC] Section, 158, 160-162"
-_CONTENTS_LINE = re.compile(r"(?:\.\s?){4,}\s*[\dixvlcIXVLC]+\s*$|^\D.{0,80}?,\s*\d+(?:\s*[,–-]\s*\d+)*\s*$")
+_CONTENTS_LINE = re.compile(DOT_LEADERS.pattern + r"\s*[\dixvlcIXVLC]+\s*$|^\D.{0,80}?,\s*\d+(?:\s*[,–-]\s*\d+)*\s*$")
 
 
 @dataclass(frozen=True)

@@ -126,12 +126,12 @@ def boilerplate_keys(pages: Sequence[Page], paged: bool = True) -> set[str]:
         lines = _split_lines(page.text)
         edges = (page.text[a:b] for a, b in (lines[i] for i in _edge_indexes(page.text, lines))
                  if b - a <= MAX_BOILERPLATE_CHARS)
-        for line in {line_key(text): text for text in edges}.values():
-            key = line_key(line)
+        for key, line in {line_key(text): text for text in edges}.items():
             seen.setdefault(key, []).append(number)
             last = _LAST_NUMBER.search(line)
-            if last and -FRONT_MATTER_PAGES <= int(last.group(1)) - number <= 1:  # as printed: its index + 1 at most
-                numbered.setdefault(key, []).append((number, int(last.group(1)) - number))
+            offset = int(last.group(1)) - number if last else None
+            if offset is not None and -FRONT_MATTER_PAGES <= offset <= 1:  # as printed: its index + 1 at most
+                numbered.setdefault(key, []).append((number, offset))
     keys = set()
     for key, where in seen.items():
         stretch = where[-1] - where[0] + 1
