@@ -30,7 +30,8 @@ __all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "
 # Which reading of a format a document's text comes from, stored with it: a document indexed
 # with an older one is read again by the next index run. PDF 2: PDFium's text, cleaned (1: pypdf's).
 # Markdown, HTML and DOCX 2: a table's cells apart by tabs (1: " | " or the Markdown as written).
-_TEXT_VERSIONS = {".pdf": 2, ".md": 2, ".markdown": 2, ".html": 2, ".htm": 2, ".docx": 2}
+# HTML and DOCX 3: a '#' line is no heading (a script's comment in <pre>; chunked again).
+_TEXT_VERSIONS = {".pdf": 2, ".md": 2, ".markdown": 2, ".html": 3, ".htm": 3, ".docx": 3}
 
 
 def text_version(path: str | Path) -> int:

@@ -185,6 +185,7 @@ class _Block:
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 _RULE = re.compile(r"^\s*([-*_=~])(?:\s*\1){2,}\s*$")
 _SETEXT = re.compile(r"^\s{0,3}(=+|-+)\s*$")
+_MARKDOWN_SUFFIXES = (".md", ".markdown", ".txt")
 _MD_HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)[\s#]*$")
 _NUMBERED = re.compile(r"^\s*(\d{1,2}(?:\.\d{1,3}){0,4})(\.?)\s+([A-Z]\S*(?:\s+\S+){0,11})\s*$")
 _CHAPTER = re.compile(r"^\s*(?:Chapter|Appendix|Part|Annex)\s+(?:\d{1,3}|[A-Z]|[IVXLC]+)"
@@ -434,11 +435,12 @@ def _heading_like_label(label: str) -> bool:
 
 
 def _page_blocks(page: Page, lines: list[tuple[int, int]], headings: _Headings,
-                 pdf: bool, bookmarks: Sequence[tuple[str, ...]] | None = None) -> list[_Block]:
-    """The page's blocks. `bookmarks`: the paths of the outline's entries for this page, in
-    order, when the document has an outline (None when it has none)."""
+                 markdown: bool, bookmarks: Sequence[tuple[str, ...]] | None = None) -> list[_Block]:
+    """The page's blocks. `markdown`: '#' lines are headings. `bookmarks`: the paths of the
+    outline's entries for this page, in order, when the document has an outline (None when it
+    has none)."""
     text, found = page.text, []
-    page_lines = _PageLines(text, lines, markdown=not pdf, guess_titles=bookmarks is None)
+    page_lines = _PageLines(text, lines, markdown=markdown, guess_titles=bookmarks is None)
     marks = _bookmark_lines(page_lines, bookmarks or ())
     for first, (last, _) in marks.items():
         page_lines.mark_heading(first, last)  # so that the blocks before them end there
@@ -482,12 +484,15 @@ def _lay_out_without(doc: ParsedDocument, boilerplate: set[str],
                      pdf: bool) -> list[tuple[Page, list[_Block]]]:
     headings = _Headings()
     bookmarks = _bookmarks_by_page(doc) if pdf else None
+    # Only Markdown and plain text write headings as '#' lines: in a PDF, an HTML <pre> or a
+    # Word document they are a script's comments ("# Now halt or reboot.").
+    markdown = doc.path.lower().endswith(_MARKDOWN_SUFFIXES)
     layouts = []
     for page in doc.pages:
         headings.start_page(page, use_label=not pdf)  # PDF labels are page numbers
         lines = _content_lines(page.text, boilerplate)
         on_page = bookmarks.get(page.number, ()) if bookmarks is not None else None
-        layouts.append((page, _page_blocks(page, lines, headings, pdf, on_page)))
+        layouts.append((page, _page_blocks(page, lines, headings, markdown, on_page)))
     return layouts
 
 

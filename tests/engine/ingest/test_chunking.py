@@ -131,6 +131,16 @@ def test_markdown_headings_under_the_page_label():
     assert paths == [("Guide", "Setup"), ("Guide", "Setup", "Linux"), ("Guide", "Use")]
 
 
+@pytest.mark.parametrize("path, headed", [("guide.md", True), ("notes.txt", True),
+                                          ("help.html", False), ("notes.docx", False)])
+def test_hash_lines_are_headings_in_markdown_and_text_only(path, headed):
+    """In HTML's <pre> and Word, a '#' line is a script's comment, as in apcupsd's manual."""
+    page = Page(1, prose(0, 3) + "\n# Now halt or reboot.\nhalt -p\n" + prose(10, 3), "Guide > Shutdown")
+    paths = {c.heading_path for c in chunk(ParsedDocument(path, "Guide", (page,)), target_tokens=50)}
+    assert (("Guide", "Shutdown", "Now halt or reboot.") in paths) is headed
+    assert ("Guide", "Shutdown") in paths
+
+
 def test_location_labels_and_pdf_labels_are_not_headings():
     text = ParsedDocument("notes.txt", "notes", (Page(1, prose(0, 3), "lines 1-100"),))
     assert chunk(text)[0].heading_path == ()
