@@ -10,14 +10,16 @@
 A manual's text is read by its lines (PDFium keeps them; a wide gap on a line, a table's cells,
 is a tab: engine.ingest.pdfium_reader). Lines gather into blocks; headings, page numbers and
 blank lines end a block; a list item starts one. A unit is what a technician reads as one fact:
-    sentence    prose, split after a full stop that ends a sentence; one ending in ":" is shown
+    sentence    prose, split after a full stop that ends a sentence (before a capital, a digit or
+                a program's name: "... (5 minutes). apcupsd sends ..."); one ending in ":" is shown
                 with the list it introduces (a procedure: "To turn the laser off: 1. Press ...")
     item        a list item
     row         a table row (cells apart), shown under its table's first row, the header
     definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds",
-                a name alone on its line over its description, or an option's entry: "ABSTOL=x
-                resets the ... tolerance. The default value is 1" over "pA."), its description's
-                sentences shown under it, as many as fit
+                a name alone on its line over its description ("LOTRANS", "MINUTES battery
+                runtime in minutes"), or an option's entry: "ABSTOL=x resets the ... tolerance.
+                The default value is 1" over "pA."), its description's sentences shown under it,
+                as many as fit: each of them is shown as that whole entry
     setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
     warning     a WARNING / CAUTION / NOTE: block
     answer      what follows a question or a problem the manual states ("Problem: ... is really
@@ -43,6 +45,7 @@ HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a he
 
 # A full stop, its closing quotes or brackets, then space and what starts a sentence.
 SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[>$]?[A-Z0-9])")
+_LOWER_START = re.compile(r"(?<![.\w/-])([A-Za-z]{2,})[)\"'”’\]]*([.!?][\"'”’)\]]*)\s+(?=[a-z])")
 _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?|Appendix [A-Z]:?)"
                                r"\s+\S.{0,80}$")
 _LOWER_STEP = re.compile(r"^\s*\d{1,2}[.)]\s+[a-z]")  # "2. source stepping (srcsteps option)": a step, no heading
@@ -58,6 +61,9 @@ CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
 _ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.\-\[\]]*\s*=\s*\S.{0,60}$")
 _KEY_VALUE = re.compile(r"^\s*[A-Z][\w\-]*(?: [\w\-]+){0,2}:\s+\S.{0,40}$")
 _TERM = re.compile(r"^-{0,2}[A-Za-z_][\w.\-\[\]]{0,40}$")  # "ferror_current", "--verbose", "max_velocity"
+# A name in capitals, then what it takes in lower case: "LOTRANS", "MINUTES battery runtime in minutes",
+# "LOTRANSFER <voltage>", "NOLOGON disable | timeout | always" (a directive or a status field)
+_CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
 # An option named on its line's start, its description after it: "ABSTOL=x resets ...", "GMINSTEPS=x [*] sets
 # ...", "KEEPOPINFO Retain ...", "-b --batch Run ...", "-o, --output=FILE Write ..."
 _ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]|[A-Z][A-Z0-9_]{3,30}\s+[A-Z][a-z]"
@@ -109,7 +115,8 @@ class _Reader:
 
     def line(self, start: int, end: int, following: str) -> None:
         line = self.text[start:end].strip()
-        if not line or _breaks(line, self.headings, following) or _untitled_heading(line, following):
+        if not line or _breaks(line, self.headings, following) or (
+                _untitled_heading(line, following) and not _term_line(line, self.last, following)):
             self.flush()
             self.last = ""
             self.term = self.intro = None
@@ -159,11 +166,13 @@ class _Reader:
                     first, last, room = min(first, j), max(last, j), room - (body[j][1] - body[j][0])
             self.found.append(Unit(s, e, "row", (body[first][0], body[last][1]), header))
 
-    def _run_on_term(self, pieces: list[tuple[int, int]]) -> int | None:
+    def _run_on_term(self, pieces: list[tuple[int, int]]) -> tuple[int, int] | None:
         """A definition's description wraps onto the lines after it ("--png <tab> Generate pictures
         of each page, in PNG format. This option is equivalent to -fpng."): shown with it, as
-        many of its sentences (`pieces`) as fit in SHOW_CHARS. Returns where the term starts when
-        any did: each of those is shown under it."""
+        many of its sentences (`pieces`) as fit in SHOW_CHARS. Returns that entry, the term and
+        the sentences that fit, when any did: each of those sentences is shown as the entry (its
+        term's setting and its default read together: "ANNOY time in seconds" over "Specify the
+        time ... The default is 300 seconds")."""
         term, self.term = self.term, None
         if term is None or self.block_kind != "sentence":
             return None
@@ -172,7 +181,7 @@ class _Reader:
         if not fits:
             return None
         self.found[term] = Unit(unit.start, unit.end, unit.kind, (unit.start, fits[-1]))
-        return unit.start
+        return unit.start, fits[-1]
 
     def _is_header(self, rows: list[tuple[int, int]]) -> bool:
         """A table's first row names its columns: capitalised words, no numbers, where a later
@@ -208,7 +217,7 @@ class _Reader:
             self.term = None
             return
         kind, pieces = self.block_kind, _split_block(self.text, self.block)
-        term = self._run_on_term(pieces)
+        entry = self._run_on_term(pieces)
         kept = pieces
         if kind == "item" and len(pieces) > 1 and self.text[pieces[-1][1] - 1] == ":":
             kept = pieces[:-1]  # the next list's introduction ("To turn the laser off:") is not this item's
@@ -218,7 +227,7 @@ class _Reader:
         for i, (s, e) in enumerate(pieces):
             own = kind if (kind == "warning" or i == 0) else "sentence"
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
-            self.found.append(Unit(s, e, own, show if term is None or e - term > SHOW_CHARS else (term, e)))
+            self.found.append(Unit(s, e, own, entry if entry and e <= entry[1] else show))
         self.block, self.block_kind = [], "sentence"
 
 
@@ -312,11 +321,16 @@ def _named_after_colon(line: str, before: str) -> bool:
 def _term_line(line: str, before: str, following: str) -> bool:
     """A name alone on its line, its description on the lines after it, as DocBook and
     AsciiDoc set a list of terms ("ferror_current" over "(returns float) - current following
-    error."): a name that reads as code, or any word before a bracketed description. A line
+    error."): a name that reads as code, or any word before a bracketed description; or a
+    name in capitals before a sentence ("LOTRANS" over "The line voltage below which ...",
+    "MINUTES battery runtime in minutes" over "If MINUTES is specified, ..."). A line
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
-    return (_starts_anew(before) and bool(following) and not following.endswith(":") and bool(_TERM.match(line))
-            and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("(")))
+    if not (_starts_anew(before) and following and not following.endswith(":")):
+        return False
+    if _CAPS_TERM.match(line) and not _WARNING.match(line):
+        return following[0].isupper()
+    return bool(_TERM.match(line)) and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("("))
 
 
 def _entry_line(line: str, before: str) -> bool:
@@ -378,12 +392,12 @@ def _untitled_heading(line: str, following: str) -> bool:
 def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int]]:
     start, end = block[0][0], block[-1][1]
     sentences, at = [], start
-    for match in SENTENCE_END.finditer(text, start, end):
-        piece = text[at:match.start() + 1]
-        if _LIST_MARKER.fullmatch(piece.strip()) or _FIRST_ITEM_INLINE.search(piece):
+    for stop, sentence_end, next_start in _stops(text, start, end):
+        piece = text[at:stop + 1]
+        if stop < at or _LIST_MARKER.fullmatch(piece.strip()) or _FIRST_ITEM_INLINE.search(piece):
             continue  # a list item's "2." ends no sentence, nor "...rotation: 1.": each stays with its item
-        sentences.append((at, match.start() + len(match.group(0).rstrip())))
-        at = match.end()
+        sentences.append((at, sentence_end))
+        at = next_start
     sentences.append((at, end))
     found = []
     for s, e in sentences:
@@ -393,6 +407,18 @@ def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int
         elif e > s:
             found.append((s, e))
     return found
+
+
+def _stops(text: str, start: int, end: int) -> list[tuple[int, int, int]]:
+    """Where sentences end in text[start:end]: (the stop, the sentence's end after its closing
+    quotes, where the next starts). Before a capital or a digit; or before a word in lower case,
+    which a program's name is ("... (5 minutes). apcupsd sends ..."), after a word that is no
+    abbreviation ("e.g. the", "etc. and", "a. b." are no ends)."""
+    found = [(m.start(), m.start() + len(m.group(0).rstrip()), m.end())
+             for m in SENTENCE_END.finditer(text, start, end)]
+    found += [(m.start(2), m.end(2), m.end()) for m in _LOWER_START.finditer(text, start, end)
+              if m.group(1).lower() not in ABBREVIATIONS]
+    return sorted(found)
 
 
 def _by_lines(text: str, start: int, end: int) -> list[tuple[int, int]]:

@@ -300,6 +300,23 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "ngspice uses the following convergence aids, in order:\n1. gmin stepping (gminsteps option).\n"
                  "2. source stepping (srcsteps option)\n3. transient operating point (optional)", "sentence",
                  id="a step in lower case is no numbered heading"),
+    pytest.param("It will force an emergency shutdown.\nLOTRANS\nThe line voltage below which the UPS will switch "
+                 "to batteries.\nHITRANS\nThe line voltage above which the UPS will switch to batteries.\n",
+                 "What does LOTRANS mean?",
+                 "LOTRANS The line voltage below which the UPS will switch to batteries.", "definition",
+                 id="a name in capitals alone on its line over its description"),
+    pytest.param("MINUTES battery runtime in minutes\nIf MINUTES is specified, apcupsd will shut the system down when "
+                 "the remaining runtime on batteries falls below the time specified. The default is 3. This directive "
+                 "is ignored for dumb UPSes.\nANNOY time in seconds\nSpecify the time in seconds between messages "
+                 "requesting logged in users to get off the system during a power failure. This timer starts only "
+                 "when the UPS is running on batteries. The default is 300 seconds (5 minutes). apcupsd sends the "
+                 "annoy messages by invoking the apccontrol script with the annoyme argument.\n",
+                 "How often are logged in users asked to get off the system during a power failure, by default?",
+                 "ANNOY time in seconds Specify the time in seconds between messages requesting logged in users to "
+                 "get off the system during a power failure. This timer starts only when the UPS is running on "
+                 "batteries. The default is 300 seconds (5 minutes).", "definition",
+                 id="a directive in capitals with what it takes: its entry shown whole, a program's name starts a "
+                    "sentence"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
