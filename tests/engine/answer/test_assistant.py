@@ -873,8 +873,9 @@ def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(bui
 def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builtin_data_dir, tmp_path):
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
     not hold it, a value in a table, a procedure under the sentence that introduces it, and a
-    troubleshooting entry's solution under its problem, each leads on the built-in models; the model's text never repeats a sentence, and a sentence
-    marked supported has its source."""
+    troubleshooting entry's solution under its problem, and an HTML directive's entry with its
+    default, each leads on the built-in models; the model's text never repeats a sentence, and a
+    sentence marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
@@ -900,6 +901,12 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "before it can be started again, and its fault log keeps the last ten trips with their times and the "
         "motor current at each trip. Each trip also goes to the controller's alarm history.\n"
         "• Problem: The coolant pump is noisy.\nSolution: Bleed the air from the pump.\n", encoding="utf-8")
+    (folder / "ups.html").write_text(
+        "<html><body><h1>UPS daemon</h1><h2>Directives used during power failures</h2>"
+        "<pre># Now halt or reboot.\nhalt -p</pre><dl><dt><strong>MINUTES</strong> <em>battery runtime in "
+        "minutes</em></dt><dd><p>If MINUTES is specified, during a power failure, the daemon shuts the system "
+        "down when the remaining runtime on batteries falls below the time specified. The default is 3. This "
+        "directive is ignored for dumb UPSes.</p></dd></dl></body></html>", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -907,7 +914,10 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         torque = list(assistant.ask("What torque do the cover screws need?"))
         laser = list(assistant.ask("How do I turn off the alignment laser?"))
         trip = list(assistant.ask("My spindle drive trips with E-07 when it starts. What should I do?"))
+        runtime = list(assistant.ask("At how many minutes of battery runtime left does the UPS daemon shut the "
+                                     "system down by default?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
+                                   (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
                                    (laser, "plasma.txt", "To turn the laser off and cancel an alignment:"),
                                    (trip, "drive.txt", None)]:
@@ -922,3 +932,6 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     trip_lead = only(trip, LeadEvent).quotes
     assert trip_lead[0].text.startswith("• Problem: The spindle drive trips") and trip_lead[0].kind == "answer"
     assert any("Raise the ramp time in parameter P21 to 2 s." in q.text for q in trip_lead)  # the solution, led
+    entry = only(runtime, LeadEvent).quotes[0]  # a directive in capitals over its description, its default with it
+    assert entry.text.startswith("MINUTES battery runtime in minutes") and "The default is 3." in entry.text, entry
+    assert entry.passage.heading_path[-1] == "Directives used during power failures"  # '#' in <pre>: no heading
