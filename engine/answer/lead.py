@@ -104,7 +104,7 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
         if only is not None and n not in only:
             continue
         heading = query.share(words_of(" ".join(passage.heading_path)))
-        for c in _candidates(n, passage):
+        for c in _candidates(n, passage, query.asks_cause_or_remedy):
             _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
             c.short = is_fragment(c.scored or c.text)
@@ -219,15 +219,18 @@ class Candidate:
         return Quote(self.number, self.text, self.passage, self.span, self.focus, self.kind)
 
 
-def _candidates(number: int, passage: Passage) -> list[Candidate]:
+def _candidates(number: int, passage: Passage, then: bool = False) -> list[Candidate]:
+    """The passage's units as candidates; with `then`, a sentence is shown with the one after it
+    (what the manual says next: the cause or the remedy of what it states), and judged alone."""
     found = []
     for run in page_runs(passage):
         for unit in units(passage.text, run.start, run.end, passage.heading_path):
-            text, focus = shown(passage.text, unit)
+            followed = then and unit.then is not None
+            text, focus = shown(passage.text, replace(unit, show=(unit.start, unit.then)) if followed else unit)
             if not text:
                 continue
             span = Span(run.page, run.page_offset(unit.start), run.page_offset(unit.end))
-            scored = _scored_text(text, focus, unit)
+            scored = text[focus[0]:focus[1]] if followed else _scored_text(text, focus, unit)
             found.append(Candidate(number, passage, span, text, focus, unit.kind, words_of(scored),
                                    code=float(bool(CODE.search(scored))), scored=scored))
     return found

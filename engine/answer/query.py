@@ -21,6 +21,16 @@ import numpy as np
 from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, compounds, covers, query_terms, typed_words
 
 
+# A question that asks why, or what to do about what it states: the manual's answer is often the
+# sentence after the one that states the same symptom ("... received random incorrect values from
+# the UPS" over "It turned out that gpm ... was using the serial port").
+_CAUSE_OR_REMEDY = re.compile(
+    r"\bwhy\b|\bwhat (?:could|might|would|can|may) (?:cause|be causing)\b|\bwhat causes\b"
+    r"|\bwhat (?:should|do|can|must) I do\b|\bhow (?:do|can|should) I (?:fix|solve|repair|cure|stop|prevent|avoid)\b"
+    r"|\bwhat does (?:this|that|it) mean\b|\bwhat(?:'s| is) (?:wrong|the (?:problem|cause|fix|remedy|solution))\b",
+    re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class Query:
     text: str  # as searched: a follow-up is joined with the question before it
@@ -40,6 +50,11 @@ class Query:
         vector = embedder.encode_queries([text])[0] if embedder is not None else None
         joined = tuple(j for j in compounds(text) if frequency is not None and frequency(j) > 0)
         return cls(text, terms, frequencies, tuple(code_tokens(text)), typed_words(text), vector, joined)
+
+    @cached_property
+    def asks_cause_or_remedy(self) -> bool:
+        """Whether it asks why, or what to do ("What could cause this?", "What should I do?")."""
+        return bool(_CAUSE_OR_REMEDY.search(self.text))
 
     @cached_property
     def weights(self) -> dict[str, float]:

@@ -41,6 +41,7 @@ from engine.ingest.chunking import trimmed
 
 MAX_CHARS = 400  # a longer "sentence" is a code block or a table: taken apart at its lines
 SHOW_CHARS = 320  # what is shown with a unit at most (measured: docs/benchmarks.md, issue 27)
+THEN_CHARS = 480  # a sentence and the one after it, shown together when a question asks why or what to do
 HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
 
 # A full stop, its closing quotes or brackets, then space and what starts a sentence.
@@ -79,6 +80,7 @@ class Unit:
     kind: str  # sentence, item, row, definition, setting, warning, answer, question
     show: tuple[int, int]  # what to show with it: the unit, or its block, or its rows beside it
     header: tuple[int, int] | None = None  # shown above it: a row's table header, an answer's question
+    then: int | None = None  # a sentence: the end of the sentence after it, when the two fit in THEN_CHARS
 
 
 def units(text: str, start: int = 0, end: int | None = None,
@@ -91,7 +93,7 @@ def units(text: str, start: int = 0, end: int | None = None,
         following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
         reader.line(a, b, following)
     reader.flush()
-    return _answered(text, reader.found)
+    return _answered(text, _followed(text, reader.found))
 
 
 def text_sentences(text: str, heading_path: Sequence[str] = ()) -> list[tuple[int, int]]:
@@ -229,6 +231,18 @@ class _Reader:
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
             self.found.append(Unit(s, e, own, entry if entry and e <= entry[1] else show))
         self.block, self.block_kind = [], "sentence"
+
+
+def _followed(text: str, found: list[Unit]) -> list[Unit]:
+    """Each sentence shown alone, with where the sentence after it ends (`then`) when that one
+    follows it, in its paragraph or the next (nothing but space between: no heading), and the
+    two fit in THEN_CHARS."""
+    result = list(found)
+    for i, (unit, after) in enumerate(zip(found, found[1:])):
+        if (unit.kind == after.kind == "sentence" and unit.show == (unit.start, unit.end)
+                and not text[unit.end:after.start].strip() and after.end - unit.start <= THEN_CHARS):
+            result[i] = Unit(unit.start, unit.end, unit.kind, unit.show, unit.header, after.end)
+    return result
 
 
 # A question the manual asks itself, or a problem it states, before the answer or the solution.

@@ -335,6 +335,22 @@ def test_a_term_s_description_is_shown_under_its_term_and_only_once():
     assert quotes[0].text == "max_ferror (returns float) - maximum following error. Reflects [JOINT_n]FERROR."
     assert all(a.text not in b.text for a in quotes for b in quotes if a is not b), quotes
 
+SYMPTOM = "A user reported random incorrect values from the UPS in the status output."
+CAUSE = "It turned out that gpm, the mouse program, was reading the same serial port."
+
+
+@pytest.mark.parametrize("question, shown", [
+    ("I get random incorrect values from the UPS in the status output. What could cause this?", SYMPTOM + " " + CAUSE),
+    ("Where do the random incorrect values from the UPS show up?", SYMPTOM),
+])
+def test_asked_why_or_what_to_do_the_sentence_after_the_symptom_is_shown_with_it(question, shown):
+    """Seen in apcupsd's manual: the sentence that states the symptom led, and the cause after it
+    was not shown. It is shown with it, and the symptom alone is highlighted."""
+    text = SYMPTOM + " " + CAUSE + " The daemon locks the port it uses."
+    quote = lead_sentences(question, [passage(text)], weights=TERMS_ONLY)[0]
+    assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, SYMPTOM)
+
+
 def test_each_citation_quotes_its_passage_s_best_unit():
     first = passage("Keep the manual near the machine. Close the valve when the pump runs.")
     second = passage("Prime the pump with water before you start it. The motor is air-cooled.")
