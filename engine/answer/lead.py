@@ -12,11 +12,15 @@ and scored on that, by measuring, not by position alone:
           + rank   * 1 / (the passage's rank)
           + heading * share of the topic words in the passage's heading path
           + code   * whether it names a command, option or function (how-to answers do)
+          + named  * whether it is an entry headed by a name the question typed (Query.names:
+                     "error 177" -> "177 You cannot mix CONFIG and __CONFIG directives.")
 A short unit ("Door code: 7731.", "Torque | 35 Nm") qualifies when it carries the question's
 words (half their weight, or a code the question typed) and states something: a setting, a row,
 a definition, or a sentence with a number or a code in it. Other fragments (headings, contents
 lines, page headers, runs with few words) never do. The best leads; the next best follow while
-they score within `keep_within` of it. The same scores pick each citation's quote.
+they score within `keep_within` of it. The same scores pick each citation's quote. Asked why or
+what to do, a sentence is shown with the one after it (sentences.THEN_CHARS) and judged alone:
+the manual states the symptom the question repeats, then its cause or remedy.
 
 A quote keeps where its unit sits on its page, Span(page, start, end) in the page's text, so
 the source view highlights exactly that unit (the header or introduction shown with it is read,
@@ -53,6 +57,7 @@ class LeadWeights:
     rank: float = 0.1
     heading: float = 0.1
     code: float = 0.2  # a unit that names a command, option or function
+    named: float = 0.6  # an entry headed by a name the question typed ("error 177" -> "177 You cannot mix ...")
     keep_within: float = 0.25  # a second or third quote scores within this of the best
 
 
@@ -107,6 +112,7 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
         for c in _candidates(n, passage, query.asks_cause_or_remedy):
             _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
+            c.named = float(c.kind == "definition" and _heading_name(c.text) in query.names)
             c.short = is_fragment(c.scored or c.text)
             if qualifies(c, query):
                 found.append(c)
@@ -164,7 +170,8 @@ def add_cosines(found: list[Candidate], query_vector, embedder) -> None:
 
 def score(c: Candidate, w: LeadWeights, with_cosine: bool = True) -> float:
     cosine = w.cosine * c.cosine if with_cosine else 0.0
-    return cosine + w.terms * c.terms + w.rank * c.rank + w.heading * c.heading + w.code * c.code
+    return (cosine + w.terms * c.terms + w.rank * c.rank + w.heading * c.heading + w.code * c.code
+            + w.named * c.named)
 
 
 def choose(found: list[Candidate], weights: LeadWeights, limit: int) -> list[Quote]:
@@ -212,6 +219,7 @@ class Candidate:
     rank: float = 0.0
     cosine: float = 0.0
     code: float = 0.0
+    named: float = 0.0  # an entry headed by a name the question typed
     short: bool = False  # a short fact, let in for the question's words
     scored: str = ""  # what it is judged on (words, embedding): `text`, or a row with its header
 
@@ -219,13 +227,13 @@ class Candidate:
         return Quote(self.number, self.text, self.passage, self.span, self.focus, self.kind)
 
 
-def _candidates(number: int, passage: Passage, then: bool = False) -> list[Candidate]:
-    """The passage's units as candidates; with `then`, a sentence is shown with the one after it
+def _candidates(number: int, passage: Passage, asked_why: bool = False) -> list[Candidate]:
+    """The passage's units as candidates; `asked_why`: a sentence is shown with the one after it
     (what the manual says next: the cause or the remedy of what it states), and judged alone."""
     found = []
     for run in page_runs(passage):
         for unit in units(passage.text, run.start, run.end, passage.heading_path):
-            followed = then and unit.then is not None
+            followed = asked_why and unit.then is not None
             text, focus = shown(passage.text, replace(unit, show=(unit.start, unit.then)) if followed else unit)
             if not text:
                 continue
@@ -234,6 +242,12 @@ def _candidates(number: int, passage: Passage, then: bool = False) -> list[Candi
             found.append(Candidate(number, passage, span, text, focus, unit.kind, words_of(scored),
                                    code=float(bool(CODE.search(scored))), scored=scored))
     return found
+
+
+def _heading_name(text: str) -> str:
+    """The name an entry starts with ("177", "--acall-ajmp", "LOTRANS"), case-folded."""
+    first = text.split(None, 1)[0] if text.strip() else ""
+    return first.strip(".,;:!?()[]{}'\"`").casefold()
 
 
 def _scored_text(text: str, focus: tuple[int, int], unit: Unit) -> str:

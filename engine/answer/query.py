@@ -1,7 +1,7 @@
 """Query: a question, derived once at the start of an answer and read by every stage after it.
 
     query = Query.of(text, store, embedder)     # retrieval, the gate, the lead and the quotes read it
-    query.terms, query.weights, query.code, query.vector
+    query.terms, query.weights, query.code, query.vector, query.names, query.asks_cause_or_remedy
 
 Its topic words (crude stems), how rare each is in the collection (IDF weights), the tokens a
 person types exactly (codes, options, names with dots) and its embedding are worked out here
@@ -50,6 +50,15 @@ class Query:
         vector = embedder.encode_queries([text])[0] if embedder is not None else None
         joined = tuple(j for j in compounds(text) if frequency is not None and frequency(j) > 0)
         return cls(text, terms, frequencies, tuple(code_tokens(text)), typed_words(text), vector, joined)
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        """What the question names as a manual heads an entry with it, case-folded: a code typed
+        with inner punctuation or dashes ("--acall-ajmp", "E-07", "read.csv"), or a number of 3
+        digits or more ("error 177"). Not a plain word in capitals or with a digit ("SVG",
+        "libc6"): those name a topic as often as an entry."""
+        numbers = [t for t in (w.strip(".,;:!?()[]{}'\"`") for w in self.text.split()) if len(t) >= 3 and t.isdigit()]
+        return frozenset(t.casefold() for t in numbers + [c for c in self.code if not c.isalnum()])
 
     @cached_property
     def asks_cause_or_remedy(self) -> bool:

@@ -28,7 +28,8 @@ blank lines end a block; a list item starts one. A unit is what a technician rea
 A command or code line stays in the sentence it is part of ("The command > sink("record.lis")
 will divert ...").
 Each unit has what to show with it (`show`): the unit itself, or with what it needs to be read
-(a row its header, a list item or a warning its block).
+(a row its header, a list item or a warning its block). A sentence shown alone also says where
+the sentence after it ends (`then`): the lead shows the two when a question asks why or what to do.
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ _TERM = re.compile(r"^-{0,2}[A-Za-z_][\w.\-\[\]]{0,40}$")  # "ferror_current", "
 # A name in capitals, then what it takes in lower case: "LOTRANS", "MINUTES battery runtime in minutes",
 # "LOTRANSFER <voltage>", "NOLOGON disable | timeout | always" (a directive or a status field)
 _CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
-# An option named on its line's start, its description after it: "ABSTOL=x resets ...", "GMINSTEPS=x [*] sets
-# ...", "KEEPOPINFO Retain ...", "-b --batch Run ...", "-o, --output=FILE Write ..."
+# An option or an error code named on its line's start, its description after it: "ABSTOL=x resets ...",
+# "GMINSTEPS=x [*] sets ...", "KEEPOPINFO Retain ...", "-b --batch Run ...", "-o, --output=FILE Write ...",
+# "-o <path/file> The output path ...",
+# "302 Register in operand not in bank 0.", "E-07 Overcurrent"
 _ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]|[A-Z][A-Z0-9_]{3,30}\s+[A-Z][a-z]"
-                    r"|-{1,2}[A-Za-z][\w-]*(?:=\S+)?(?:,?\s+-{1,2}[A-Za-z][\w-]*(?:=\S+)?)?\s+[A-Z][a-z])")
+                    r"|-{1,2}[A-Za-z][\w-]*(?:=\S+|\s+<[^>\s]{1,30}>)?(?:,?\s+-{1,2}[A-Za-z][\w-]*(?:=\S+)?)?\s+[A-Z][a-z]"
+                    r"|(?:\d{3,5}|[A-Z]{1,3}-?\d{2,5})\s+[A-Z])")
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
 

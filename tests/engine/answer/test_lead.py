@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.answer.lead import (
+    DEFAULT_WEIGHTS,
     LeadWeights,
     best_units,
     candidates,
@@ -317,6 +318,17 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "batteries. The default is 300 seconds (5 minutes).", "definition",
                  id="a directive in capitals with what it takes: its entry shown whole, a program's name starts a "
                     "sentence"),
+    pytest.param("-E Run only the C preprocessor.\n-o <path/file> The output path where everything will be placed. If the "
+                 "parameter is a path, it must have a trailing slash.\n--stack-auto All functions are reentrant.\n",
+                 "What must the output path I give sdcc end with?",
+                 "-o <path/file> The output path where everything will be placed. If the parameter is a path, it must "
+                 "have a trailing slash.", "definition", id="an option with its argument's placeholder"),
+    pytest.param("The processor type has not been defined.\n302 Register in operand not in bank 0. Ensure bank bits "
+                 "are correct.\nAccessing a register outside of bank 0. User must select the bank with banksel.\n"
+                 "303 Program word too large. Truncated to core size.\n", "What do I do about gpasm message 302?",
+                 "302 Register in operand not in bank 0. Ensure bank bits are correct. Accessing a register outside "
+                 "of bank 0. User must select the bank with banksel.", "definition",
+                 id="an error code's entry, its description under it"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
@@ -334,6 +346,17 @@ def test_a_term_s_description_is_shown_under_its_term_and_only_once():
     quotes = lead_sentences("Which key holds the maximum following error?", [passage(text)], weights=TERMS_ONLY)
     assert quotes[0].text == "max_ferror (returns float) - maximum following error. Reflects [JOINT_n]FERROR."
     assert all(a.text not in b.text for a in quotes for b in quotes if a is not b), quotes
+
+@pytest.mark.parametrize("named, first", [(DEFAULT_WEIGHTS.named, "--vanilla Combine"), (0.0, "Most use")])
+def test_an_entry_headed_by_a_name_the_question_typed_leads(named, first):
+    """Seen in gputils' list of messages ("warning 203") and R's options: the entry the question
+    names lost to sentences about its neighbours, whose words the question shares."""
+    text = ("Most use --vanilla when they start R from a script and want no startup files read at all.\n"
+            "--vanilla Combine --no-save, --no-environ, --no-site-file, --no-init-file and --no-restore.\n")
+    quotes = lead_sentences("What does --vanilla do when I start R from a script?", [passage(text)],
+                            weights=LeadWeights(cosine=0.0, named=named))
+    assert quotes[0].text.startswith(first), quotes
+
 
 SYMPTOM = "A user reported random incorrect values from the UPS in the status output."
 CAUSE = "It turned out that gpm, the mouse program, was reading the same serial port."
