@@ -245,7 +245,7 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False) -> list[
 
 
 def _heading_name(text: str) -> str:
-    """The name an entry starts with ("177", "--acall-ajmp", "LOTRANS"), case-folded."""
+    """The name an entry starts with ("177", "--acall-ajmp", "e-07"), case-folded."""
     first = text.split(None, 1)[0] if text.strip() else ""
     return first.strip(".,;:!?()[]{}'\"`").casefold()
 

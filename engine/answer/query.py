@@ -20,7 +20,6 @@ import numpy as np
 
 from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, compounds, covers, query_terms, typed_words
 
-
 # A question that asks why, or what to do about what it states: the manual's answer is often the
 # sentence after the one that states the same symptom ("... received random incorrect values from
 # the UPS" over "It turned out that gpm ... was using the serial port").

@@ -68,8 +68,7 @@ _TERM = re.compile(r"^-{0,2}[A-Za-z_][\w.\-\[\]]{0,40}$")  # "ferror_current", "
 _CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
 # An option or an error code named on its line's start, its description after it: "ABSTOL=x resets ...",
 # "GMINSTEPS=x [*] sets ...", "KEEPOPINFO Retain ...", "-b --batch Run ...", "-o, --output=FILE Write ...",
-# "-o <path/file> The output path ...",
-# "302 Register in operand not in bank 0.", "E-07 Overcurrent"
+# "-o <path/file> The output path ...", "302 Register in operand not in bank 0.", "E-07 Overcurrent"
 _ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]|[A-Z][A-Z0-9_]{3,30}\s+[A-Z][a-z]"
                     r"|-{1,2}[A-Za-z][\w-]*(?:=\S+|\s+<[^>\s]{1,30}>)?(?:,?\s+-{1,2}[A-Za-z][\w-]*(?:=\S+)?)?\s+[A-Z][a-z]"
                     r"|(?:\d{3,5}|[A-Z]{1,3}-?\d{2,5})\s+[A-Z])")
