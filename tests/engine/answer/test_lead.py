@@ -318,8 +318,9 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "batteries. The default is 300 seconds (5 minutes).", "definition",
                  id="a directive in capitals with what it takes: its entry shown whole, a program's name starts a "
                     "sentence"),
-    pytest.param("-E Run only the C preprocessor.\n-o <path/file> The output path where everything will be placed. If the "
-                 "parameter is a path, it must have a trailing slash.\n--stack-auto All functions are reentrant.\n",
+    pytest.param("-E Run only the C preprocessor.\n-o <path/file> The output path where everything will be placed. "
+                 "If the parameter is a path, it must have a trailing slash.\n"
+                 "--stack-auto All functions are reentrant.\n",
                  "What must the output path I give sdcc end with?",
                  "-o <path/file> The output path where everything will be placed. If the parameter is a path, it must "
                  "have a trailing slash.", "definition", id="an option with its argument's placeholder"),
