@@ -38,7 +38,7 @@ import numpy as np
 
 from engine.answer.query import Query
 from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, Unit, units
-from engine.answer.terms import words_of
+from engine.answer.terms import bare_tokens, words_of
 from engine.types import Passage, Quote, Span
 
 MAX_CANDIDATES = 40  # embedded in one batch: the lead is due <= 0.5 s after Enter on 2 cores
@@ -246,8 +246,8 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False) -> list[
 
 def _heading_name(text: str) -> str:
     """The name an entry starts with ("177", "--acall-ajmp", "e-07"), case-folded."""
-    first = text.split(None, 1)[0] if text.strip() else ""
-    return first.strip(".,;:!?()[]{}'\"`").casefold()
+    first = text.split(None, 1)[:1]
+    return bare_tokens(first[0])[0].casefold() if first else ""
 
 
 def _scored_text(text: str, focus: tuple[int, int], unit: Unit) -> str:

@@ -18,7 +18,16 @@ from functools import cached_property
 
 import numpy as np
 
-from engine.answer.terms import ABBREVIATIONS, WORD, code_tokens, compounds, covers, query_terms, typed_words
+from engine.answer.terms import (
+    ABBREVIATIONS,
+    WORD,
+    bare_tokens,
+    code_tokens,
+    compounds,
+    covers,
+    query_terms,
+    typed_words,
+)
 
 # A question that asks why, or what to do about what it states: the manual's answer is often the
 # sentence after the one that states the same symptom ("... received random incorrect values from
@@ -56,7 +65,7 @@ class Query:
         with inner punctuation or dashes ("--acall-ajmp", "E-07", "read.csv"), or a number of 3
         digits or more ("error 177"). Not a plain word in capitals or with a digit ("SVG",
         "libc6"): those name a topic as often as an entry."""
-        numbers = [t for t in (w.strip(".,;:!?()[]{}'\"`") for w in self.text.split()) if len(t) >= 3 and t.isdigit()]
+        numbers = [t for t in bare_tokens(self.text) if len(t) >= 3 and t.isdigit()]
         return frozenset(t.casefold() for t in numbers + [c for c in self.code if not c.isalnum()])
 
     @cached_property

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.ingest.chunking import trimmed
 
@@ -244,7 +244,7 @@ def _followed(text: str, found: list[Unit]) -> list[Unit]:
     for i, (unit, after) in enumerate(zip(found, found[1:])):
         if (unit.kind == after.kind == "sentence" and unit.show == (unit.start, unit.end)
                 and not text[unit.end:after.start].strip() and after.end - unit.start <= THEN_CHARS):
-            result[i] = Unit(unit.start, unit.end, unit.kind, unit.show, unit.header, after.end)
+            result[i] = replace(unit, then=after.end)
     return result
 
 
@@ -411,7 +411,7 @@ def _split_block(text: str, block: list[tuple[int, int]]) -> list[tuple[int, int
     sentences, at = [], start
     for stop, sentence_end, next_start in _stops(text, start, end):
         piece = text[at:stop + 1]
-        if stop < at or _LIST_MARKER.fullmatch(piece.strip()) or _FIRST_ITEM_INLINE.search(piece):
+        if _LIST_MARKER.fullmatch(piece.strip()) or _FIRST_ITEM_INLINE.search(piece):
             continue  # a list item's "2." ends no sentence, nor "...rotation: 1.": each stays with its item
         sentences.append((at, sentence_end))
         at = next_start

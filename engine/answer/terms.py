@@ -82,12 +82,16 @@ def typed_words(question: str) -> dict[str, str]:
     return found
 
 
+def bare_tokens(text: str) -> list[str]:
+    """The text's whitespace-separated tokens without the punctuation around them ("(177)," -> "177")."""
+    return [token.strip(".,;:!?()[]{}'\"`") for token in text.split()]
+
+
 def code_tokens(text: str) -> list[str]:
     """Tokens a person types exactly: names with inner punctuation ('read.fwf', 'R_LIBS_USER',
     'E-4711', '--vanilla') and words with digits ('pdf2', 'X11')."""
     found = []
-    for token in text.split():
-        token = token.strip(".,;:!?()[]{}'\"`")
+    for token in bare_tokens(text):
         inner = re.search(r"\w[._\-/:]+\w", token) or token.startswith("--")
         if (inner or re.search(r"\d", token)) and any(ch.isalpha() for ch in token):
             found.append(token)
