@@ -12,8 +12,9 @@ and scored on that, by measuring, not by position alone:
           + rank   * 1 / (the passage's rank)
           + heading * share of the topic words in the passage's heading path
           + code   * whether it names a command, option or function (how-to answers do)
-          + named  * whether it is an entry headed by a name the question typed (Query.names:
-                     "error 177" -> "177 You cannot mix CONFIG and __CONFIG directives.")
+          + named  * 1 for an entry headed by a name the question typed (Query.names: "error
+                     177" -> "177 You cannot mix CONFIG and __CONFIG directives."), 1/2 for an
+                     item or a row that holds them all ("2150 and 2750 MHz" -> "• 2150 MHz to 2750 MHz: ...")
 A short unit ("Door code: 7731.", "Torque | 35 Nm") qualifies when it carries the question's
 words (half their weight, or a code the question typed) and states something: a setting, a row,
 a definition, or a sentence with a number or a code in it. Other fragments (headings, contents
@@ -112,7 +113,7 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
         for c in _candidates(n, passage, query.asks_cause_or_remedy):
             _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
-            c.named = float(c.kind == "definition" and _heading_name(c.text) in query.names)
+            c.named = _named(c, query.names)
             c.short = is_fragment(c.scored or c.text)
             if qualifies(c, query):
                 found.append(c)
@@ -175,14 +176,16 @@ def score(c: Candidate, w: LeadWeights, with_cosine: bool = True) -> float:
 
 
 def choose(found: list[Candidate], weights: LeadWeights, limit: int) -> list[Quote]:
-    """The best, and up to limit - 1 more that score nearly as well; never a text shown already
-    or inside one shown (a term's description under its term), nor two that overlap on the page."""
+    """The best, and up to limit - 1 more that score nearly as well; never a unit shown already
+    in a chosen quote (a term's description under its term, an item under its list's
+    introduction), nor two that overlap on the page."""
     order = ranked(found, weights)
     chosen: list[Candidate] = []
     for c in order:
         if len(chosen) >= limit or score(c, weights) < score(order[0], weights) - weights.keep_within:
             break
-        if all(c.text not in o.text and o.text not in c.text and not _overlap(c, o) for o in chosen):
+        own = c.text[c.focus[0]:c.focus[1]]
+        if all(own not in o.text and o.text not in c.text and not _overlap(c, o) for o in chosen):
             chosen.append(c)
     return [_asked_once(c, chosen[:i]) for i, c in enumerate(chosen)]
 
@@ -242,6 +245,18 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False) -> list[
             found.append(Candidate(number, passage, span, text, focus, unit.kind, words_of(scored),
                                    code=float(bool(CODE.search(scored))), scored=scored))
     return found
+
+
+def _named(c: "Candidate", names: frozenset[str]) -> float:
+    """1 for an entry headed by a name the question typed; 1/2 for a list item or a table row
+    that holds every name it typed. Prose that mentions them may be about what not to do
+    ("do not call as.numeric()")."""
+    if not names:
+        return 0.0
+    if c.kind == "definition" and _heading_name(c.text) in names:
+        return 1.0
+    own = {t.casefold() for t in bare_tokens(c.scored or c.text)}
+    return 0.5 if c.kind in ("item", "row") and names <= own else 0.0
 
 
 def _heading_name(text: str) -> str:

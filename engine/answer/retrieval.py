@@ -28,7 +28,8 @@ from engine.types import Passage, Span
 
 CONTENTS_LINES = 4  # a contents listing or an index has at least this many "Title . . . . 12" lines
 # "Title . . . . 12", "iv"; an index's "apt-file, 39" and "[EMC] Section, 158, 160-162"
-_CONTENTS_LINE = re.compile(DOT_LEADERS.pattern + r"\s*[\dixvlcIXVLC]+\s*$|^\D.{0,80}?,\s*\d+(?:\s*[,–-]\s*\d+)*\s*$")
+_LEADERS_LINE = re.compile(DOT_LEADERS.pattern + r"\s*[\dixvlcIXVLC]+\s*$")
+_CONTENTS_LINE = re.compile(_LEADERS_LINE.pattern + r"|^\D.{0,80}?,\s*\d+(?:\s*[,–-]\s*\d+)*\s*$")
 
 
 @dataclass(frozen=True)
@@ -233,8 +234,10 @@ class Retriever:
 
 def contents_listing(text: str) -> bool:
     """A table of contents or a book's index: most of its lines end in a page number, after dot
-    leaders or a comma."""
+    leaders or a comma; a chunk of a few lines, all of them, after dot leaders."""
     lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < CONTENTS_LINES:  # dot leaders take many tokens: a listing's chunks may hold 1-3 lines
+        return bool(lines) and all(_LEADERS_LINE.search(line) for line in lines)
     listed = sum(bool(_CONTENTS_LINE.search(line)) for line in lines)
     return listed >= CONTENTS_LINES and listed * 2 > len(lines)
 

@@ -9,7 +9,9 @@
 
 A manual's text is read by its lines (PDFium keeps them; a wide gap on a line, a table's cells,
 is a tab: engine.ingest.pdfium_reader). Lines gather into blocks; headings, page numbers and
-blank lines end a block; a list item starts one. A unit is what a technician reads as one fact:
+blank lines end a block; a list item starts one, and a capitalised sentence after an item's
+short last line (a wrapped line runs to the text's width) ends it. A unit is what a technician
+reads as one fact:
     sentence    prose, split after a full stop that ends a sentence (before a capital, a digit or
                 a program's name: "... (5 minutes). apcupsd sends ..."); one ending in ":" is shown
                 with the list it introduces (a procedure: "To turn the laser off: 1. Press ...")
@@ -23,7 +25,8 @@ blank lines end a block; a list item starts one. A unit is what a technician rea
     setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
     warning     a WARNING / CAUTION / NOTE: block
     answer      what follows a question or a problem the manual states ("Problem: ... is really
-                slow." over "Solution: setserial port low_latency"), shown under it; the
+                slow." over "Solution: setserial port low_latency"; a FAQ's heading "5.2 How
+                should I set the gain controls for RX?" over its text), shown under it; the
                 question itself is a "question", which answers nothing
 A command or code line stays in the sentence it is part of ("The command > sink("record.lis")
 will divert ...").
@@ -44,6 +47,10 @@ MAX_CHARS = 400  # a longer "sentence" is a code block or a table: taken apart a
 SHOW_CHARS = 320  # what is shown with a unit at most (measured: docs/benchmarks.md, issue 27)
 THEN_CHARS = 480  # a sentence and the one after it, shown together when a question asks why or what to do
 HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
+WRAPPED_WIDTH, ITEM_END_SHARE = 60, 0.75  # a text wrapped this wide; a line under this share of it ended
+_NUMBER = re.compile(r"[-+±]?[\d.,]*\d[\d.,]*%?")  # "9", "1.0", "-5", "10,000", "50%"
+_CAPITALISED = re.compile(r"[A-Z][a-z]+\b")
+ASKS_WORDS = 4  # at least, for a line ending in "?" to be a question the manual asks
 
 # A full stop, its closing quotes or brackets, then space and what starts a sentence.
 SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[>$]?[A-Z0-9])")
@@ -72,6 +79,7 @@ _CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
 _ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]|[A-Z][A-Z0-9_]{3,30}\s+[A-Z][a-z]"
                     r"|-{1,2}[A-Za-z][\w-]*(?:=\S+|\s+<[^>\s]{1,30}>)?(?:,?\s+-{1,2}[A-Za-z][\w-]*(?:=\S+)?)?\s+[A-Z][a-z]"
                     r"|(?:\d{3,5}|[A-Z]{1,3}-?\d{2,5})\s+[A-Z])")
+_SECTION_LABEL = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*)\s+")  # "5.2 " before a heading
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
 
@@ -90,8 +98,8 @@ def units(text: str, start: int = 0, end: int | None = None,
           heading_path: Sequence[str] = ()) -> list[Unit]:
     """The units of text[start:end], in order (see the module's docstring)."""
     end = len(text) if end is None else end
-    reader = _Reader(text, heading_path)
     lines = line_spans(text, start, end)
+    reader = _Reader(text, heading_path, max((b - a for a, b in lines), default=0))
     for i, (a, b) in enumerate(lines):
         following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
         reader.line(a, b, following)
@@ -107,8 +115,9 @@ def text_sentences(text: str, heading_path: Sequence[str] = ()) -> list[tuple[in
 class _Reader:
     """Gathers a text's lines into blocks and units, line by line."""
 
-    def __init__(self, text: str, heading_path: Sequence[str]):
+    def __init__(self, text: str, heading_path: Sequence[str], measure: int = 0):
         self.text = text
+        self.measure = measure  # the longest line: a wrapped text's width
         self.headings = {" ".join(h.split()).casefold() for h in heading_path}
         self.found: list[Unit] = []
         self.block: list[tuple[int, int]] = []  # the prose lines gathered
@@ -125,11 +134,14 @@ class _Reader:
             self.flush()
             self.last = ""
             self.term = self.intro = None
+            self._asking_heading(start, end)
             return
         kind = _line_kind(line, self.last)
         if kind == "text" and (_term_line(line, self.last, following) or _entry_line(line, self.last)):
             kind = "definition"
         named = kind == "text" and _named_after_colon(line, self.last)
+        if kind == "text" and self.block_kind == "item" and self._item_ended(line):
+            self._flush_block()  # the paragraph after a list, not its last item's next line
         self.last = line
         if kind != "row":
             self._table()
@@ -154,6 +166,26 @@ class _Reader:
     def flush(self) -> None:
         self._table()
         self._flush_block()
+
+    def _item_ended(self, line: str) -> bool:
+        """Whether a list item ended on the line before this one: that line stopped well short
+        of the text's width (a wrapped line runs to it) and this one starts a sentence with a
+        capitalised word ("Through most of ..."; not "EEPROM cells ...", which an indented
+        item's narrower lines wrap onto)."""
+        return (self.measure >= WRAPPED_WIDTH and len(self.last) < ITEM_END_SHARE * self.measure
+                and bool(_CAPITALISED.match(line)))
+
+    def _asking_heading(self, start: int, end: int) -> None:
+        """A heading that asks ("5.2 How should I set the gain controls for RX?"), without its
+        section number: the units under it answer it (_answered), as under a question in the text."""
+        s, e = trimmed(self.text, start, end)
+        own = self.text[s:e]
+        if not own.rstrip("\"'”’)").endswith("?"):
+            return
+        label = _SECTION_LABEL.match(own)
+        s += label.end() if label else 0
+        if len(self.text[s:e].split()) >= ASKS_WORDS:
+            self.found.append(Unit(s, e, "asked", (s, e)))
 
     def _table(self) -> None:
         """The rows read, each shown under the table's header with the rows beside it that fit
@@ -189,14 +221,15 @@ class _Reader:
         return unit.start, fits[-1]
 
     def _is_header(self, rows: list[tuple[int, int]]) -> bool:
-        """A table's first row names its columns: capitalised words, no numbers, where a later
-        row has a number or a cell in lower case ("Part | Thread | Torque" over "Cover screws |
-        M6 | 9 Nm"; not "apt-get update | -> | apt update" over more commands)."""
+        """A table's first row names its columns: capitalised words, no numbers (a name with a
+        digit is a word: "A2 Jumper"), where a later row has a number or a cell in lower case
+        ("Part | Thread | Torque" over "Cover screws | M6 | 9 Nm"; not "apt-get update | -> | apt
+        update" over more commands)."""
         def cells(span: tuple[int, int]) -> list[str]:
             return [c.strip() for c in self.text[span[0]:span[1]].split("\t") if c.strip()]
 
-        def plain_title(cell: str) -> bool:
-            return cell[0].isupper() and not any(ch.isdigit() for ch in cell)
+        def plain_title(cell: str) -> bool:  # "A2 Jumper" names a column; "9 Nm", "M6 x 1.0" are values
+            return cell[0].isupper() and not any(_NUMBER.fullmatch(word) for word in cell.split())
 
         later = [cell for row in rows[1:] for cell in cells(row)]
         return all(plain_title(c) for c in cells(rows[0])) and not all(plain_title(c) for c in later)
@@ -254,10 +287,10 @@ _ANSWERABLE = ("sentence", "item", "setting", "definition", "warning")
 
 
 def _answered(text: str, found: list[Unit]) -> list[Unit]:
-    """The units that follow a question or a problem the manual states, next to it (nothing but
-    space between: no heading), become its "answer", each shown under it; the question, then
-    answered, a "question". A technician's question repeats the manual's, so the manual's
-    question would lead and the solution under it would not."""
+    """The units that follow a question or a problem the manual states, in its text or as a
+    heading, next to it (nothing but space between), become its "answer", each shown under it;
+    the question, then answered, a "question". A technician's question repeats the manual's, so
+    the manual's question would lead and the solution under it would not."""
     result = list(found)
     asks = [_asks(text, unit) for unit in found]
     for i, unit in enumerate(found):
@@ -268,7 +301,7 @@ def _answered(text: str, found: list[Unit]) -> list[Unit]:
             result[j] = Unit(found[j].start, found[j].end, "answer", found[j].show, (unit.start, unit.end))
         if answer:
             result[i] = Unit(unit.start, unit.end, "question", unit.show)
-    return result
+    return [unit for unit in result if unit.kind != "asked"]  # a heading that asks, with no answer here
 
 
 MAX_ANSWER_UNITS = 8  # a manual's answer runs a paragraph or two; then its text goes on
@@ -291,13 +324,15 @@ def _answer_after(text: str, found: list[Unit], asks: list[bool], asked: int) ->
 def _asks(text: str, unit: Unit) -> bool:
     """A problem the manual states ("Problem: ...", "Symptom: ..."), or a question that starts
     its line ("Why does the spindle stop?"), not one in the middle of prose ("so, how?")."""
+    if unit.kind == "asked":
+        return True
     if unit.kind not in ("sentence", "item"):
         return False
     own = text[unit.start:unit.end].strip()
     if _PROBLEM.match(own):
         return True
     starts_line = not text[text.rfind("\n", 0, unit.start) + 1:unit.start].strip()
-    return own.rstrip("\"'”’)").endswith("?") and starts_line and len(own.split()) >= 4
+    return own.rstrip("\"'”’)").endswith("?") and starts_line and len(own.split()) >= ASKS_WORDS
 
 
 def _line_kind(line: str, before: str) -> str:
@@ -307,10 +342,10 @@ def _line_kind(line: str, before: str) -> str:
     command or code line stays in the sentence around it ("The command > sink("record.lis")
     will divert ..."), which is how manuals write them: measured, a line of its own lost the
     command's sentence (lead hit on the R manuals 0.45 -> 0.38)."""
+    if _table_row(line):
+        return "row"
     if "\t" in line:
         cells = [c for c in line.split("\t") if c.strip()]
-        if len(cells) >= 3:
-            return "row"
         if len(cells) == 2 and len(cells[0].split()) <= 5 and not _SECTION_NUMBER.match(cells[0]):
             return "definition"
     if LIST_ITEM.match(line):
@@ -321,6 +356,11 @@ def _line_kind(line: str, before: str) -> str:
     if _starts_anew(before) and (_ASSIGNMENT.match(line) or keyed_number):
         return "setting"
     return "text"
+
+
+def _table_row(line: str) -> bool:
+    """Three cells or more, parted by tabs (ingest writes a wide gap so)."""
+    return sum(bool(cell.strip()) for cell in line.split("\t")) >= 3
 
 
 def _starts_anew(before: str) -> bool:
@@ -375,6 +415,8 @@ def _breaks(line: str, headings: set[str], following: str) -> bool:
         return True
     if line[-1] in ".,;:" and not DOT_LEADERS.search(line):
         return False
+    if _table_row(line) and not DOT_LEADERS.search(line):
+        return False  # "1 <tab> No <tab> No <tab> Yes": a row that starts with its number
     numbered = (_NUMBERED_HEADING.match(line) and not _wrapped_step(line, following)
                 and not _LOWER_STEP.match(line))
     return bool(numbered or _PAGE_NUMBER.match(line) or DOT_LEADERS.search(line))

@@ -188,6 +188,14 @@ def test_a_short_line_without_the_question_s_words_stays_a_fragment():
     assert [q.text for q in quotes] == ["The pump must be primed with clean water before the first start."]
 
 
+def test_a_table_numbered_by_its_rows_keeps_its_header():
+    """Seen in HackRF's manual: "1 <tab> No <tab> No <tab> Yes" was taken for a numbered heading
+    and "A2 Jumper" for a value, so the table had neither rows nor a header."""
+    text = "Address\tA2 Jumper\tA1 Jumper\tA0 Jumper\n0\tNo\tNo\tNo\n1\tNo\tNo\tYes\n2\tNo\tYes\tNo\n"
+    [quote] = lead_sentences("Which jumper sets address 1?", [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert quote.kind == "row" and quote.text.startswith("Address | A2 Jumper | A1 Jumper | A0 Jumper\n")
+
+
 def test_a_table_row_is_shown_under_its_header_between_the_rows_beside_it():
     text = ("Tightening torques for the clamping unit are listed below.\n"
             "Part\tThread\tTorque\n"
@@ -229,10 +237,9 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
     pytest.param("To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
                  "2. LASER button label will change to LASER and the HAL pin named\nqtplasmac.laser_on will be "
                  "turned off.\n", "What happens to the qtplasmac.laser_on pin when the laser is turned off?",
-                 "To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
                  "2. LASER button label will change to LASER and the HAL pin named qtplasmac.laser_on will be turned "
-                 "off.", "sentence",
-                 id="a step that wraps is no numbered heading"),
+                 "off.", "item",
+                 id="a step that wraps is no numbered heading; it names the pin the question types"),
     pytest.param("The laser can be tied to a HAL pin with the following name:\nqtplasmac.laser_on\n"
                  "To set the origin with zero rotation:\n1. Click the LASER button.\n2. Press SET ORIGIN.\n",
                  "How do I set the origin with zero rotation?",
@@ -330,32 +337,75 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "302 Register in operand not in bank 0. Ensure bank bits are correct. Accessing a register outside "
                  "of bank 0. User must select the bank with banksel.", "definition",
                  id="an error code's entry, its description under it"),
+    pytest.param("5.1 How do I deal with the big spike in the middle of my spectrum?\nTune to a nearby frequency.\n"
+                 "5.2 How should I set the gain controls for RX?\nA good default setting to start with is RF=0 (off), "
+                 "IF=16, baseband=16. Increase or decrease the IF and baseband gain controls roughly equally.\n",
+                 "What gain settings should I start from when receiving?",
+                 "How should I set the gain controls for RX?\nA good default setting to start with is RF=0 (off), "
+                 "IF=16, baseband=16.", "answer", id="a section headed by a question: its text answers it"),
+    pytest.param("HackRF One's maximum TX power varies by operating frequency:\n"
+                 "• 2150 MHz to 2750 MHz: 13 dBm to 15 dBm\n"
+                 "• 4000 MHz to 6000 MHz: -10 dBm to 0 dBm, generally decreasing as frequency increases\n"
+                 "Through most of the frequency range up to 4 GHz, the maximum TX power is between 0 and 10 dBm, which "
+                 "is enough for\nover-the-air experiments at close range or to drive an external amplifier.\n",
+                 "What is the most TX power through most of the range up to 4 GHz?",
+                 "Through most of the frequency range up to 4 GHz, the maximum TX power is between 0 and 10 dBm, which "
+                 "is enough for over-the-air experiments at close range or to drive an external amplifier.", "sentence",
+                 id="the paragraph after a list is not its last item's"),
+    pytest.param("Known problems with the JTAG ICE, found in use and documented by Atmel in the AVR datasheets:\n"
+                 "• Problem: Page-mode programming the EEPROM (using the -U option) does not erase\n"
+                 "EEPROM cells before writing, and thus cannot overwrite any previous value.\n",
+                 "Why can page-mode programming not overwrite EEPROM cells?",
+                 "• Problem: Page-mode programming the EEPROM (using the -U option) does not erase EEPROM cells "
+                 "before writing, and thus cannot overwrite any previous value.", "item",
+                 id="an indented item wraps onto a line that starts with a name in capitals"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
-    """Seen in the LinuxCNC manual (DocBook through XeTeX): procedures, commands and lists of
-    terms that the lead had cut apart or dropped. A procedure's steps are shown one under another."""
+    """Seen in the LinuxCNC manual (DocBook through XeTeX), AVRDUDE's, apcupsd's, gputils' and
+    HackRF's: procedures, commands, lists of terms, FAQ sections that the lead had cut apart or
+    dropped. A procedure's steps are shown one under another."""
     [quote] = lead_sentences(question, [passage(text)], weights=TERMS_ONLY, limit=1)
     assert (quote.text, quote.kind) == (shown, kind)
 
 
 
-def test_a_term_s_description_is_shown_under_its_term_and_only_once():
+@pytest.mark.parametrize("text, question, first", [
+    ("For each joint, these keys are available:\nferror_current\n(returns float) - current following "
+     "error.\nmax_ferror\n(returns float) - maximum following error. Reflects [JOINT_n]FERROR.\n",
+     "Which key holds the maximum following error?",
+     "max_ferror (returns float) - maximum following error. Reflects [JOINT_n]FERROR."),
+    ("6.1 How can I find out what package produced a particular file?\nTo identify the package that produced "
+     "the file named foo execute either:\n• dpkg --search foo\n• dlocate -S foo\n",
+     "How do I find out which package produced a file?",
+     "How can I find out what package produced a particular file?\nTo identify the package that produced the file "
+     "named foo execute either:\n• dpkg --search foo\n• dlocate -S foo"),
+])
+def test_a_unit_shown_in_one_quote_is_never_another(text, question, first):
     """Seen on LinuxCNC's Python interface: "(returns float) - maximum following error." led
-    without its key, and came again under it in the next quote."""
-    text = ("For each joint, these keys are available:\nferror_current\n(returns float) - current following "
-            "error.\nmax_ferror\n(returns float) - maximum following error. Reflects [JOINT_n]FERROR.\n")
-    quotes = lead_sentences("Which key holds the maximum following error?", [passage(text)], weights=TERMS_ONLY)
-    assert quotes[0].text == "max_ferror (returns float) - maximum following error. Reflects [JOINT_n]FERROR."
-    assert all(a.text not in b.text for a in quotes for b in quotes if a is not b), quotes
+    without its key, and came again under it in the next quote; in the Debian FAQ, a command
+    shown under its introduction came again on its own."""
+    quotes = lead_sentences(question, [passage(text)], weights=TERMS_ONLY)
+    assert quotes[0].text == first
+    assert all(a.text[slice(*a.focus)] not in b.text for a in quotes for b in quotes if a is not b), quotes
 
-@pytest.mark.parametrize("named, first", [(DEFAULT_WEIGHTS.named, "--vanilla Combine"), (0.0, "Most use")])
-def test_an_entry_headed_by_a_name_the_question_typed_leads(named, first):
-    """Seen in gputils' list of messages ("warning 203") and R's options: the entry the question
-    names lost to sentences about its neighbours, whose words the question shares."""
-    text = ("Most use --vanilla when they start R from a script and want no startup files read at all.\n"
-            "--vanilla Combine --no-save, --no-environ, --no-site-file, --no-init-file and --no-restore.\n")
-    quotes = lead_sentences("What does --vanilla do when I start R from a script?", [passage(text)],
-                            weights=LeadWeights(cosine=0.0, named=named))
+VANILLA = ("Most use --vanilla when they start R from a script and want no startup files read at all.\n"
+           "--vanilla Combine --no-save, --no-environ, --no-site-file, --no-init-file and --no-restore.\n")
+TX_POWER = ("The frequency range with best performance is 2150 MHz to 2750 MHz, where the maximum transmit power is "
+            "highest.\n• 10 MHz to 2150 MHz: 5 dBm to 15 dBm\n• 2150 MHz to 2750 MHz: 13 dBm to 15 dBm\n"
+            "• 2750 MHz to 4000 MHz: 0 dBm to 5 dBm\n")
+
+
+@pytest.mark.parametrize("text, question, named, first", [
+    (VANILLA, "What does --vanilla do when I start R from a script?", DEFAULT_WEIGHTS.named, "--vanilla Combine"),
+    (VANILLA, "What does --vanilla do when I start R from a script?", 0.0, "Most use"),
+    (TX_POWER, "What is the maximum transmit power between 2150 and 2750 MHz?", DEFAULT_WEIGHTS.named, "• 2150 MHz"),
+    (TX_POWER, "What is the maximum transmit power between 2150 and 2750 MHz?", 0.0, "The frequency range"),
+])
+def test_an_entry_headed_by_a_name_the_question_typed_or_an_item_holding_them_leads(text, question, named, first):
+    """Seen in gputils' list of messages ("warning 203"), R's options and HackRF's table of TX
+    power by frequency: the entry or the item the question names lost to prose about it, whose
+    words the question shares."""
+    quotes = lead_sentences(question, [passage(text)], weights=LeadWeights(cosine=0.0, named=named))
     assert quotes[0].text.startswith(first), quotes
 
 

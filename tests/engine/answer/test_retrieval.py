@@ -306,6 +306,9 @@ def test_a_table_of_contents_or_an_index_is_never_a_passage(store, tiny_embedder
     assert contents_listing(CONTENTS) and not contents_listing(prose)  # most lines are not listed
     index = "Index\nA\napt, 37\napt-file, 39\n[EMC] Section, 158, 160-162\nManuals . . . . . 3, 20, 66\nworld, 1265"
     assert contents_listing(index)  # a book's index, LinuxCNC's and R's
+    # a listing's dot leaders take many tokens, so its chunks may hold two or three lines (HackRF's)
+    assert contents_listing(". . . . . . . . . . 17\n4.9\tWhat gain controls are provided? . . . . . . . 17")
+    assert not contents_listing("Torque, 35") and not contents_listing("Door code: 7731.\nValve, 12")
 
 
 # -- neighbour merging -----------------------------------------------------------------------
