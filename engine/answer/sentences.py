@@ -79,7 +79,8 @@ _CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
 _ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]|[A-Z][A-Z0-9_]{3,30}\s+[A-Z][a-z]"
                     r"|-{1,2}[A-Za-z][\w-]*(?:=\S+|\s+<[^>\s]{1,30}>)?(?:,?\s+-{1,2}[A-Za-z][\w-]*(?:=\S+)?)?\s+[A-Z][a-z]"
                     r"|(?:\d{3,5}|[A-Z]{1,3}-?\d{2,5})\s+[A-Z])")
-_SECTION_LABEL = re.compile(r"^(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*)\s+")  # "5.2 " before a heading
+# What comes before a heading's words: Markdown's "## ", a section number "5.2 " (either may be absent)
+_SECTION_LABEL = re.compile(r"^(?:#{1,6}\s+)?(?:(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*)\s+)?")
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
 
@@ -179,12 +180,9 @@ class _Reader:
         """A heading that asks ("5.2 How should I set the gain controls for RX?"), without its
         section number: the units under it answer it (_answered), as under a question in the text."""
         s, e = trimmed(self.text, start, end)
+        s += _SECTION_LABEL.match(self.text[s:e]).end()
         own = self.text[s:e]
-        if not own.rstrip("\"'”’)").endswith("?"):
-            return
-        label = _SECTION_LABEL.match(own)
-        s += label.end() if label else 0
-        if len(self.text[s:e].split()) >= ASKS_WORDS:
+        if own.rstrip("\"'”’)").endswith("?") and len(own.split()) >= ASKS_WORDS:
             self.found.append(Unit(s, e, "asked", (s, e)))
 
     def _table(self) -> None:
@@ -297,8 +295,9 @@ def _answered(text: str, found: list[Unit]) -> list[Unit]:
         if not asks[i] or unit.show[1] > unit.end:  # an item shown with its block answers itself
             continue
         answer = _answer_after(text, found, asks, i)
+        asked = unit.start + _SECTION_LABEL.match(text[unit.start:unit.end]).end()  # "## How ...?" shown as "How ...?"
         for j in answer:
-            result[j] = Unit(found[j].start, found[j].end, "answer", found[j].show, (unit.start, unit.end))
+            result[j] = Unit(found[j].start, found[j].end, "answer", found[j].show, (asked, unit.end))
         if answer:
             result[i] = Unit(unit.start, unit.end, "question", unit.show)
     return [unit for unit in result if unit.kind != "asked"]  # a heading that asks, with no answer here

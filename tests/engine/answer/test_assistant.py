@@ -872,10 +872,10 @@ def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(bui
 @pytest.mark.slow
 def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builtin_data_dir, tmp_path):
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
-    not hold it, a value in a table, a procedure under the sentence that introduces it, and a
-    troubleshooting entry's solution under its problem, and an HTML directive's entry with its
-    default, each leads on the built-in models; the model's text never repeats a sentence, and a
-    sentence marked supported has its source."""
+    not hold it, a value in a table, a procedure under the sentence that introduces it, a
+    troubleshooting entry's solution under its problem, an HTML directive's entry with its
+    default, and a FAQ's answer under its question heading, each leads on the built-in models;
+    the model's text never repeats a sentence, and a sentence marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
@@ -907,6 +907,11 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "minutes</em></dt><dd><p>If MINUTES is specified, during a power failure, the daemon shuts the system "
         "down when the remaining runtime on batteries falls below the time specified. The default is 3. This "
         "directive is ignored for dumb UPSes.</p></dd></dl></body></html>", encoding="utf-8")
+    (folder / "radio-faq.md").write_text(
+        "# Radio FAQ\n\n## How should I set the gain controls for RX?\n\nA good default setting to start with is "
+        "RF=0 (off), IF=16, baseband=16. Increase or decrease the IF and baseband gain controls roughly equally to "
+        "find the best settings for your situation. If your gain settings are too low, your signal may be buried "
+        "in the noise.\n", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -916,11 +921,14 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         trip = list(assistant.ask("My spindle drive trips with E-07 when it starts. What should I do?"))
         runtime = list(assistant.ask("At how many minutes of battery runtime left does the UPS daemon shut the "
                                      "system down by default?"))
+        gain = list(assistant.ask("What gain settings should I start from when receiving?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
                                    (laser, "plasma.txt", "To turn the laser off and cancel an alignment:"),
-                                   (trip, "drive.txt", None)]:
+                                   (trip, "drive.txt", None),
+                                   (gain, "radio-faq.md", "A good default setting to start with is RF=0 (off), "
+                                                          "IF=16, baseband=16.")]:
         lead = only(events, LeadEvent).quotes
         focus = lead[0].text[slice(*lead[0].focus)] if lead and lead[0].focus else lead and lead[0].text
         assert lead and (lead[0].document, focus if text else None) == (document, text), lead
@@ -935,3 +943,5 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     entry = only(runtime, LeadEvent).quotes[0]  # a directive in capitals over its description, its default with it
     assert entry.text.startswith("MINUTES battery runtime in minutes") and "The default is 3." in entry.text, entry
     assert entry.passage.heading_path[-1] == "Directives used during power failures"  # '#' in <pre>: no heading
+    faq = only(gain, LeadEvent).quotes[0]  # the manual's question heading shown over its answer
+    assert faq.kind == "answer" and faq.text.startswith("How should I set the gain controls for RX?\n"), faq

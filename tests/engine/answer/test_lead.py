@@ -343,6 +343,10 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "What gain settings should I start from when receiving?",
                  "How should I set the gain controls for RX?\nA good default setting to start with is RF=0 (off), "
                  "IF=16, baseband=16.", "answer", id="a section headed by a question: its text answers it"),
+    pytest.param("## How should I set the gain controls for RX?\n\nA good default setting to start with is RF=0 (off), "
+                 "IF=16, baseband=16.\n", "What gain settings should I start from when receiving?",
+                 "How should I set the gain controls for RX?\nA good default setting to start with is RF=0 (off), "
+                 "IF=16, baseband=16.", "answer", id="a Markdown heading that asks: shown without its marks"),
     pytest.param("HackRF One's maximum TX power varies by operating frequency:\n"
                  "• 2150 MHz to 2750 MHz: 13 dBm to 15 dBm\n"
                  "• 4000 MHz to 6000 MHz: -10 dBm to 0 dBm, generally decreasing as frequency increases\n"
