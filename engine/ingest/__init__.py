@@ -31,9 +31,7 @@ __all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "
 # with an older one is read again by the next index run. PDF 2: PDFium's text, cleaned (1: pypdf's).
 # Markdown, HTML and DOCX 2: a table's cells apart by tabs (1: " | " or the Markdown as written).
 # HTML and DOCX 3: a '#' line is no heading (a script's comment in <pre>; chunked again).
-# PDF 3, Markdown 3, HTML and DOCX 4: a chunk is filed under the headings of most of its text, not
-# of its first line (chunked again; plain text, whose headings are few, is left as it was).
-_TEXT_VERSIONS = {".pdf": 3, ".md": 3, ".markdown": 3, ".html": 4, ".htm": 4, ".docx": 4}
+_TEXT_VERSIONS = {".pdf": 2, ".md": 2, ".markdown": 2, ".html": 3, ".htm": 3, ".docx": 3}
 
 
 def text_version(path: str | Path) -> int:

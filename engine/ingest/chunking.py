@@ -670,13 +670,7 @@ class _Draft:
 
     @property
     def path(self) -> tuple[str, ...]:
-        """The headings over most of its text: a chunk that packs a section's last lines with
-        the next section is that section's (its headings are what the embedder reads with it)."""
-        tokens: dict[tuple[str, ...], int] = {}
-        for unit in self.units:
-            if not unit.heading:
-                tokens[unit.path] = tokens.get(unit.path, 0) + unit.tokens
-        return max(tokens, key=tokens.get) if tokens else self.units[0].path
+        return self.units[0].path
 
     def add(self, unit: _Unit) -> None:
         if self.start < 0:

@@ -113,16 +113,6 @@ def test_numbered_and_title_case_headings_make_the_path_across_pages():
     ]
 
 
-def test_a_chunk_is_under_the_headings_of_most_of_its_text():
-    """Seen in HackRF's manual: a chunk that held a section's last sentence and the whole short
-    section after it was filed under the first, and the embedder read the wrong headings with it."""
-    doc = pdf(f"1 Receiving\n{prose(0, 3)}\n2 Gain\n{sentence(3)} Start with RF off.")
-    chunks = chunk(doc, target_tokens=40, overlap_tokens=0)
-    assert [(c.text.split(".")[0], c.heading_path) for c in chunks] == [
-        ("1 Receiving\nStep 0 of the procedure checks the pump and writes the value in the log", ("1 Receiving",)),
-        ("Step 2 of the procedure tests the filter and writes the value in the log", ("2 Gain",))]
-
-
 def test_lines_that_only_look_like_headings_are_not_headings():
     doc = pdf(
         "1 Usage\nThe pump holds\n3 litres of oil in its sump when it is full.\n"
