@@ -178,7 +178,8 @@ class _Reader:
 
     def _asking_heading(self, start: int, end: int) -> None:
         """A heading that asks ("5.2 How should I set the gain controls for RX?"), without its
-        section number: the units under it answer it (_answered), as under a question in the text."""
+        section number or Markdown's marks: the units under it answer it (_answered), as under a
+        question in the text."""
         s, e = trimmed(self.text, start, end)
         s += _SECTION_LABEL.match(self.text[s:e]).end()
         own = self.text[s:e]
@@ -295,7 +296,7 @@ def _answered(text: str, found: list[Unit]) -> list[Unit]:
         if not asks[i] or unit.show[1] > unit.end:  # an item shown with its block answers itself
             continue
         answer = _answer_after(text, found, asks, i)
-        asked = unit.start + _SECTION_LABEL.match(text[unit.start:unit.end]).end()  # "## How ...?" shown as "How ...?"
+        asked = unit.start + _SECTION_LABEL.match(text[unit.start:unit.end]).end()  # "## How ...?": "How ...?"
         for j in answer:
             result[j] = Unit(found[j].start, found[j].end, "answer", found[j].show, (asked, unit.end))
         if answer:
