@@ -255,8 +255,9 @@ def _named(c: "Candidate", names: frozenset[str]) -> float:
         return 0.0
     if c.kind == "definition" and _heading_name(c.text) in names:
         return 1.0
-    own = {t.casefold() for t in bare_tokens(c.scored or c.text)}
-    return 0.5 if c.kind in ("item", "row") and names <= own else 0.0
+    if c.kind not in ("item", "row"):
+        return 0.0  # every candidate is scored: prose is not tokenised for nothing
+    return 0.5 if names <= {t.casefold() for t in bare_tokens(c.scored or c.text)} else 0.0
 
 
 def _heading_name(text: str) -> str:
