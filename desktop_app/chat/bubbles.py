@@ -52,7 +52,7 @@ NOT_FOUND_TITLE = "Not found in your manuals"
 LEAD_TITLE = "From the manuals"
 PLACEHOLDER = "Ask a question about your manuals…"
 KIOSK_PLACEHOLDER = "Ask a question about the manuals…"  # an operator's station: not their manuals
-CAUTION = ("Parts of this answer are not in the cited passages; check the sources before "
+CAUTION = ("The model's answer may not be what the manuals say; check the sources before "
            "relying on it.")
 
 # -- messages ---------------------------------------------------------------------------------

@@ -39,7 +39,14 @@ from engine.answer.lead import DEFAULT_WEIGHTS, best_units, choose, marked, scor
 from engine.answer.metrics import Metrics
 from engine.answer.query import Query
 from engine.answer.retrieval import Retriever
-from engine.answer.sentence_check import SUPPORTED_SHARE, check_sentences, has_content, unsupported_actions
+from engine.answer.sentence_check import (
+    LEAD_WORDS,
+    SUPPORTED_SHARE,
+    check_sentences,
+    has_content,
+    lead_words,
+    unsupported_actions,
+)
 from engine.answer.timing import StageTimes
 from engine.errors import EngineError
 from engine.paths import AppPaths
@@ -84,6 +91,7 @@ class AnswerStats:
     checked: int | None = None  # the answer's sentences with content, checked; None: no check ran
     unsupported: int = 0  # of those, the ones the passages do not support
     unsupported_actions: int = 0  # addresses (removed), phone numbers, commands the passages do not hold
+    lead_words: int | None = None  # the answer's topic words beyond the question's that the lead shows
 
     @property
     def sentence_support(self) -> float | None:
@@ -92,10 +100,14 @@ class AnswerStats:
 
     @property
     def well_supported(self) -> bool:
-        """False when too much of the answer is not in the sources: the view says to check them.
-        Judged on the sentence checks (sentence_check.py); without them, on the words."""
+        """False when the view says to check the sources: the answer holds an address, command
+        or value the passages do not, or fewer than LEAD_WORDS of the lead's words beyond the
+        question's (sentence_check.lead_words). Stats without that count (from an older server)
+        are judged on the sentence checks, and without those on the words."""
         if self.unsupported_actions:
             return False  # a made-up address or command is never "well supported"
+        if self.lead_words is not None:
+            return self.lead_words >= LEAD_WORDS
         if self.checked is None:
             return self.support is not None and self.support >= SUPPORT_FLOOR
         return self.checked > 0 and self.sentence_support >= SUPPORTED_SHARE
@@ -109,7 +121,7 @@ class AnswerStats:
                 "finish_reason": self.finish_reason, "provider": self.provider,
                 "support": None if self.support is None else round(self.support, 4),
                 "tokens_per_s": self.tokens_per_s, "checked": self.checked, "unsupported": self.unsupported,
-                "unsupported_actions": self.unsupported_actions,
+                "unsupported_actions": self.unsupported_actions, "lead_words": self.lead_words,
                 "sentence_support": None if self.sentence_support is None else round(self.sentence_support, 4),
                 "well_supported": self.well_supported}
 
@@ -235,7 +247,8 @@ class Assistant:
                             run.first_token_s(), guard.reason or g.finish_reason, g.provider,
                             support(answer, query, passages), g.tokens_per_s,
                             len(content), sum(not c.supported for c in content),
-                            len(unsupported_actions(answer, sentences)) + len(guard.removed))
+                            len(unsupported_actions(answer, sentences)) + len(guard.removed),
+                            lead_words(answer, query.terms, "\n".join(q.text for q in lead)))
         yield self._done(answer, stats, lead, sentences)
 
     def _done(self, answer: str, stats: AnswerStats, lead: tuple[Quote, ...] = (),

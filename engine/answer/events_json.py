@@ -71,7 +71,7 @@ def stats_of(data: dict) -> AnswerStats:
                        None if first is None else float(first), str(data.get("finish_reason") or "stop"),
                        str(data.get("provider") or ""), data.get("support"), float(data.get("tokens_per_s") or 0.0),
                        data.get("checked"), int(data.get("unsupported") or 0),
-                       int(data.get("unsupported_actions") or 0))
+                       int(data.get("unsupported_actions") or 0), data.get("lead_words"))
 
 
 def _class_name(code: str) -> str:

@@ -1,7 +1,7 @@
 """Checking the model's answer sentence by sentence against the passages it was given.
 
     sentences = check_sentences(answer, passages, embedder)   # tuple[CheckedSentence, ...]
-    well_supported(sentences)                                  # False: "check the sources"
+    lead_words(answer, query.terms, lead_text) < LEAD_WORDS     # True: "check the sources"
 
 The answer is split into sentences, code-aware ("read.csv(" and "e.g." end none; a fenced code
 block is one piece; a list item starts a new one). Each sentence with content (MIN_TERMS topic
@@ -17,8 +17,12 @@ A sentence is supported when its best passage scores at least THRESHOLD; that pa
 source, or the [n] it cites when that one scores THRESHOLD too. A sentence without content
 ("Here is how:") is supported by nothing and marked by nothing: supported, no source.
 
-The caution: an answer is well supported when at least SUPPORTED_SHARE of its sentences with
-content are supported (an answer with none is not).
+The caution ("check the sources", AnswerStats.well_supported): an answer gets it when it holds
+an address, command or value no passage holds (below), or fewer than LEAD_WORDS of its topic
+words beyond the question's are words of the lead's quotes (lead_words): the model turned the
+question round ("You can configure upsmon to only shut down when both UPSes are critical.") or
+wrote past what the manual says. The share of supported sentences was the rule before; it did not
+tell right answers from wrong ones, so it marks sentences and no longer decides the caution.
 
 Addresses, phone numbers and shell commands (actions.py), and values (a number: "35 Nm",
 "7.31", "1209600") are never taken on trust: a sentence that holds one is checked against the
@@ -27,33 +31,27 @@ match. A small model copies a passage's sentence and swaps its number ("tighten 
 where the table says 9 Nm); a technician acts on the number. Such a sentence always calls for the caution
 (unsupported_actions); one a passage does hold keeps that passage as its source, so it is
 shown with its citation. Of 115 stored answers of the built-in model (the tuning sample
-above), 2 held an address, and both were made up (a CRAN and an Apache URL no passage had).
+below), 2 held an address, and both were made up (a CRAN and an Apache URL no passage had).
 
-Chosen on 115 full answers (built-in models, /tmp/lead-data) to the dev sets' answerable
-questions outside the eval sample below, 23-24 per family; right = keyword_hit_generated, 7 of
-115 (so on_right rests on 7 answers). Grid: cosine weight 0-1, threshold 0.4-0.75, MIN_TERMS 2-3,
-share 0.5/0.67/1. Share of the answers that carry the caution:
-                                                    on wrong   on right
-    old caution (support() < 0.5 of the answer's words)  0.50    0.14
-    chosen: w 0.5, threshold 0.5, share 0.5               0.52    0.00
-    same, every sentence supported (share 1)              0.74    0.29
-    words and names only (cosine weight 0)                0.48    0.00
-    threshold 0.55, cosine weight 1                       0.63    0.14
-Left out one family at a time, the grid's choice moved (threshold 0.5-0.55, share 0.5 in 4 of 5
-folds): too few right answers per family to tell more. Most wrong answers are vague sentences
-made of the passages' own words: no sentence check sees the missing fact, so on_wrong stays near
-one half. Of the sentences with content about half are unsupported, and very few of those hold a
+The caution, chosen on the answers to all 268 development questions (built-in models, 2026-12-07;
+right = keyword_hit_generated: 19 of 190 written answers); the share of answers that carry it:
+                                                        on wrong   on right
+    sentence share < 0.5, or a value no passage holds     0.433      0.211 (4)
+    lead words < 2                                         0.655      0.105 (2)
+    lead words < 2, or a value no passage holds            0.760      0.158 (3)   chosen
+    the same, or sentence share < 0.5                      0.795      0.263 (5)
+    lead words < 3, or a value no passage holds            0.842      0.421 (8)
+    the cited passages' words for the lead's, < 4          0.760      0.158 (3)
+    the same, < 3                                          0.649      0.158 (3)
+Left out one family at a time (the most wrong answers cautioned, a right one costing three),
+LEAD_WORDS = 2 was chosen in every fold. Two of the three right
+answers it cautions hold what no passage does (upsd's MAXAGE "to 25"; a mailing procedure for
+reportbug): the keyword is there, the rest is made up.
+The sentence check's weights were chosen on 115 answers outside the eval sample: cosine weight
+0.5 and threshold 0.5 over a grid of 0-1 and 0.4-0.75 (shortlist 2: p50 0.09 s, p95 0.37 s an
+answer). Of the sentences with content about half are unsupported, and very few of those hold a
 question keyword; leaving them out kept keyword_hit_generated the same (7 of 115 either way), so
 they are marked, not left out: the reader still sees what the model claimed.
-Time per answer: p50 0.09 s, p95 0.37 s (the embedding; shortlist 1: 0.07 / 0.35 s but caution
-on 1 of 7 right answers; 4: 0.22 / 0.54 s; words and names only < 5 ms).
-Checked through eval on the 30 other questions (6 per family; 29 written answers, 2 right),
-old and new caution from one run's --details:
-                  on wrong        on right
-    old caution   0.37 (10/27)    0.00 (0/2)
-    new caution   0.26 (7/27)     0.00 (0/2)     the check stage p50 0.08 s, p95 0.34 s
-Over both samples (144 answers, 9 right) the two catch as many wrong answers (0.47 each) and the
-new one cautions no right answer (the old: 1 of 9). It says which sentences are unsupported.
 """
 
 from __future__ import annotations
@@ -70,9 +68,10 @@ from engine.types import CheckedSentence, Passage
 
 COSINE_WEIGHT = 0.5
 THRESHOLD = 0.5
-SUPPORTED_SHARE = 0.5
+SUPPORTED_SHARE = 0.5  # of the sentences with content: the caution of stats from an older server
 MIN_TERMS = 3  # fewer topic words and no code name: nothing to check ("Here is how to fix it:")
 SHORTLIST = 2  # passage sentences embedded per answer sentence and passage, the best by shared words
+LEAD_WORDS = 2  # fewer of the lead's words beyond the question's: "check the sources" (the caution, above)
 
 
 @dataclass(frozen=True)
@@ -99,18 +98,6 @@ def check_sentences(answer: str, passages: Sequence[Passage], embedder=None,
             piece.holders = {p.number for p in numbered if all(holds(p.text, a) for a in piece.actions)
                              and all(holds_value(p.text, v) for v in piece.values)}
     return tuple(p.checked(settings.threshold, len(passages)) for p in pieces)
-
-
-def well_supported(sentences: Sequence[CheckedSentence], share: float = SUPPORTED_SHARE) -> bool:
-    """Whether enough of the sentences with content are supported; False when none has any."""
-    content = [s for s in sentences if has_content(s)]
-    return bool(content) and supported_share(sentences) >= share
-
-
-def supported_share(sentences: Sequence[CheckedSentence]) -> float | None:
-    """The share of the sentences with content that the passages support; None when none has any."""
-    content = [s for s in sentences if has_content(s)]
-    return sum(s.supported for s in content) / len(content) if content else None
 
 
 def has_content(sentence: CheckedSentence) -> bool:
@@ -163,6 +150,14 @@ def holds_value(passage: str, value: str) -> bool:
 def _plain(text: str) -> str:
     """A sentence without its citations and list numbers, whose digits are not values."""
     return _MARKUP.sub(" ", strip_invalid_citations(text, 0))
+
+
+def lead_words(answer: str, question_terms: Sequence[str], lead: str) -> int:
+    """How many of the answer's topic words, beyond the question's own, the lead's quotes hold:
+    an answer that only turns the question round ("Configure upsmon to shut down when both UPSes
+    are critical.") or writes past the manual's words holds few."""
+    own = set(query_terms(strip_invalid_citations(answer, 0))) - set(question_terms)
+    return len(own & set(query_terms(lead))) if own else 0
 
 
 def needs_caution(answer: str, sentences: Sequence[CheckedSentence], well_supported: bool) -> bool:

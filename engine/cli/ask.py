@@ -228,8 +228,10 @@ def checked_line(answer: str, sentence) -> str:
 def _caution(stats, answer: str = "", sentences=()) -> str:
     from engine.answer.sentence_check import unsupported_actions
 
-    if stats.well_supported and unsupported_actions(answer, sentences):
-        return "an address or command in this answer is not in the manuals"
+    if stats.unsupported_actions or unsupported_actions(answer, sentences):
+        return "an address, command or value in this answer is not in the manuals"
+    if stats.lead_words is not None:
+        return "it repeats little of the manual's words quoted above"
     if stats.checked is None:
         return "much of this answer is not in the manuals"
     if not stats.checked:

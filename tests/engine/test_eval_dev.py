@@ -36,16 +36,18 @@ TARGETS = {"hit@5": 0.93, "lowest family hit@5": 0.85, "mrr@5": 0.80, "refusal_a
 # sample (4 answerable and 1 unanswerable question per family, 35): keyword hit 0.500, the model's
 # text alone 0.107, lead hit 0.464, caution on wrong answers 0.760 and on right ones 0, no loops,
 # every repeat identical. Each floor not at its target sits one question under that (1/196 of the
-# answerable, 1/72 of the unanswerable, 1/24 of gnuplot's, 1/28 of the sample's). The sample
-# flatters the caution: on all 268 it fires on 0.446 of wrong answers and 0.167 of right ones
-# (docs/benchmarks.md, "A loop never on the screen", 2026-12-06).
+# answerable, 1/72 of the unanswerable, 1/24 of gnuplot's, 1/28 of the sample's). The caution
+# (2026-12-07, docs/benchmarks.md "The caution on what the lead says"): on all 268 it fires on
+# 0.760 of wrong answers and 3 of 19 right ones; on the sample on 22 of 24 wrong and 0 of 3 right.
 RETRIEVAL_FLOORS = {"hit@5": 0.84, "hit@10": 0.92, "mrr@5": 0.66, "refusal_accuracy": 0.89,
                     "unanswerable_refused_rate": 0.66}
 LOWEST_FAMILY_HIT5 = 0.66
 MAX_FALSE_REFUSALS = 0.05  # the target
 ANSWER_FLOORS = {"keyword_hit_rate": 0.46, "keyword_hit_generated": 0.07, "lead_hit_rate": 0.42,
                  "caution_on_wrong": 0.70, "deterministic_rate": 1.0}  # the last two: the targets
-MAX_CAUTION_ON_RIGHT = 0.10  # the target
+# The sample writes 3-6 right answers, so one cautioned is 0.17-0.33 of them: the ceiling is a
+# count, one answer over what was measured (0).
+MAX_CAUTIONED_RIGHT = 1
 MAX_LOOP_RATE = 0.0  # the target
 # Written answers whose screen showed text the answer then left out (a loop cut after it streamed):
 # 28 of 32 before each sentence after the first was held until checked, 9 after (2026-12-06);
@@ -146,7 +148,8 @@ def test_answers_on_a_sample_of_every_family_meet_the_floors(dev_data_dir):
         assert summary[metric] >= floor, (metric, summary[metric])
     assert summary["loop_rate"] <= MAX_LOOP_RATE, summary["loop_rate"]
     assert summary["streamed_beyond_rate"] <= MAX_STREAMED_BEYOND, summary["streamed_beyond_rate"]
-    assert (summary["caution_on_right"] or 0.0) <= MAX_CAUTION_ON_RIGHT, summary["caution_on_right"]
+    cautioned_right = [r.item.id for r in results if r.cautioned and r.keyword_hit_generated]
+    assert len(cautioned_right) <= MAX_CAUTIONED_RIGHT, cautioned_right
     # the prompt's worked example is never shown as an answer (the guard cuts a copy of it)
     assert not [r.item.id for r in results if "FEED key" in (r.streamed or "") + (r.answer or "")]
     assert set(latency) >= {"embed", "dense", "keyword", "gate", "lead", "generate", "first_token"}

@@ -682,9 +682,11 @@ def test_each_sentence_is_checked_and_one_the_passages_say_cites_its_passage_wit
     assert [(c.number, c.passage, c.cited) for c in citations] == [(filter_, events[0].passages[filter_ - 1], True)]
     stats = done.stats
     assert (stats.checked, stats.unsupported, stats.sentence_support) == (3, 2, pytest.approx(1 / 3))
-    assert not stats.well_supported  # most of it the manuals do not say: "check the sources"
     assert stats.to_dict()["checked"] == 3 and stats.to_dict()["sentence_support"] == 0.3333
-    assert stats.to_dict()["well_supported"] is False and stats.support is not None  # the old measure stays
+    assert stats.support is not None  # the old measure stays
+    # the two sentences the manuals do not say are marked; the caution is for an answer that
+    # does not say what the lead quotes, and this one says its "cartridge yearly"
+    assert stats.lead_words == 2 and stats.well_supported and stats.to_dict()["lead_words"] == 2
 
 
 def test_an_answer_the_passages_mostly_say_is_well_supported(store, tiny_embedder):
@@ -694,6 +696,15 @@ def test_an_answer_the_passages_mostly_say_is_well_supported(store, tiny_embedde
     script = "Replace the filter cartridge yearly. Ask the dealer hotline for advice."
     stats = list(make(store, tiny_embedder, ScriptedLLM(script)).ask(QUESTION))[-1].stats
     assert (stats.checked, stats.unsupported) == (2, 1) and stats.well_supported  # half: SUPPORTED_SHARE
+
+
+@pytest.mark.parametrize("script", ["You can replace the filter when it needs replacing.",
+                                    "Replace the filter with a new filter, then restart the pump."])
+def test_an_answer_that_says_little_of_the_lead_beyond_the_question_needs_the_caution(store, tiny_embedder, script):
+    """The question turned round, or words of its own: every sentence may pass the sentence
+    check, but the reader learns nothing the lead's quote holds."""
+    done = list(make(store, tiny_embedder, ScriptedLLM(script)).ask(QUESTION))[-1]
+    assert done.stats.lead_words < 2 and not done.stats.well_supported
 
 
 def test_the_model_reads_only_the_best_of_the_retrieved_passages(store, tiny_embedder, recorded_prompts):

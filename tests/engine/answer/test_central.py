@@ -72,6 +72,7 @@ def test_answers_come_from_the_server_and_nothing_opens_here(central, tmp_path, 
     assert [type(r) for r in said] == [ModelOpened] and said[0].status.provider.startswith("server:127.0.0.1:")
     assert isinstance(events[0], PassagesEvent) and isinstance(events[-1], DoneEvent)
     assert cited.path == f"{url}/v1/documents/{cited.document_id}/valve.md" and events[-1].stats.new_tokens > 0
+    assert events[-1].stats.lead_words is not None  # the caution is decided here as on the server
     assert copy.read_text(encoding="utf-8") == VALVE and again == copy and unchanged.status_code == 304
     assert forwarded == [None]  # the server's session answered itself, it did not forward
 

@@ -13,12 +13,12 @@ from engine.answer.sentence_check import (
     check_sentences,
     code_names,
     has_content,
+    lead_words,
     needs_caution,
     sources,
-    supported_share,
-    well_supported,
     without_unsupported,
 )
+from engine.answer.terms import query_terms
 from engine.types import CheckedSentence, Passage, Span
 
 
@@ -114,7 +114,6 @@ def test_a_value_is_supported_only_where_a_passage_holds_it(answer, supported):
     (checked,) = check_sentences(answer, PASSAGES + [table])
     assert checked.supported is supported, checked
     if not supported:
-        assert not well_supported([checked])
         from engine.answer.sentence_check import unsupported_actions
 
         assert unsupported_actions(answer, [checked])  # a made-up value calls for the caution
@@ -173,12 +172,15 @@ def sentence(supported: bool, source: int | None, start: int = 0, end: int = 1) 
     return CheckedSentence(start, end, supported, source, 0.5)
 
 
-def test_the_answer_is_well_supported_when_enough_of_its_sentences_with_content_are():
-    fine, bad, empty = sentence(True, 1), sentence(False, None), sentence(True, None)
-    assert well_supported([fine, empty, fine])
-    assert not well_supported([fine, bad], share=1.0) and well_supported([fine, bad], share=0.5)
-    assert not well_supported([empty]) and not well_supported([])  # nothing checked: nothing confirmed
-    assert supported_share([fine, bad, empty]) == 0.5 and supported_share([empty]) is None
+@pytest.mark.parametrize("answer, count", [
+    ("Prime the pump with clean water [2]. Close the filler plug.", 5),  # clean water filler plug close
+    ("You should prime the pump before you start it.", 0),  # the question turned round; "start" is asked
+    ("Prime it with oil and open the drain valve.", 0),  # its own words: none is the lead's
+    ("Prime the pump with water, water and more water.", 1),  # a word counts once
+])
+def test_lead_words_are_the_answers_words_beyond_the_question_that_the_lead_holds(answer, count):
+    lead = "Prime the pump with clean water before the first start. Close the filler plug hand-tight afterwards."
+    assert lead_words(answer, query_terms("How do I prime the pump before the first start?"), lead) == count
 
 
 def test_the_caution_is_for_text_the_model_wrote_an_answer_cut_to_nothing_gets_none():

@@ -241,8 +241,15 @@ def test_ask_marks_a_sentence_the_manuals_do_not_say_and_cites_the_others(script
     number = re.fullmatch(r"  Replace the filter cartridge yearly, part F-77\. \[(\d)\]", lines[0]).group(1)
     assert lines[1:] == ["  Ask the dealer hotline for advice. [not in the manuals]",
                          "  Then reboot the controller twice. [not in the manuals]"]
-    assert "Note: 2 of its 3 sentences are not in the manuals; check it against the passages below." in out
+    assert "Note:" not in out  # it says what the lead quotes ("cartridge yearly"): marked, not cautioned
     assert re.search(rf"^Sources:\n  \[{number}\] filter\.md, page 1: ", out, re.MULTILINE)
+
+
+def test_ask_cautions_an_answer_that_says_nothing_the_lead_does(monkeypatch, tmp_path, tiny_embedder, capsys):
+    args = _scripted(monkeypatch, tmp_path, tiny_embedder, "You can replace the filter when it needs replacing.")
+    assert main(["ask", "How do I replace the filter?", *args]) == 0
+    assert ("\nNote: it repeats little of the manual's words quoted above; check it against the passages "
+            "below.\n") in capsys.readouterr().out
 
 
 def test_an_answer_the_guard_cut_to_nothing_says_so_and_prints_no_blank_lines(monkeypatch, tmp_path, tiny_embedder,
@@ -268,7 +275,7 @@ def test_ask_json_has_each_sentence_checked_with_its_source(scripted_ask, capsys
     assert [(s["supported"], s["source"] is None) for s in sentences] == [(True, False), (False, True), (False, True)]
     assert [c["number"] for c in record["citations"]] == [sentences[0]["source"]]
     stats = record["stats"]
-    assert (stats["checked"], stats["unsupported"], stats["well_supported"]) == (3, 2, False)
+    assert (stats["checked"], stats["unsupported"], stats["lead_words"], stats["well_supported"]) == (3, 2, 2, True)
 
 
 @pytest.fixture

@@ -331,13 +331,18 @@ def test_the_eval_count_off_a_terminal_is_a_line_per_tenth_of_the_questions():
     assert log.getvalue().splitlines() == [f"{n}/20 questions" for n in range(2, 21, 2)]
 
 
-def test_the_caution_agrees_in_number():
+@pytest.mark.parametrize("fields, said", [
+    ((0, 1, 2, 1), "it repeats little of the manual's words quoted above"),
+    ((1, 3, 2, 0), "an address, command or value in this answer is not in the manuals"),
+    ((0, None, 2, 1), "1 of its 2 sentences is not in the manuals"),  # stats of an older server
+    ((0, None, 3, 2), "2 of its 3 sentences are not in the manuals")])
+def test_the_caution_says_why_and_agrees_in_number(fields, said):
+    from types import SimpleNamespace
+
     from engine.cli.ask import _caution
 
-    class Stats:
-        well_supported, checked, unsupported = False, 2, 1
-
-    assert _caution(Stats()) == "1 of its 2 sentences is not in the manuals"
+    names = ("unsupported_actions", "lead_words", "checked", "unsupported")
+    assert _caution(SimpleNamespace(**dict(zip(names, fields)))) == said
 
 
 def test_a_document_that_failed_or_warned_is_named_once():
