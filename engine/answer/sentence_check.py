@@ -44,9 +44,9 @@ right = keyword_hit_generated: 19 of 190 written answers); the share of answers 
     the cited passages' words for the lead's, < 4          0.760      0.158 (3)
     the same, < 3                                          0.649      0.158 (3)
 Left out one family at a time (the most wrong answers cautioned, a right one costing three),
-LEAD_WORDS = 2 was chosen in every fold. Two of the three right
-answers it cautions hold what no passage does (upsd's MAXAGE "to 25"; a mailing procedure for
-reportbug): the keyword is there, the rest is made up.
+LEAD_WORDS = 2 was chosen in every fold. Two of the three right answers it cautions hold what no
+passage does (upsd's MAXAGE "to 25"; a mailing procedure for reportbug): the keyword is there,
+the rest is made up.
 The sentence check's weights were chosen on 115 answers outside the eval sample: cosine weight
 0.5 and threshold 0.5 over a grid of 0-1 and 0.4-0.75 (shortlist 2: p50 0.09 s, p95 0.37 s an
 answer). Of the sentences with content about half are unsupported, and very few of those hold a
