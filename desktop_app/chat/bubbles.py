@@ -52,8 +52,8 @@ NOT_FOUND_TITLE = "Not found in your manuals"
 LEAD_TITLE = "From the manuals"
 PLACEHOLDER = "Ask a question about your manuals…"
 KIOSK_PLACEHOLDER = "Ask a question about the manuals…"  # an operator's station: not their manuals
-CAUTION = ("The model's answer may not be what the manuals say; check the sources before "
-           "relying on it.")
+CAUTION = ("The model's answer below the quotes may not be what the manuals say; rely on the "
+           "quotes and the sources.")
 
 # -- messages ---------------------------------------------------------------------------------
 class UserBubble(QFrame):
