@@ -231,7 +231,7 @@ def _caution(stats, answer: str = "", sentences=()) -> str:
     if stats.unsupported_actions or unsupported_actions(answer, sentences):
         return "an address, command or value in this answer is not in the manuals"
     if stats.lead_words is not None:
-        return "it repeats little of the manual's words quoted above"
+        return "it adds little to the question that the manual's words above say"
     if stats.checked is None:
         return "much of this answer is not in the manuals"
     if not stats.checked:

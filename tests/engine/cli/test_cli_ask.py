@@ -248,7 +248,7 @@ def test_ask_marks_a_sentence_the_manuals_do_not_say_and_cites_the_others(script
 def test_ask_cautions_an_answer_that_says_nothing_the_lead_does(monkeypatch, tmp_path, tiny_embedder, capsys):
     args = _scripted(monkeypatch, tmp_path, tiny_embedder, "You can replace the filter when it needs replacing.")
     assert main(["ask", "How do I replace the filter?", *args]) == 0
-    assert ("\nNote: it repeats little of the manual's words quoted above; check it against the passages "
+    assert ("\nNote: it adds little to the question that the manual's words above say; check it against the passages "
             "below.\n") in capsys.readouterr().out
 
 

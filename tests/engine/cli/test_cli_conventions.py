@@ -332,7 +332,7 @@ def test_the_eval_count_off_a_terminal_is_a_line_per_tenth_of_the_questions():
 
 
 @pytest.mark.parametrize("fields, said", [
-    ((0, 1, 2, 1), "it repeats little of the manual's words quoted above"),
+    ((0, 1, 2, 1), "it adds little to the question that the manual's words above say"),
     ((1, 3, 2, 0), "an address, command or value in this answer is not in the manuals"),
     ((0, None, 2, 1), "1 of its 2 sentences is not in the manuals"),  # stats of an older server
     ((0, None, 3, 2), "2 of its 3 sentences are not in the manuals")])
