@@ -17,8 +17,10 @@ and scored on that, by measuring, not by position alone:
                      item or a row that holds them all ("2150 and 2750 MHz" -> "• 2150 MHz to 2750 MHz: ...")
 A short unit ("Door code: 7731.", "Torque | 35 Nm") qualifies when it carries the question's
 words (half their weight, or a code the question typed) and states something: a setting, a row,
-a definition, or a sentence with a number or a code in it. Other fragments (headings, contents
-lines, page headers, runs with few words) never do. The best leads; the next best follow while
+a definition, or a sentence with a number or a code in it (a list's "2." is none). Other
+fragments (headings, contents lines, page headers, runs with few words) never do, nor does an
+answer shown under the manual's question that is one by itself ("2. Avoid it."): its question
+lends it the question's words. The best leads; the next best follow while
 they score within `keep_within` of it. The same scores pick each citation's quote. Asked why or
 what to do, a sentence is shown with the one after it (sentences.THEN_CHARS) and judged alone:
 the manual states the symptom the question repeats, then its cause or remedy.
@@ -38,7 +40,7 @@ from itertools import product
 import numpy as np
 
 from engine.answer.query import Query
-from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, Unit, units
+from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, LIST_MARKER, Unit, units
 from engine.answer.terms import bare_tokens, words_of
 from engine.types import Passage, Quote, Span
 
@@ -114,10 +116,15 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
             _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
             c.named = _named(c, query.names)
-            c.short = is_fragment(c.scored or c.text)
+            c.short = is_fragment(_own(c) if c.kind == "answer" else c.scored or c.text)
             if qualifies(c, query):
                 found.append(c)
     return found
+
+
+def _own(c: "Candidate") -> str:
+    """The unit itself, without what is shown with it (an answer's question, an item's block)."""
+    return c.text[c.focus[0]:c.focus[1]]
 
 
 def _an_introduction_names_the_topic(c: "Candidate", query: Query) -> None:
@@ -125,7 +132,7 @@ def _an_introduction_names_the_topic(c: "Candidate", query: Query) -> None:
     1. Press ...", or the term it describes) is judged with it only when it names some of the
     question's topic itself; else it is judged alone, and the item that holds the question's
     words leads ("What happens then:" over "2. The UPS reaches low battery")."""
-    own = c.text[c.focus[0]:c.focus[1]]
+    own = _own(c)
     if c.kind != "sentence" or own == c.text:
         return
     words = words_of(own)
@@ -143,8 +150,9 @@ def qualifies(c: "Candidate", query: Query) -> bool:
         return True
     if DOT_LEADERS.search(c.text) or not any(ch.isalnum() for ch in c.text):
         return False
-    if c.kind in ("sentence", "item") and (len(c.text.split()) < 3 or not (
-            any(ch.isdigit() for ch in c.text) or CODE.search(c.text))):
+    own = LIST_MARKER.sub("", _own(c), count=1)  # "2. Avoid it.": its number is no value
+    if c.kind in ("sentence", "item", "answer") and (len(own.split()) < 3 or not (
+            any(ch.isdigit() for ch in own) or CODE.search(own))):
         return False  # "Prime pump.", "Pump P-200.": a heading's words, not a fact
     folded = c.text.casefold()
     return c.terms >= SHORT_UNIT_SHARE or any(token.casefold() in folded for token in query.code)
