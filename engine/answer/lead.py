@@ -20,8 +20,8 @@ words (half their weight, or a code the question typed) and states something: a 
 a definition, or a sentence with a number or a code in it (a list's "2." is none). Other
 fragments (headings, contents lines, page headers, runs with few words) never do, nor does an
 answer shown under the manual's question that is one by itself ("2. Avoid it."): its question
-lends it the question's words. The best leads; the next best follow while
-they score within `keep_within` of it. The same scores pick each citation's quote. Asked why or
+lends it the question's words. The best leads; the next best follow while they score within
+`keep_within` of it. The same scores pick each citation's quote. Asked why or
 what to do, a sentence is shown with the one after it (sentences.THEN_CHARS) and judged alone:
 the manual states the symptom the question repeats, then its cause or remedy.
 
@@ -40,7 +40,7 @@ from itertools import product
 import numpy as np
 
 from engine.answer.query import Query
-from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, LIST_MARKER, Unit, units
+from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, ITEM_MARKER, Unit, units
 from engine.answer.terms import bare_tokens, words_of
 from engine.types import Passage, Quote, Span
 
@@ -150,7 +150,7 @@ def qualifies(c: "Candidate", query: Query) -> bool:
         return True
     if DOT_LEADERS.search(c.text) or not any(ch.isalnum() for ch in c.text):
         return False
-    own = LIST_MARKER.sub("", _own(c), count=1)  # "2. Avoid it.": its number is no value
+    own = ITEM_MARKER.sub("", _own(c), count=1)  # "2. Avoid it.": its number is no value
     if c.kind in ("sentence", "item", "answer") and (len(own.split()) < 3 or not (
             any(ch.isdigit() for ch in own) or CODE.search(own))):
         return False  # "Prime pump.", "Pump P-200.": a heading's words, not a fact

@@ -61,8 +61,8 @@ _LOWER_STEP = re.compile(r"^\s*\d{1,2}[.)]\s+[a-z]")  # "2. source stepping (src
 _PAGE_NUMBER = re.compile(r"^\s*\d{1,4}\s*$")  # running headers and footers are cut at ingest (chunking)
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
 _FIRST_ITEM_INLINE = re.compile(r":\s+" + _LIST_MARKER.pattern + "$")  # "To set the origin with rotation: 1."
-LIST_ITEM = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+\S")
-LIST_MARKER = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+")  # the marker of LIST_ITEM
+ITEM_MARKER = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+")  # "• ", "2. ", "(a) "
+LIST_ITEM = re.compile(ITEM_MARKER.pattern + r"\S")
 # The break before a line that starts a list item: quotes keep it, so steps read one under another.
 ITEM_BREAK = re.compile(r"\n(?=" + LIST_ITEM.pattern[1:] + ")")
 DOT_LEADERS = re.compile(r"(?:\.\s?){4,}")
