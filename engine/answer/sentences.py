@@ -45,7 +45,7 @@ from engine.ingest.chunking import trimmed
 
 MAX_CHARS = 400  # a longer "sentence" is a code block or a table: taken apart at its lines
 SHOW_CHARS = 320  # what is shown with a unit at most (measured: docs/benchmarks.md, issue 27)
-THEN_CHARS = 480  # a sentence and the one after it, shown together when a question asks why or what to do
+THEN_CHARS = 480  # a unit with what it needs beside it: the next sentence (asked why), its question above it
 HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
 WRAPPED_WIDTH, ITEM_END_SHARE = 60, 0.75  # a text wrapped this wide; a line under this share of it ended
 _NUMBER = re.compile(r"[-+±]?[\d.,]*\d[\d.,]*%?")  # "9", "1.0", "-5", "10,000", "50%"
@@ -311,7 +311,7 @@ MAX_ANSWER_UNITS = 8  # a manual's answer runs a paragraph or two; then its text
 def _answer_after(text: str, found: list[Unit], asks: list[bool], asked: int) -> list[int]:
     """The units next to one another after the question `asked`, up to the next question (`asks`:
     which units ask one), each short enough to be shown under it."""
-    room = SHOW_CHARS - (found[asked].end - found[asked].start)
+    room = THEN_CHARS - (found[asked].end - found[asked].start)
     taken: list[int] = []
     for j in range(asked + 1, min(len(found), asked + 1 + MAX_ANSWER_UNITS)):
         unit = found[j]
