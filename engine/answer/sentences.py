@@ -26,8 +26,8 @@ reads as one fact:
     warning     a WARNING / CAUTION / NOTE: block
     answer      what follows a question or a problem the manual states ("Problem: ... is really
                 slow." over "Solution: setserial port low_latency"; a FAQ's heading "5.2 How
-                should I set the gain controls for RX?" over its text), shown under it; the
-                question itself is a "question", which answers nothing
+                should I set the gain controls for RX?" over its text), shown under it (the two
+                in THEN_CHARS); the question itself is a "question", which answers nothing
 A command or code line stays in the sentence it is part of ("The command > sink("record.lis")
 will divert ...").
 Each unit has what to show with it (`show`): the unit itself, or with what it needs to be read
