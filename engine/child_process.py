@@ -9,12 +9,14 @@ import os
 import signal
 import sys
 import threading
+import time
 import types
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 
 _MAIN_SWAP = threading.Lock()
 _STOP_TIMEOUT_S = 5.0
+_REAPED_ELSEWHERE_S = 1.0  # how long an exit code taken by another thread's waitpid may take to show
 
 
 @contextlib.contextmanager
@@ -136,10 +138,21 @@ class JsonChild:
             if self.process.is_alive():
                 self.process.kill()
             self.process.join()
-            self._exitcode = self.process.exitcode
+            self._exitcode = self._exit_code()
             self.conn.close()
             self.conn = None
-            self.process.close()
+            if self._exitcode is not None:  # else close() would take the reaped child for a running one
+                self.process.close()
+
+    def _exit_code(self) -> int | None:
+        """The exit code of the joined child. A thread that starts any process runs
+        multiprocessing's cleanup, whose waitpid may reap our child before ours does: our join
+        then returns without the code, which that thread sets a moment later (a test's bare
+        os.waitpid never does)."""
+        deadline = time.monotonic() + _REAPED_ELSEWHERE_S
+        while self.process.exitcode is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.process.exitcode
 
     def _died(self) -> ChildDied:
         with self._reaping:

@@ -42,3 +42,14 @@ def test_a_killed_child_is_reported_killed_while_another_thread_checks_it(ask):
             stop.set()
             checking.join()
             child.stop()
+
+
+def test_a_child_reaped_by_another_waitpid_still_stops_cleanly():
+    """Seen once in the suite: a thread starting a process runs multiprocessing's cleanup, which
+    reaped the source view's parse worker between the worker's kill and its join; the join came
+    back without an exit code and Process.close() raised "still running"."""
+    child = JsonChild.start(_wait_forever, "test-child")
+    os.kill(child.pid, signal.SIGKILL)
+    os.waitpid(child.pid, 0)  # reaped elsewhere: multiprocessing never learns the exit code
+    child.stop(polite=False)
+    assert not child.alive() and child.conn is None
