@@ -19,9 +19,11 @@ reads as one fact:
     row         a table row (cells apart), shown under its table's first row, the header
     definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds",
                 a name alone on its line over its description ("LOTRANS", "MINUTES battery
-                runtime in minutes"), or an option's entry: "ABSTOL=x resets the ... tolerance.
-                The default value is 1" over "pA."), its description's sentences shown under it,
-                as many as fit: each of them is shown as that whole entry
+                runtime in minutes"), an option's entry ("ABSTOL=x resets the ... tolerance.
+                The default value is 1" over "pA."), or texinfo's entry of a command, function
+                or variable ("Config Command: telnet_port [number] ¶", "double lbeta (double a,
+                double b) <tab> [Function]"), its description's sentences shown under it, as many
+                as fit: each of them is shown as that whole entry
     setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
     warning     a WARNING / CAUTION / NOTE: block
     answer      what follows a question or a problem the manual states ("Problem: ... is really
@@ -376,6 +378,12 @@ def _named_after_colon(line: str, before: str) -> bool:
     return before.endswith(":") and bool(_TERM.match(line)) and bool(CODE.search(line))
 
 
+# Texinfo's header of a command's, function's or variable's entry: "Config Command: telnet_port
+# [number] ¶" (HTML), "double gammafn (double x) <tab> [Function]" (PDF)
+_DEFINITION_HEADER = re.compile(r"^(?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+: \S.{0,100}¶$"
+                                r"|^\S.{0,100}\s\[(?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+\]$")
+
+
 def _term_line(line: str, before: str, following: str) -> bool:
     """A name alone on its line, its description on the lines after it, as DocBook and
     AsciiDoc set a list of terms ("ferror_current" over "(returns float) - current following
@@ -386,6 +394,8 @@ def _term_line(line: str, before: str, following: str) -> bool:
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
     if not (_starts_anew(before) and following and not following.endswith(":")):
         return False
+    if _DEFINITION_HEADER.match(line):
+        return True
     if _CAPS_TERM.match(line) and not _WARNING.match(line):
         return following[0].isupper()
     return bool(_TERM.match(line)) and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("("))

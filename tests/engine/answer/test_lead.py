@@ -356,6 +356,22 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "302 Register in operand not in bank 0. Ensure bank bits are correct. Accessing a register outside "
                  "of bank 0. User must select the bank with banksel.", "definition",
                  id="an error code's entry, its description under it"),
+    pytest.param("When not specified, the port number defaults to 6666.\nConfig Command: telnet_port [number] ¶\n"
+                 "Specify or query the port on which to listen for incoming telnet connections. This port is intended "
+                 "for interaction with one human through TCL commands. When not specified during the configuration "
+                 "stage, the port number defaults to 4444. When specified as \"disabled\", this service is not "
+                 "activated.\n", "Which port does the telnet server listen on when it is not configured?",
+                 "Config Command: telnet_port [number] ¶ Specify or query the port on which to listen for incoming "
+                 "telnet connections. This port is intended for interaction with one human through TCL commands. When "
+                 "not specified during the configuration stage, the port number defaults to 4444.", "definition",
+                 id="texinfo's entry of a command in HTML: its default under its name"),
+    pytest.param("double beta (double a, double b)\t[Function]\ndouble lbeta (double a, double b)\t[Function]\n"
+                 "The (complete) Beta function and its natural logarithm.\ndouble choose (double n, double k)\t"
+                 "[Function]\nThe number of combinations of k items chosen from n.\n",
+                 "Which C function gives the natural logarithm of the Beta function?",
+                 "double beta (double a, double b): [Function] double lbeta (double a, double b): [Function] The "
+                 "(complete) Beta function and its natural logarithm.", "definition",
+                 id="texinfo's entries of functions in a PDF: their description under their names"),
     pytest.param("5.1 How do I deal with the big spike in the middle of my spectrum?\nTune to a nearby frequency.\n"
                  "5.2 How should I set the gain controls for RX?\nA good default setting to start with is RF=0 (off), "
                  "IF=16, baseband=16. Increase or decrease the IF and baseband gain controls roughly equally.\n",
