@@ -15,6 +15,8 @@ reads as one fact:
     sentence    prose, split after a full stop that ends a sentence (before a capital, a digit or
                 a program's name: "... (5 minutes). apcupsd sends ..."); one ending in ":" is shown
                 with the list it introduces (a procedure: "To turn the laser off: 1. Press ...")
+                or the command under it ("To set the JTAG frequency use the command:" over
+                "adapter speed 1234")
     item        a list item
     row         a table row (cells apart), shown under its table's first row, the header
     definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds",
@@ -108,7 +110,7 @@ def units(text: str, start: int = 0, end: int | None = None,
         following = text[lines[i + 1][0]:lines[i + 1][1]].strip() if i + 1 < len(lines) else ""
         reader.line(a, b, following)
     reader.flush()
-    return _answered(text, _followed(text, reader.found))
+    return _answered(text, _followed(text, _introduced_code(text, reader.found)))
 
 
 def text_sentences(text: str, heading_path: Sequence[str] = ()) -> list[tuple[int, int]]:
@@ -269,6 +271,21 @@ class _Reader:
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
             self.found.append(Unit(s, e, own, entry if entry and e <= entry[1] else show))
         self.block, self.block_kind = [], "sentence"
+
+
+def _introduced_code(text: str, found: list[Unit]) -> list[Unit]:
+    """A sentence ending in ":" and the command or code it introduces ("To set the JTAG frequency
+    use the command:" over "adapter speed 1234"), a unit that ends no sentence, are shown
+    together when they fit in SHOW_CHARS."""
+    result = list(found)
+    for i, (intro, code) in enumerate(zip(found, found[1:])):
+        if (intro.kind == code.kind == "sentence" and intro.show == (intro.start, intro.end)
+                and code.show == (code.start, code.end) and text[intro.end - 1] == ":"
+                and not text[intro.end:code.start].strip()
+                and text[code.end - 1] not in ".!?" and code.end - intro.start <= SHOW_CHARS):
+            result[i] = replace(intro, show=(intro.start, code.end))
+            result[i + 1] = replace(code, show=(intro.start, code.end))
+    return result
 
 
 def _followed(text: str, found: list[Unit]) -> list[Unit]:

@@ -372,6 +372,11 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "double beta (double a, double b): [Function] double lbeta (double a, double b): [Function] The "
                  "(complete) Beta function and its natural logarithm.", "definition",
                  id="texinfo's entries of functions in a PDF: their description under their names"),
+    pytest.param("That operation gates the CPU clock, and thus the JTAG clock.\n\nTo set the JTAG frequency use the "
+                 "command:\n\n# Example: 1.234MHz\nadapter speed 1234\n\nWin32 Pathnames Why don't backslashes work in "
+                 "Windows paths?\n", "How do I set the JTAG frequency?",
+                 "To set the JTAG frequency use the command: # Example: 1.234MHz adapter speed 1234", "sentence",
+                 id="a command under the sentence that introduces it"),
     pytest.param("5.1 How do I deal with the big spike in the middle of my spectrum?\nTune to a nearby frequency.\n"
                  "5.2 How should I set the gain controls for RX?\nA good default setting to start with is RF=0 (off), "
                  "IF=16, baseband=16. Increase or decrease the IF and baseband gain controls roughly equally.\n",
