@@ -217,12 +217,29 @@ class _Reader:
         term, self.term = self.term, None
         if term is None or self.block_kind != "sentence":
             return None
-        unit = self.found[term]
-        fits = [e for _, e in pieces if e - unit.start <= SHOW_CHARS]
+        group = self._headers_over(term)
+        first = self.found[group[0]].start
+        fits = [e for _, e in pieces if e - first <= SHOW_CHARS]
         if not fits:
             return None
-        self.found[term] = Unit(unit.start, unit.end, unit.kind, (unit.start, fits[-1]))
-        return unit.start, fits[-1]
+        for i in group:
+            unit = self.found[i]
+            self.found[i] = Unit(unit.start, unit.end, unit.kind, (first, fits[-1]))
+        return first, fits[-1]
+
+    def _headers_over(self, term: int) -> list[int]:
+        """The definition `term`, after the texinfo headers right above it that share its
+        description ("Command: reset ¶", "Command: reset halt ¶", ... over "Perform as hard a reset
+        as possible"): all of them are shown with it."""
+        first = term
+        while first > 0 and all(self._texinfo_header(i) for i in (first - 1, first)) and not self.text[
+                self.found[first - 1].end:self.found[first].start].strip():
+            first -= 1
+        return list(range(first, term + 1))
+
+    def _texinfo_header(self, i: int) -> bool:
+        unit = self.found[i]
+        return unit.kind == "definition" and bool(_DEFINITION_HEADER.match(self.text[unit.start:unit.end]))
 
     def _is_header(self, rows: list[tuple[int, int]]) -> bool:
         """A table's first row names its columns: capitalised words, no numbers (a name with a
@@ -409,6 +426,8 @@ def _term_line(line: str, before: str, following: str) -> bool:
     "MINUTES battery runtime in minutes" over "If MINUTES is specified, ..."). A line
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
+    if _DEFINITION_HEADER.match(line) and _DEFINITION_HEADER.match(before) and following:
+        return True  # texinfo's next header over the same description
     if not (_starts_anew(before) and following and not following.endswith(":")):
         return False
     if _DEFINITION_HEADER.match(line):

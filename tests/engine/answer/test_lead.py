@@ -365,6 +365,13 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "telnet connections. This port is intended for interaction with one human through TCL commands. When "
                  "not specified during the configuration stage, the port number defaults to 4444.", "definition",
                  id="texinfo's entry of a command in HTML: its default under its name"),
+    pytest.param("Single-step the target at its current code position.\n\nCommand: reset ¶\nCommand: reset run ¶\n"
+                 "Command: reset halt ¶\nCommand: reset init ¶\nPerform as hard a reset as possible, using SRST if "
+                 "possible. All defined targets will be reset.\n",
+                 "Which command does a reset and halts the target?",
+                 "Command: reset ¶ Command: reset run ¶ Command: reset halt ¶ Command: reset init ¶ Perform as hard a "
+                 "reset as possible, using SRST if possible. All defined targets will be reset.", "definition",
+                 id="texinfo's entries of several commands over one description: all of them with it"),
     pytest.param("double beta (double a, double b)\t[Function]\ndouble lbeta (double a, double b)\t[Function]\n"
                  "The (complete) Beta function and its natural logarithm.\ndouble choose (double n, double k)\t"
                  "[Function]\nThe number of combinations of k items chosen from n.\n",
