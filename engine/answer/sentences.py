@@ -423,7 +423,8 @@ def _term_line(line: str, before: str, following: str) -> bool:
     AsciiDoc set a list of terms ("ferror_current" over "(returns float) - current following
     error."): a name that reads as code, or any word before a bracketed description; or a
     name in capitals before a sentence ("LOTRANS" over "The line voltage below which ...",
-    "MINUTES battery runtime in minutes" over "If MINUTES is specified, ..."). A line
+    "MINUTES battery runtime in minutes" over "If MINUTES is specified, ..."); or texinfo's
+    header of an entry, also under another header that shares its description. A line
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
     if _DEFINITION_HEADER.match(line) and _DEFINITION_HEADER.match(before) and following:
