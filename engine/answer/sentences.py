@@ -231,9 +231,11 @@ class _Reader:
         """The definition `term`, after the texinfo headers right above it that share its
         description ("Command: reset ¶", "Command: reset halt ¶", ... over "Perform as hard a reset
         as possible"): all of them are shown with it."""
+        if not self._texinfo_header(term):
+            return [term]
         first = term
-        while first > 0 and all(self._texinfo_header(i) for i in (first - 1, first)) and not self.text[
-                self.found[first - 1].end:self.found[first].start].strip():
+        while (first > 0 and self._texinfo_header(first - 1)
+               and not self.text[self.found[first - 1].end:self.found[first].start].strip()):
             first -= 1
         return list(range(first, term + 1))
 
@@ -427,11 +429,12 @@ def _term_line(line: str, before: str, following: str) -> bool:
     header of an entry, also under another header that shares its description. A line
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
-    if _DEFINITION_HEADER.match(line) and _DEFINITION_HEADER.match(before) and following:
+    texinfo_header = bool(_DEFINITION_HEADER.match(line))
+    if texinfo_header and following and _DEFINITION_HEADER.match(before):
         return True  # texinfo's next header over the same description
     if not (_starts_anew(before) and following and not following.endswith(":")):
         return False
-    if _DEFINITION_HEADER.match(line):
+    if texinfo_header:
         return True
     if _CAPS_TERM.match(line) and not _WARNING.match(line):
         return following[0].isupper()
