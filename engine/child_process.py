@@ -158,5 +158,5 @@ class JsonChild:
         with self._reaping:
             if self.conn is not None:  # else another thread stopped it and kept the code
                 self.process.join(_STOP_TIMEOUT_S)
-                self._exitcode = self.process.exitcode
+                self._exitcode = self._exit_code()
             return ChildDied(self._exitcode)
