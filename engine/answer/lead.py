@@ -306,8 +306,10 @@ def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
 
 
 def _reflowed(text: str, kind: str) -> str:
-    """Runs of whitespace as one space, but a list item still starts a line of its own."""
-    lines = (" ".join(line.replace("\t", _JOINS.get(kind, " ")).split()) for line in ITEM_BREAK.split(text))
+    """Runs of whitespace as one space, but a list item still starts a line of its own; the
+    pilcrows of HTML's heading anchors (texinfo's, Sphinx's) left out."""
+    lines = (" ".join(w for w in line.replace("\t", _JOINS.get(kind, " ")).split() if w != "¶")
+             for line in ITEM_BREAK.split(text))
     return "\n".join(line for line in lines if line)
 
 

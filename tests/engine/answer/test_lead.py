@@ -361,7 +361,7 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "for interaction with one human through TCL commands. When not specified during the configuration "
                  "stage, the port number defaults to 4444. When specified as \"disabled\", this service is not "
                  "activated.\n", "Which port does the telnet server listen on when it is not configured?",
-                 "Config Command: telnet_port [number] ¶ Specify or query the port on which to listen for incoming "
+                 "Config Command: telnet_port [number] Specify or query the port on which to listen for incoming "
                  "telnet connections. This port is intended for interaction with one human through TCL commands. When "
                  "not specified during the configuration stage, the port number defaults to 4444.", "definition",
                  id="texinfo's entry of a command in HTML: its default under its name"),
@@ -369,7 +369,7 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "Command: reset halt ¶\nCommand: reset init ¶\nPerform as hard a reset as possible, using SRST if "
                  "possible. All defined targets will be reset.\n",
                  "Which command does a reset and halts the target?",
-                 "Command: reset ¶ Command: reset run ¶ Command: reset halt ¶ Command: reset init ¶ Perform as hard a "
+                 "Command: reset Command: reset run Command: reset halt Command: reset init Perform as hard a "
                  "reset as possible, using SRST if possible. All defined targets will be reset.", "definition",
                  id="texinfo's entries of several commands over one description: all of them with it"),
     pytest.param("double beta (double a, double b)\t[Function]\ndouble lbeta (double a, double b)\t[Function]\n"
