@@ -159,8 +159,12 @@ class AnswerGuard:
         ready = self._as_shown(ready)
         shown = len(self.text)
         text = self.text + ready
-        cut, reason = self._cut(text, complete, self._without_hidden(held))
+        unshown = self._without_hidden(held)
+        cut, reason = self._cut(text, complete, unshown)
         if cut is not None:
+            if cut > len(text):  # a loop inside the word held back: its text before the loop is shown
+                ready += self._without_made_up_addresses(unshown[:cut - len(text)])
+                cut = len(self.text) + len(ready)
             self.reason, self._pending = reason, ""
             self._loop_cut = cut
             ready = ready[:max(0, cut - shown)].rstrip()  # the line breaks before the loop too
@@ -173,9 +177,10 @@ class AnswerGuard:
         return ready
 
     def _cut(self, text: str, complete: bool, held: str) -> tuple[int | None, str]:
-        """Where the answer stops, and why: the earlier of a loop and a copy of the example (read
-        with the word still held back: it may finish the copy)."""
-        found = [(cut, why) for cut, why in ((loop_cut(text, complete), "repetition"),
+        """Where the answer stops, and why: the earlier of a loop and a copy of the example, both
+        read with the word still held back (it may finish the copy, or loop with no space until
+        the token limit)."""
+        found = [(cut, why) for cut, why in ((loop_cut(text + held, complete), "repetition"),
                                              (self.echoes.cut(text + held), "example copied")) if cut is not None]
         return min(found, default=(None, ""))
 
@@ -240,9 +245,10 @@ def _last_word_start(text: str) -> int:
 
 def loop_cut(text: str, complete: bool = True) -> int | None:
     """Where the answer stops for a loop in `text` (see the module's docstring), or None: the
-    same text twice in a row first, then a repeated sentence or run."""
-    periodic = _periodic_cut(text)
-    return periodic if periodic is not None else repeat_cut(text, complete)
+    earlier of the same text twice in a row at the end and a repeated sentence or run (a loop
+    may change its period: "file.gpx.gpx.file.gpx.gpx" runs on as ".gpx.gpx")."""
+    cuts = [cut for cut in (_periodic_cut(text), repeat_cut(text, complete)) if cut is not None]
+    return min(cuts, default=None)
 
 
 def _periodic_cut(text: str) -> int | None:

@@ -150,6 +150,18 @@ def test_a_loop_inside_a_word_held_back_to_the_end_is_still_cut(pieces):
     assert guard.reason == "repetition" and not has_loop(guard.answer())
 
 
+@pytest.mark.parametrize("pieces", PIECES)
+def test_a_loop_inside_a_word_held_back_stops_the_stream_at_its_first_repeat(pieces):
+    # GPSBabel on the built-in model: a file name looping with no space, its period changing
+    # ("file.gpx.gpx." then ".gpx"); the stream ran on to the token limit and the answer kept it
+    written = "Save it as `" + "file.gpx.gpx." * 6 + "gpx." * 40
+    guard = AnswerGuard(None, known=[MANUAL])
+    shown = feed(guard, written, pieces)
+    assert guard.reason == "repetition" and not has_loop(guard.answer())
+    assert guard.answer() == "".join(shown).strip() == "Save it as `file.gpx.gpx."
+    assert len(shown) < len(written) // 2  # stopped soon after the first copy, not at the end
+
+
 ECHOES = (EXAMPLE_SOURCES, EXAMPLE_QUESTION, EXAMPLE_ANSWER)
 COPIES = {  # what the model writes -> the answer: up to the sentence that copies the example
     "the example's answer first": (EXAMPLE_ANSWER + " Then raise -B to 10.", ""),
