@@ -31,7 +31,8 @@ __all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "
 # with an older one is read again by the next index run. PDF 2: PDFium's text, cleaned (1: pypdf's).
 # Markdown, HTML and DOCX 2: a table's cells apart by tabs (1: " | " or the Markdown as written).
 # HTML and DOCX 3: a '#' line is no heading (a script's comment in <pre>; chunked again).
-_TEXT_VERSIONS = {".pdf": 2, ".md": 2, ".markdown": 2, ".html": 3, ".htm": 3, ".docx": 3}
+# PDF 3: a list's bullet glyphs ("●", Word's Symbol-font bullet) read as "•": items again.
+_TEXT_VERSIONS = {".pdf": 3, ".md": 2, ".markdown": 2, ".html": 3, ".htm": 3, ".docx": 3}
 
 
 def text_version(path: str | Path) -> int:

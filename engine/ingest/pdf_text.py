@@ -15,6 +15,9 @@ from PDFium's own character boxes. What the cleaning does:
   - ligatures (U+FB00-FB06) are spelled out, odd spaces are spaces, soft hyphens and zero
     widths go; a math minus, an asterisk operator and TeX's accents in typewriter text become
     the ASCII a person types ("-", "*", "~", "^");
+  - a list's bullet, whatever glyph the producer drew (LibreOffice's "●", Word's Symbol-font
+    bullet in private use, "■", "➢"), is read as "•" ("◦" when hollow), so the item is a
+    list item to the chunker and the lead, one space after it;
   - what a font cannot draw goes: control characters (a symbol font's glyphs), private-use
     and unassigned code points, U+FFFD, lone combining marks, and lines made only of
     ornaments (the corners TeX draws round a box: "☛ ✟").
@@ -37,9 +40,12 @@ _REPLACE = {
 # code points a font cannot be trusted to draw, and marks with no letter to sit on
 _DROP = (r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u200b-\u200d\u2060\ufeff\ufffd\uffff"
          r"\ue000-\uf8ff\ud800-\udfff\U000f0000-\U0010ffff]|(?<![^\W\d_])[\u0300-\u036f]+")
+# Bullets that start a line's item (a space or tab, then text); Symbol's and Wingdings' are private use.
+_BULLETS = {**dict.fromkeys("●■►▶➢❖♦✓✔\uf0b7\uf0a7\uf076\uf0d8\uf0fc\uf06e", "•"), **dict.fromkeys("○□", "◦")}
+_BULLET = r"(?P<bullet>(?m:^)[ \t]*[" + "".join(_BULLETS) + r"][ \t]+(?=\S))"
 _ORNAMENT_LINE = r"(?m:^)[ \t]*[\u2600-\u27bf](?:[ \t]*[\u2600-\u27bf])*[ \t]*(?=\r?\n|\Z)"
 _SINGLE = "[" + "".join(re.escape(k) for k in _REPLACE if len(k) == 1 and k != "\r") + "]"
-_PATTERN = re.compile("|".join([_ORNAMENT_LINE, "\r\n?", SOFT_BREAK, _DROP, _SINGLE]))
+_PATTERN = re.compile("|".join([_BULLET, _ORNAMENT_LINE, "\r\n?", SOFT_BREAK, _DROP, _SINGLE]))
 _BROKEN_WORD = re.compile(r"\w*" + SOFT_BREAK + r"\w*")
 _LETTERS = re.compile(r"[^\W\d_]+")
 
@@ -95,6 +101,9 @@ def _replacement(raw: str, match: re.Match, words: "HyphenWords | None") -> str:
         return "" if _joins(raw, match.start(), words) else "-"
     if found[0] in "\r\n":
         return "\n"
+    if match.group("bullet"):  # one space after it: a tab there is no table's column
+        bullet = found.rstrip(" \t")
+        return bullet[:-1] + _BULLETS[bullet[-1]] + " "
     return _REPLACE.get(found, "")
 
 

@@ -44,6 +44,10 @@ def test_pypdf_runs_those_words_together_and_the_check_says_so(tmp_path):
     ("☛ ✟\r\nInput file form\r\n ✠ ✡ \r\nend", None, "\nInput file form\n\nend"),  # a box's corners
     ("\u00a0\u0300frozen’", None, " frozen’"),  # a lone combining mark
     ("line one\r\nline two", None, "line one\nline two"),
+    # list bullets as producers draw them: LibreOffice's, Word's Symbol font (private use), hollow
+    ("●\tRemove .lpoptions\r\n  \uf0b7 Reprint\r\n○ Or not\r\n■ Box", None,
+     "• Remove .lpoptions\n  • Reprint\n◦ Or not\n• Box"),
+    ("Supported: ✓ yes; 5 ● 3\r\n✓ ", None, "Supported: ✓ yes; 5 ● 3\n"),  # a bullet only where an item starts
 ])
 def test_the_text_is_cleaned_as_a_reader_expects(raw, words, expected):
     vocabulary = HyphenWords(words) if words is not None else None

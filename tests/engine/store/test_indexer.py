@@ -317,12 +317,12 @@ def test_pdfs_read_with_the_old_reader_are_read_again_by_the_next_run(tmp_path, 
     with open_collection(paths, "default", tiny_embedder) as store:
         _run(store, tiny_embedder, [docs])
         [stored] = [d for d in store.list_documents() if d.path == str(manual)]
-        assert stored.text_version == 2
+        assert stored.text_version == 3
         _forget_text_versions(store)
         outcomes = _outcomes(_run(store, tiny_embedder, [docs]))
         assert outcomes["spindle.pdf"].reason == "" and outcomes["spindle.pdf"].chunks == 1
         assert outcomes["notes.txt"].reason == "unchanged"  # its format's reading did not change
-        assert {d.text_version for d in store.list_documents()} == {None, 2}  # notes.txt: as it was
+        assert {d.text_version for d in store.list_documents()} == {None, 3}  # notes.txt: as it was
         assert _outcomes(_run(store, tiny_embedder, [docs]))["spindle.pdf"].reason == "unchanged"
 
 

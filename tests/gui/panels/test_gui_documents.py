@@ -560,4 +560,4 @@ def test_documents_an_earlier_version_read_are_read_again_at_start_and_said_once
         controller.shutdown()
     with open_collection(data_paths, "default", default_embedder(data_paths)) as store:
         versions = {Path(d.path).name: d.text_version for d in store.list_documents()}
-    assert versions == {"manual.pdf": 2, "oil.txt": None, "pump.md": 2}
+    assert versions == {"manual.pdf": 3, "oil.txt": None, "pump.md": 2}
