@@ -135,8 +135,8 @@ class _Reader:
 
     def line(self, start: int, end: int, following: str) -> None:
         line = self.text[start:end].strip()
-        if not line or _breaks(line, self.headings, following) or (
-                _untitled_heading(line, following) and not _term_line(line, self.last, following)):
+        untitled = bool(line) and _untitled_heading(line, following) and not _term_line(line, self.last, following)
+        if not line or _breaks(line, self.headings, following) or (untitled and not _runs_on(self.last)):
             self.flush()
             self.last = ""
             self.term = self.intro = None
@@ -145,7 +145,9 @@ class _Reader:
         kind = _line_kind(line, self.last)
         if kind == "text" and (_term_line(line, self.last, following) or _entry_line(line, self.last)):
             kind = "definition"
-        named = kind == "text" and _named_after_colon(line, self.last)
+        # a sentence that runs on to a short line ends there ("Change the following line from:
+        # LogLevel Info to" over "LogLevel Debug" over "This will allow ...")
+        named = kind == "text" and (untitled or _named_after_colon(line, self.last))
         if kind == "text" and self.block_kind == "item" and self._item_ended(line):
             self._flush_block()  # the paragraph after a list, not its last item's next line
         self.last = line
@@ -408,6 +410,17 @@ def _starts_anew(before: str) -> bool:
     return not before or before[-1] in ".!?:;"
 
 
+# Words a sentence never ends on: the line after one ending so continues the sentence.
+_RUNS_ON = frozenset("a an the to from of and or with by for in on at as into onto than".split())
+
+
+def _runs_on(before: str) -> bool:
+    """Whether the line before ends in a word that leaves its sentence open ("... from:
+    LogLevel Info to"): the next line is part of that sentence, not a heading."""
+    words = before.split()
+    return bool(words) and words[-1] in _RUNS_ON
+
+
 def _named_after_colon(line: str, before: str) -> bool:
     """A name alone on its line that a sentence ending in ":" gave ("... via a HAL pin with the
     following name:" over "qtplasmac.laser_on"): it ends that sentence, and what follows starts anew."""
@@ -474,11 +487,16 @@ def _breaks(line: str, headings: set[str], following: str) -> bool:
 
 
 def _wrapped_step(line: str, following: str) -> bool:
-    """A numbered step too long for a heading whose sentence runs on in lower case ("2. LASER
-    button label will change to LASER and the HAL pin named" over "qtplasmac.laser_on will be
-    turned off."): an item, not a heading. A numbered question that wraps ("7.36 Why are there
-    unwanted borders, lines or grid-like") stays a heading."""
-    return bool(LIST_ITEM.match(line)) and len(line.split()) > HEADING_WORDS + 1 and following[:1].islower()
+    """A numbered step, not a heading: one too long for a heading whose sentence runs on in lower
+    case ("2. LASER button label will change to LASER and the HAL pin named" over
+    "qtplasmac.laser_on will be turned off."), or one that holds a sentence's end. A numbered
+    question that wraps ("7.36 Why are there unwanted borders, lines or grid-like") stays a
+    heading."""
+    if not LIST_ITEM.match(line):
+        return False
+    if SENTENCE_END.search(line, _SECTION_LABEL.match(line).end()):
+        return True  # a heading holds no sentence's end: "6. If you use CUPS, enable debugging output. This can be"
+    return len(line.split()) > HEADING_WORDS + 1 and following[:1].islower()
 
 
 def _shouted(line: str) -> bool:

@@ -410,6 +410,14 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "• Problem: Page-mode programming the EEPROM (using the -U option) does not erase EEPROM cells "
                  "before writing, and thus cannot overwrite any previous value.", "item",
                  id="an indented item wraps onto a line that starts with a name in capitals"),
+    pytest.param("6. If you are using CUPS, enable debugging output. This can be done by editing\n/etc/cups/cupsd.conf "
+                 "(which must be done as the superuser). Change the\nfollowing line from:\nLogLevel Info\nto\n"
+                 "LogLevel Debug\nThis will allow CUPS to produce extensive debugging output.\n",
+                 "Which line turns on debug output in cupsd.conf?",
+                 "6. If you are using CUPS, enable debugging output. This can be done by editing /etc/cups/cupsd.conf "
+                 "(which must be done as the superuser). Change the following line from: LogLevel Info to LogLevel "
+                 "Debug", "item",
+                 id="a step that holds a sentence's end is no heading; a value on a short line after 'to' ends it"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
     """Seen in the LinuxCNC manual (DocBook through XeTeX), AVRDUDE's, apcupsd's, gputils' and
