@@ -30,6 +30,10 @@ from engine.types import Passage
 # most 0.095 of its answerable questions under the rule the other six chose.
 COVERAGE_WEIGHT = 1.0
 NAME_PENALTY = 1.0  # only a question the top passages match very well still passes with one
+# Words that ask for help with a topic and name none, which the tokenizer splits like names:
+# "How do I troubleshoot a print job?" over a manual whose chapter is "Solving Problems".
+ASKING_WORDS = frozenset({"troubleshoot", "troubleshooting", "troubleshoots", "workaround", "workarounds",
+                          "walkthrough", "howto"})
 DEFAULT_THRESHOLD = 0.77
 
 @dataclass(frozen=True)
@@ -82,7 +86,8 @@ def _unknown_names(query: Query, common_word: Callable[[str], bool] | None) -> t
         return ()
     absent = {t for t, f in query.frequencies.items() if f == 0.0}
     return tuple(word for term, word in query.typed.items()
-                 if term in absent and not any(map(common_word, _plain_forms(word))))
+                 if term in absent and word.casefold() not in ASKING_WORDS
+                 and not any(map(common_word, _plain_forms(word))))
 
 
 def _plain_forms(word: str) -> set[str]:

@@ -189,6 +189,14 @@ def test_a_word_made_from_a_common_one_is_common_a_plural_or_short_stem_a_name(c
     assert relevance.unknown_names == (() if made_from else (word,))
 
 
+@pytest.mark.parametrize("word", ["troubleshoot", "Troubleshooting", "workaround"])
+def test_a_word_that_asks_for_help_is_no_name(collection, word):
+    top = [passage(COLLECTION[3], similarity=0.7)]
+    relevance = judge_relevance(f"How do I {word} the chiller condenser coil?", top, collection.prefix_frequency,
+                                common_word=COMMON.__contains__)
+    assert relevance.unknown_names == () and relevance.relevant
+
+
 def test_the_refusal_says_which_words_no_manual_mentions():
     assert not_mentioned(()) == ""
     assert not_mentioned(("Jupyter",)) == "The manuals do not mention Jupyter."
