@@ -75,6 +75,9 @@ CODE = re.compile(r"\w\(|(?:^|\s)--?\w|\w=|\\\w|<\w|\w\.\w|\w_\w")
 _ASSIGNMENT = re.compile(r"^\s*[A-Za-z_][\w.\-\[\]]*\s*=\s*\S.{0,60}$")
 _KEY_VALUE = re.compile(r"^\s*[A-Z][\w\-]*(?: [\w\-]+){0,2}:\s+\S.{0,40}$")
 _TERM = re.compile(r"^-{0,2}[A-Za-z_][\w.\-\[\]]{0,40}$")  # "ferror_current", "--verbose", "max_velocity"
+# A program's option in its short and long forms, alone on its line: "-Mcsecs --message-timeout=csecs",
+# "-o, --output=FILE"
+_OPTION_FORMS = re.compile(r"^-{1,2}[A-Za-z0-9][\w-]*(?:=\S+)?(?:,?\s+-{1,2}[A-Za-z0-9][\w-]*(?:=\S+)?){1,2}$")
 # A name in capitals, then what it takes in lower case: "LOTRANS", "MINUTES battery runtime in minutes",
 # "LOTRANSFER <voltage>", "NOLOGON disable | timeout | always" (a directive or a status field)
 _CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
@@ -438,7 +441,8 @@ def _term_line(line: str, before: str, following: str) -> bool:
     AsciiDoc set a list of terms ("ferror_current" over "(returns float) - current following
     error."): a name that reads as code, or any word before a bracketed description; or a
     name in capitals before a sentence ("LOTRANS" over "The line voltage below which ...",
-    "MINUTES battery runtime in minutes" over "If MINUTES is specified, ..."); or texinfo's
+    "MINUTES battery runtime in minutes" over "If MINUTES is specified, ..."); or an option's
+    forms ("-Mcsecs --message-timeout=csecs" over "Specify the amount of time ..."); or texinfo's
     header of an entry, also under another header that shares its description. A line
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
@@ -451,6 +455,8 @@ def _term_line(line: str, before: str, following: str) -> bool:
         return True
     if _CAPS_TERM.match(line) and not _WARNING.match(line):
         return following[0].isupper()
+    if _OPTION_FORMS.match(line):
+        return True
     return bool(_TERM.match(line)) and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("("))
 
 
