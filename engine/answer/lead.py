@@ -40,7 +40,7 @@ from itertools import product
 import numpy as np
 
 from engine.answer.query import Query
-from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, ITEM_MARKER, Unit, units
+from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, ITEM_MARKER, THEN_CHARS, Unit, units
 from engine.answer.terms import bare_tokens, words_of
 from engine.types import Passage, Quote, Span
 
@@ -112,7 +112,7 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
         if only is not None and n not in only:
             continue
         heading = query.share(words_of(" ".join(passage.heading_path)))
-        for c in _candidates(n, passage, query.asks_cause_or_remedy):
+        for c in _candidates(n, passage, query.asks_cause_or_remedy, query.asks_default):
             _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
             c.named = _named(c, query.names)
@@ -238,14 +238,20 @@ class Candidate:
         return Quote(self.number, self.text, self.passage, self.span, self.focus, self.kind)
 
 
-def _candidates(number: int, passage: Passage, asked_why: bool = False) -> list[Candidate]:
+def _candidates(number: int, passage: Passage, asked_why: bool = False,
+                asked_default: bool = False) -> list[Candidate]:
     """The passage's units as candidates; `asked_why`: a sentence is shown with the one after it
-    (what the manual says next: the cause or the remedy of what it states), and judged alone."""
+    (what the manual says next: the cause or the remedy of what it states), and judged alone;
+    `asked_default`: with the sentences after it up to one that states a default."""
     found = []
     for run in page_runs(passage):
-        for unit in units(passage.text, run.start, run.end, passage.heading_path):
-            followed = asked_why and unit.then is not None
-            text, focus = shown(passage.text, replace(unit, show=(unit.start, unit.then)) if followed else unit)
+        read = units(passage.text, run.start, run.end, passage.heading_path)
+        for i, unit in enumerate(read):
+            end = unit.then if asked_why else None
+            if asked_default and end is None:
+                end = _default_after(passage.text, read, i)
+            followed = end is not None
+            text, focus = shown(passage.text, replace(unit, show=(unit.start, end)) if followed else unit)
             if not text:
                 continue
             span = Span(run.page, run.page_offset(unit.start), run.page_offset(unit.end))
@@ -253,6 +259,29 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False) -> list[
             found.append(Candidate(number, passage, span, text, focus, unit.kind, words_of(scored),
                                    code=float(bool(CODE.search(scored))), scored=scored))
     return found
+
+
+# What a manual writes where it states a default.
+_STATES_DEFAULT = re.compile(r"\bdefaults?\b|\binitial (?:setting|value)\b|\bif not (?:specified|set|given)\b"
+                             r"|\bis assumed\b|\bfactory setting", re.IGNORECASE)
+
+
+def _default_after(text: str, read: Sequence[Unit], i: int) -> int | None:
+    """Where the first sentence after the sentence read[i] that states a default ends, when only
+    sentences come between, in THEN_CHARS ("Adjust the firmness of the braille dots. ... The
+    initial setting is Medium."); None when the sentence states one itself, or none follows."""
+    unit = read[i]
+    alone = unit.kind == "sentence" and unit.show == (unit.start, unit.end)
+    if not alone or _STATES_DEFAULT.search(text, unit.start, unit.end):
+        return None
+    before = unit
+    for after in read[i + 1:]:
+        if after.kind != "sentence" or text[before.end:after.start].strip() or after.end - unit.start > THEN_CHARS:
+            return None
+        if _STATES_DEFAULT.search(text, after.start, after.end):
+            return after.end
+        before = after
+    return None
 
 
 def _named(c: "Candidate", names: frozenset[str]) -> float:

@@ -38,6 +38,10 @@ _CAUSE_OR_REMEDY = re.compile(
     r"|\bwhat does (?:this|that|it) mean\b|\bwhat(?:'s| is) (?:wrong|the (?:problem|cause|fix|remedy|solution))\b",
     re.IGNORECASE)
 
+# A question that asks for a default: what holds when nothing is set.
+_DEFAULT = re.compile(r"\bdefaults?\b|\bout[- ]of[- ]the[- ]box\b|\bfactory\b|\binitial(?:ly)?\b"
+                      r"|\bif (?:I|you) (?:don't|do not|leave|never)\b", re.IGNORECASE)
+
 
 @dataclass(frozen=True)
 class Query:
@@ -72,6 +76,11 @@ class Query:
     def asks_cause_or_remedy(self) -> bool:
         """Whether it asks why, or what to do ("What could cause this?", "What should I do?")."""
         return bool(_CAUSE_OR_REMEDY.search(self.text))
+
+    @cached_property
+    def asks_default(self) -> bool:
+        """Whether it asks what holds when nothing is set ("by default", "if I leave it")."""
+        return bool(_DEFAULT.search(self.text))
 
     @cached_property
     def weights(self) -> dict[str, float]:

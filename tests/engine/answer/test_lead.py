@@ -491,6 +491,22 @@ def test_asked_why_or_what_to_do_the_sentence_after_the_symptom_is_shown_with_it
     assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, SYMPTOM)
 
 
+BAUD = "This option sets the baud rate for serial communications."
+BAUD_TEXT = BAUD + " It must match the rate set on the receiver. The default value is 4800. Use 9600 for new units."
+
+
+@pytest.mark.parametrize("question, shown", [
+    ("Which baud rate does the serial connection use by default?",
+     BAUD + " It must match the rate set on the receiver. The default value is 4800."),
+    ("Which baud rate can I set for serial communications?", BAUD),
+])
+def test_asked_for_a_default_the_sentences_up_to_the_one_that_states_it_are_shown(question, shown):
+    """Seen in GPSBabel's options and BRLTTY's preferences: the sentence that names the setting
+    led, and its default, two sentences on, was not shown."""
+    quote = lead_sentences(question, [passage(BAUD_TEXT)], weights=TERMS_ONLY)[0]
+    assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, BAUD)
+
+
 def test_each_citation_quotes_its_passage_s_best_unit():
     first = passage("Keep the manual near the machine. Close the valve when the pump runs.")
     second = passage("Prime the pump with water before you start it. The motor is air-cooled.")
