@@ -23,7 +23,8 @@ answer shown under the manual's question that is one by itself ("2. Avoid it."):
 lends it the question's words. The best leads; the next best follow while they score within
 `keep_within` of it. The same scores pick each citation's quote. Asked why or
 what to do, a sentence is shown with the one after it (sentences.THEN_CHARS) and judged alone:
-the manual states the symptom the question repeats, then its cause or remedy.
+the manual states the symptom the question repeats, then its cause or remedy. Asked for a
+default, it is shown with the sentences after it up to one that states a default.
 
 A quote keeps where its unit sits on its page, Span(page, start, end) in the page's text, so
 the source view highlights exactly that unit (the header or introduction shown with it is read,
