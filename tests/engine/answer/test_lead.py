@@ -418,10 +418,10 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "(which must be done as the superuser). Change the following line from: LogLevel Info to LogLevel "
                  "Debug", "item",
                  id="a step that holds a sentence's end is no heading; a value on a short line after 'to' ends it"),
-    pytest.param("See the directive for the default settings.\n\n-Mcsecs --message-timeout=csecs\nSpecify the amount of "
-                 "time (in hundredths of a second) that BRLTTY keeps its own messages on the braille display. If not "
-                 "specified, then 400 (4 seconds) is assumed.\n\n-N --no-api\nDisable the application programming "
-                 "interface.\n", "If the message timeout is not specified, what is assumed?",
+    pytest.param("See the directive for the default settings.\n\n-Mcsecs --message-timeout=csecs\n"
+                 "Specify the amount of time (in hundredths of a second) that BRLTTY keeps its own messages on the "
+                 "braille display. If not specified, then 400 (4 seconds) is assumed.\n\n-N --no-api\nDisable the "
+                 "application programming interface.\n", "If the message timeout is not specified, what is assumed?",
                  "-Mcsecs --message-timeout=csecs Specify the amount of time (in hundredths of a second) that BRLTTY "
                  "keeps its own messages on the braille display. If not specified, then 400 (4 seconds) is assumed.",
                  "definition", id="an option's short and long forms on a line of their own, its default under them"),
