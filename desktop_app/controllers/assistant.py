@@ -106,7 +106,12 @@ class AssistantWorker(QObject):
         self.collection = collection
         self._gate = gate
         self.session = AnswerSession(paths, collection, self.status.emit)
-        self._watch: QTimer | None = None  # created on the worker's thread
+        # Made and connected on the GUI thread; the timer moves with the worker. Connected on the
+        # worker's thread, connect() held the GIL while it waited for Qt's signal lock, which the
+        # GUI thread held while it waited for the GIL to delete a widget: a hang, seen once.
+        self._watch = QTimer(self)
+        self._watch.setInterval(WATCH_MS)
+        self._watch.timeout.connect(self.session.model.check)
         self.audit = None  # an engine.kiosk.audit.AuditSink when the audit log is on
         self.answering = threading.Event()  # set while a question is answered (indexing pauses)
 
@@ -172,15 +177,10 @@ class AssistantWorker(QObject):
     @Slot()
     def close(self) -> None:
         """Closes the model's child process, the collection, the embedder and the reranker."""
-        if self._watch is not None:
-            self._watch.stop()
+        self._watch.stop()
         self.session.close()
 
     def _start_watch(self) -> None:
-        if self._watch is None:
-            self._watch = QTimer(self)
-            self._watch.setInterval(WATCH_MS)
-            self._watch.timeout.connect(self.session.model.check)
         self._watch.start()
 
     def _relay(self, request_id: int, event) -> bool:
