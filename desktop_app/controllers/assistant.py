@@ -124,7 +124,7 @@ class AssistantWorker(QObject):
     def configure(self, config: SessionConfig) -> None:
         """(Re)opens what `config` changes; the LLM child process is restarted only when the
         model or provider changed."""
-        self._start_watch()
+        self._watch.start()
         try:
             self.session.open(config)
         except EngineError as exc:
@@ -179,9 +179,6 @@ class AssistantWorker(QObject):
         """Closes the model's child process, the collection, the embedder and the reranker."""
         self._watch.stop()
         self.session.close()
-
-    def _start_watch(self) -> None:
-        self._watch.start()
 
     def _relay(self, request_id: int, event) -> bool:
         """Emits `event` while its request is live; False once it is not (stopped)."""

@@ -180,8 +180,9 @@ class AnswerGuard:
         """Where the answer stops, and why: the earlier of a loop and a copy of the example, both
         read with the word still held back (it may finish the copy, or loop with no space until
         the token limit)."""
-        found = [(cut, why) for cut, why in ((loop_cut(text + held, complete), "repetition"),
-                                             (self.echoes.cut(text + held), "example copied")) if cut is not None]
+        whole = text + held
+        found = [(cut, why) for cut, why in ((loop_cut(whole, complete), "repetition"),
+                                             (self.echoes.cut(whole), "example copied")) if cut is not None]
         return min(found, default=(None, ""))
 
 
