@@ -32,7 +32,8 @@ __all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "
 # Markdown, HTML and DOCX 2: a table's cells apart by tabs (1: " | " or the Markdown as written).
 # HTML and DOCX 3: a '#' line is no heading (a script's comment in <pre>; chunked again).
 # PDF 3: a list's bullet glyphs ("●", Word's Symbol-font bullet) read as "•": items again.
-_TEXT_VERSIONS = {".pdf": 3, ".md": 2, ".markdown": 2, ".html": 3, ".htm": 3, ".docx": 3}
+# HTML and DOCX 4: list items with the number or bullet drawn before them, a list one block.
+_TEXT_VERSIONS = {".pdf": 3, ".md": 2, ".markdown": 2, ".html": 4, ".htm": 4, ".docx": 4}
 
 
 def text_version(path: str | Path) -> int:

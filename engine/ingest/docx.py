@@ -1,4 +1,5 @@
-"""DOCX: paragraphs, headings ("Heading N" styles) and tables from word/document.xml.
+"""DOCX: paragraphs, headings ("Heading N" styles), list numbers and bullets (numbering.xml) and
+tables from word/document.xml.
 
 Zip bombs are refused before anything is inflated: each part we read must declare at most
 MAX_PART_BYTES uncompressed, and a part over RATIO_CHECK_BYTES must compress at most
@@ -14,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 from engine.errors import DocumentError
-from engine.ingest.text import Sections
+from engine.ingest.text import Sections, list_marker
 from engine.types import ParsedDocument
 
 MAX_PART_BYTES = 128 * 1024 * 1024
@@ -33,12 +34,13 @@ def parse_docx(path: str | Path) -> ParsedDocument:
         with zipfile.ZipFile(path) as archive:
             document_xml = _xml_part(archive, "word/document.xml", path)
             styles = _xml_part(archive, "word/styles.xml", path, required=False)
+            numbering = _xml_part(archive, "word/numbering.xml", path, required=False)
             core = _xml_part(archive, "docProps/core.xml", path, required=False)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as exc:
         raise DocumentError.of("invalid", path, f"{type(exc).__name__}: {exc}") from exc
     except OSError as exc:
         raise DocumentError.of("unreadable", path, exc.strerror or str(exc)) from exc
-    reader = _BodyReader(_heading_levels(styles), path.stem)
+    reader = _BodyReader(_heading_levels(styles), _Numbering(numbering, styles), path.stem)
     reader.read(document_xml.find(f"{_W}body"))
     document = reader.sections.document(path, [], _core_title(core) or reader.title)
     if not document.pages:
@@ -105,10 +107,12 @@ def _core_title(core) -> str:
 class _BodyReader:
     """Walks the body in order: paragraphs, headings and tables (one line per row)."""
 
-    def __init__(self, heading_levels: dict[str, int], fallback_title: str):
+    def __init__(self, heading_levels: dict[str, int], numbering: _Numbering, fallback_title: str):
         self.sections = Sections(fallback_title)
         self.title = ""
         self._levels = heading_levels
+        self._numbering = numbering
+        self._in_list = False  # a list's items are one block: no blank line between them
 
     def read(self, container) -> None:
         if container is None:
@@ -124,7 +128,14 @@ class _BodyReader:
     def _paragraph(self, paragraph) -> None:
         text = _paragraph_text(paragraph).strip()
         style = _style_id(paragraph)
+        marker = self._numbering.marker(paragraph, style) if text else ""
+        text = f"{marker} {text}" if marker else text
         level = self._levels.get(style) or _level_from_id(style)
+        if marker and not level:
+            self._in_list = True
+            self.sections.add(text)
+            return
+        self._end_list()
         if text and level:
             self.sections.heading(level, text)
         elif text and style.lower() == "title" and not self.title:
@@ -133,13 +144,99 @@ class _BodyReader:
             self.sections.add(text)
             self.sections.add_break()
 
+    def _end_list(self) -> None:
+        if self._in_list:
+            self._in_list = False
+            self.sections.add_break()
+
     def _table(self, table) -> None:
+        self._end_list()
         for row in table.findall(f"{_W}tr"):
             cells = [" ".join(_paragraph_text(p).strip() for p in cell.iter(f"{_W}p")).strip()
                      for cell in row.findall(f"{_W}tc")]
             if any(cells):
                 self.sections.add("\t".join(cells))  # cells apart, as a PDF's are: the lead reads a row
         self.sections.add_break()
+
+
+_FORMATS = {"decimal": "1", "decimalZero": "1", "lowerLetter": "a", "upperLetter": "A", "lowerRoman": "i",
+            "upperRoman": "I", "bullet": "bullet"}  # Word's numFmt -> list_marker's; "none" draws none
+_LEVEL_NUMBER = re.compile(r"%([1-9])")
+
+
+class _Numbering:
+    """Word's list numbering (word/numbering.xml): the number or bullet Word draws before a
+    paragraph, counted per list as Word counts (a level restarts under a new item above it)."""
+
+    def __init__(self, numbering, styles):
+        self._lists = _lists(numbering) if numbering is not None else {}
+        self._by_style = {}  # a style that numbers its paragraphs ("List Number"): style id -> numPr
+        for style in styles.iter(f"{_W}style") if styles is not None else ():
+            number = style.find(f"{_W}pPr/{_W}numPr")
+            if number is not None:
+                self._by_style[style.get(f"{_W}styleId")] = number
+        self._counts: dict[str, dict[int, int]] = {}
+
+    def marker(self, paragraph, style_id: str) -> str:
+        number = paragraph.find(f"{_W}pPr/{_W}numPr")
+        if number is None:
+            number = self._by_style.get(style_id)
+        if number is None:
+            return ""
+        list_id, depth = _val(number, "numId", "0"), _int(_val(number, "ilvl", "0"), 0)
+        levels = self._lists.get(list_id, {})
+        if depth not in levels:
+            return ""
+        counts = self._counts.setdefault(list_id, {})
+        counts[depth] = counts.get(depth, levels[depth][2] - 1) + 1
+        for deeper in [level for level in counts if level > depth]:
+            del counts[deeper]
+        numbering, text, _ = levels[depth]
+        if numbering == "bullet":
+            return list_marker("bullet", 0, depth)
+        return _LEVEL_NUMBER.sub(lambda match: self._number(levels, counts, int(match.group(1)) - 1), text)
+
+    @staticmethod
+    def _number(levels: dict, counts: dict, level: int) -> str:
+        if level not in levels:
+            return ""
+        numbering, _, start = levels[level]
+        return list_marker(numbering, counts.get(level, start)) if numbering != "bullet" else ""
+
+
+def _lists(numbering) -> dict[str, dict[int, tuple[str, str, int]]]:
+    """numId -> {level: (numbering, text like "%1.%2.", start)}, with a list's restarts applied."""
+    abstract = {}
+    for definition in numbering.iter(f"{_W}abstractNum"):
+        levels = {}
+        for level in definition.findall(f"{_W}lvl"):
+            fmt = _val(level, "numFmt", "decimal")
+            if fmt != "none":
+                levels[_int(level.get(f"{_W}ilvl", "0"), 0)] = (
+                    _FORMATS.get(fmt, "1"), _val(level, "lvlText", ""), _int(_val(level, "start", "1"), 1))
+        abstract[definition.get(f"{_W}abstractNumId")] = levels
+    lists = {}
+    for instance in numbering.iter(f"{_W}num"):
+        levels = dict(abstract.get(_val(instance, "abstractNumId", ""), {}))
+        for override in instance.findall(f"{_W}lvlOverride"):
+            level, start = _int(override.get(f"{_W}ilvl", "0"), 0), override.find(f"{_W}startOverride")
+            if level in levels and start is not None:
+                levels[level] = levels[level][:2] + (_int(start.get(f"{_W}val", "1"), 1),)
+        lists[instance.get(f"{_W}numId")] = levels
+    return lists
+
+
+def _val(element, child: str, default: str) -> str:
+    found = element.find(f"{_W}{child}")
+    return found.get(f"{_W}val", default) if found is not None else default
+
+
+def _int(text: str, default: int) -> int:
+    """A number Word wrote, or `default` where a damaged file has none."""
+    try:
+        return int(text)
+    except ValueError:
+        return default
 
 
 def _style_id(paragraph) -> str:

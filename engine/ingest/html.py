@@ -1,4 +1,5 @@
-"""HTML: visible text in sections by h1-h3, with the standard library's html.parser."""
+"""HTML: visible text in sections by h1-h3, list items with the numbers and bullets a browser
+draws, read with the standard library's html.parser."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from engine.errors import DocumentError
-from engine.ingest.text import Sections, decode_text
+from engine.ingest.text import Sections, decode_text, list_marker
 from engine.types import ParsedDocument
 
 _SKIPPED = {"script", "style", "nav", "noscript", "template"}  # not text a person reads
@@ -19,6 +20,7 @@ _BLOCKS = {
 }
 _CELLS = {"td", "th"}
 _PARAGRAPHS = {"p", "pre", "table", "ul", "ol", "dl", "blockquote"}  # a blank line after each
+_LISTS = {"ol", "ul"}
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _SPACES = re.compile(r"\s+")
 
@@ -53,6 +55,9 @@ class _HTMLText(HTMLParser):
         self._heading: tuple[int, list[str]] | None = None  # an h1-h3 being read
         self._title: list[str] | None = None  # inside <title>
         self._title_parts: list[str] = []
+        self._lists: list[list] = []  # open lists, innermost last: [numbering type or "", next number]
+        self._marker = ""  # an item's number or bullet, put before its first text
+        self._item_break = False  # after an item's paragraph: a break only if another paragraph of it follows
 
     def title_text(self) -> str:
         return _SPACES.sub(" ", "".join(self._title_parts)).strip()
@@ -72,6 +77,11 @@ class _HTMLText(HTMLParser):
             self._end_line()
         if tag == "pre":
             self._pre_depth += 1
+        if tag in _LISTS:
+            self._lists.append(_list_state(tag, dict(attrs)))
+        elif tag == "li" and self._lists and not self._skip_depth:
+            self._marker = self._item_marker(dict(attrs))
+            self._item_break = False  # the items of a list are one block, as PDF text reads them
 
     def handle_endtag(self, tag):
         if tag in _SKIPPED:
@@ -84,7 +94,14 @@ class _HTMLText(HTMLParser):
             self._end_line()
         if tag == "pre":
             self._pre_depth = max(0, self._pre_depth - 1)
-        if tag in _PARAGRAPHS and not self._skip_depth:
+        if tag in _LISTS and self._lists:
+            self._lists.pop()
+            self._marker = ""
+            if self._lists:  # a list inside an item: its items go on without a break
+                return
+        if tag == "p" and self._lists:
+            self._item_break = True
+        elif tag in _PARAGRAPHS and not self._skip_depth:
             self.sections.add_break()
 
     def handle_data(self, data):
@@ -92,13 +109,21 @@ class _HTMLText(HTMLParser):
             return
         if self._title is not None:
             self._title.append(data)
-        elif self._heading is not None:
+            return
+        if self._heading is not None:
             self._heading[1].append(data)
-        elif self._pre_depth:
+            return
+        if self._item_break and data.strip():
+            self._item_break = False
+            self.sections.add_break()
+        if self._marker and data.strip():  # the item's first text, inside its <p> or <a> too
+            self._line.append(self._marker)
+            self._marker = ""
+        if self._pre_depth:
             self._pre_text(data)
         else:
             data = _SPACES.sub(" ", data)
-            self._line.append(data.lstrip() if self._line and self._line[-1] == "\t" else data)
+            self._line.append(data.lstrip() if self._line and self._line[-1][-1:] in (" ", "\t") else data)
 
     def close(self):
         super().close()
@@ -112,6 +137,16 @@ class _HTMLText(HTMLParser):
         for line in rest:
             self._end_line(keep_spaces=True)
             self._line.append(line)
+
+    def _item_marker(self, attrs: dict) -> str:
+        """What a browser draws before a list item: "3. ", "b. " or a bullet ("◦" when nested)."""
+        state = self._lists[-1]
+        numbering, number = state
+        if not numbering:
+            return list_marker("bullet", 0, sum(1 for kind, _ in self._lists if not kind) - 1) + " "
+        number = _int(attrs.get("value"), number)
+        state[1] = number + 1
+        return list_marker(numbering, number) + ". "
 
     def _end_heading(self) -> None:
         level, parts = self._heading
@@ -128,3 +163,18 @@ class _HTMLText(HTMLParser):
         line = line.rstrip() if keep_spaces or self._pre_depth else line.strip()
         if line or self._pre_depth:
             self.sections.add(line)
+
+
+def _list_state(tag: str, attrs: dict) -> list:
+    if tag != "ol":
+        return ["", 0]
+    numbering = attrs.get("type") or "1"
+    return [numbering if numbering in ("1", "a", "A", "i", "I") else "1", _int(attrs.get("start"), 1)]
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+

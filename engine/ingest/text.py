@@ -213,6 +213,20 @@ def _without_front_matter(lines: list[str]) -> list[str]:
     return lines
 
 
+def list_marker(numbering: str, number: int, depth: int = 0) -> str:
+    """A list item's number as a reader sees it ("3", "c", "iii", "C", "III"), or its bullet:
+    "•", "◦" when nested (as PDF text reads them, engine.ingest.pdf_text)."""
+    if numbering == "bullet":
+        return "◦" if depth else "•"
+    if numbering in ("a", "A") and 1 <= number <= 26:
+        return chr(ord(numbering) + number - 1)
+    if numbering in ("i", "I") and 1 <= number < 40:
+        tens, ones = divmod(number, 10)
+        roman = "x" * tens + ("", "i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix")[ones]
+        return roman if numbering == "i" else roman.upper()
+    return str(number)
+
+
 class Sections:
     """Collects lines into sections headed by a heading path; used for Markdown, HTML, DOCX."""
 

@@ -214,9 +214,29 @@ def write_zip(path: Path, entries: list[tuple[str, bytes, int, int]]) -> None:
 W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 
 
-def docx_paragraph(text: str, style: str = "") -> str:
-    props = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
+def docx_paragraph(text: str, style: str = "", number: tuple[int, int] | None = None) -> str:
+    """A paragraph; `number` (list id, level) makes it an item of a list in docx_numbering."""
+    props = f'<w:pStyle w:val="{style}"/>' if style else ""
+    if number:
+        props += f'<w:numPr><w:ilvl w:val="{number[1]}"/><w:numId w:val="{number[0]}"/></w:numPr>'
+    props = f"<w:pPr>{props}</w:pPr>" if props else ""
     return f"<w:p>{props}<w:r><w:t xml:space=\"preserve\">{text}</w:t></w:r></w:p>"
+
+
+def docx_numbering(lists: dict[int, list[tuple[str, str]]], restarts: dict[int, tuple[int, int]] = None) -> str:
+    """word/numbering.xml: list id -> its levels' (numFmt, lvlText), each level starting at 1;
+    `restarts`: a list id -> (the list it copies, the number its first level starts at)."""
+    defined = "".join(
+        f'<w:abstractNum w:abstractNumId="{list_id}">' + "".join(
+            f'<w:lvl w:ilvl="{level}"><w:start w:val="1"/><w:numFmt w:val="{fmt}"/><w:lvlText w:val="{text}"/></w:lvl>'
+            for level, (fmt, text) in enumerate(levels)) + "</w:abstractNum>"
+        for list_id, levels in lists.items())
+    instances = "".join(f'<w:num w:numId="{list_id}"><w:abstractNumId w:val="{list_id}"/></w:num>' for list_id in lists)
+    instances += "".join(f'<w:num w:numId="{list_id}"><w:abstractNumId w:val="{copied}"/><w:lvlOverride w:ilvl="0">'
+                         f'<w:startOverride w:val="{start}"/></w:lvlOverride></w:num>'
+                         for list_id, (copied, start) in (restarts or {}).items())
+    return f'<w:numbering xmlns:w="{W_NS}">{defined}{instances}</w:numbering>'
+
 
 
 def docx_table(rows: list[list[str]]) -> str:
@@ -230,9 +250,9 @@ def docx_document(body: str) -> str:
             f'<w:document xmlns:w="{W_NS}"><w:body>{body}<w:sectPr/></w:body></w:document>')
 
 
-def write_docx(path: Path, body: str, title: str = "", padding: int = 0) -> Path:
+def write_docx(path: Path, body: str, title: str = "", padding: int = 0, numbering: str = "") -> Path:
     """A minimal Word document; style ids H1/H2 are named "heading 1"/"heading 2" (as a
-    localised Word would do), and `padding` spaces bloat document.xml."""
+    localised Word would do), `padding` spaces bloat document.xml, `numbering` is numbering.xml."""
     styles = (f'<w:styles xmlns:w="{W_NS}">'
               '<w:style w:type="paragraph" w:styleId="H1"><w:name w:val="heading 1"/></w:style>'
               '<w:style w:type="paragraph" w:styleId="H2"><w:name w:val="heading 2"/></w:style>'
@@ -246,6 +266,8 @@ def write_docx(path: Path, body: str, title: str = "", padding: int = 0) -> Path
         archive.writestr("[Content_Types].xml", "<Types/>")
         archive.writestr("word/document.xml", document)
         archive.writestr("word/styles.xml", styles)
+        if numbering:
+            archive.writestr("word/numbering.xml", numbering)
         if title:
             archive.writestr("docProps/core.xml", core)
     return path

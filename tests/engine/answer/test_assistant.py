@@ -883,14 +883,15 @@ def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(bui
 @pytest.mark.slow
 def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builtin_data_dir, tmp_path):
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
-    not hold it, a value in a table, a procedure under the sentence that introduces it, a
+    not hold it, a value in a table, a procedure under the sentence that introduces it (Word's
+    numbered list), a
     troubleshooting entry's solution under its problem, an HTML directive's entry with its
     default, and a FAQ's answer under its question heading, each leads on the built-in models;
     the model's text never repeats a sentence, and a sentence marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
-    from tests.helpers.hostile_files import table_pdf
+    from tests.helpers.hostile_files import docx_numbering, docx_paragraph, table_pdf, write_docx
 
     folder = tmp_path / "manuals"
     folder.mkdir()
@@ -901,11 +902,13 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     table_pdf(folder / "clamping.pdf", "Tightening torques of the clamping unit",
               [["Part", "Thread", "Torque"], ["Clamping bolts", "M12", "35 Nm"], ["Cover screws", "M6", "9 Nm"],
                ["Spindle nut", "M30", "120 Nm"]])
-    (folder / "plasma.txt").write_text(
-        "Alignment laser\n\nTo set the origin with zero rotation:\n1. Click the LASER button.\n2. Jog until the "
-        "cross hairs are on the origin point.\n3. Press SET ORIGIN.\n\nTo turn the laser off and cancel an "
-        "alignment:\n1. Press the LASER button and hold it for longer than 750 ms.\n2. Release the LASER button.\n",
-        encoding="utf-8")
+    steps = [("To set the origin with zero rotation:", ["Click the LASER button.", "Jog until the cross hairs are "
+              "on the origin point.", "Press SET ORIGIN."]), ("To turn the laser off and cancel an alignment:", [
+              "Press the LASER button and hold it for longer than 750 ms.", "Release the LASER button."])]
+    write_docx(folder / "plasma.docx", docx_paragraph("Alignment laser") + "".join(  # Word's own step numbers
+        docx_paragraph(intro) + "".join(docx_paragraph(step, number=(list_id, 0)) for step in items)
+        for list_id, (intro, items) in enumerate(steps, 1)), numbering=docx_numbering({1: [("decimal", "%1.")],
+                                                                                      2: [("decimal", "%1.")]}))
     (folder / "drive.txt").write_text(
         "Troubleshooting\n\n• Problem: The spindle drive trips with fault E-07 when it starts.\n"
         "Solution: Raise the ramp time in parameter P21 to 2 s. The drive then needs a minute to cool down "
@@ -936,7 +939,7 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
-                                   (laser, "plasma.txt", "To turn the laser off and cancel an alignment:"),
+                                   (laser, "plasma.docx", "To turn the laser off and cancel an alignment:"),
                                    (trip, "drive.txt", None),
                                    (gain, "radio-faq.md", "A good default setting to start with is RF=0 (off), "
                                                           "IF=16, baseband=16.")]:

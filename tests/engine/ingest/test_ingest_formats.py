@@ -14,6 +14,7 @@ from engine.ingest.discover import find_documents, normal_path
 from engine.types import DocumentOutcome, Page
 from tests.helpers.hostile_files import (
     MANUAL_TITLE,
+    docx_numbering,
     docx_paragraph,
     docx_table,
     scanned_pdf,
@@ -287,7 +288,39 @@ def test_html_sections_by_heading_without_scripts_styles_or_navigation(tmp_path)
     assert "Use 230 V only." in power and "Fuses" in power  # h4 stays in its section
     assert "Code\tMeaning\nE42\tSensor \u2013 unplugged" in power  # cells apart, as in a PDF
     assert "  keep\n    indent" in document.pages[3].text
-    assert "Rinse\nDry" in document.pages[4].text
+    assert "• Rinse\n• Dry" in document.pages[4].text
+
+
+LISTS_HTML = """<p>Before you start:</p><ol><li><p>Unplug the <b>unit</b>.</p></li>
+<li>Open the lid.<ul><li>Left latch</li><li>Right latch<ul><li>then lift</li></ul></li></ul></li>
+<li value="7"><p>Close it.</p><p>It clicks.</p></li></ol><ol type="a" start="2"><li>bee</li></ol>
+<ol type="I"><li>one</li><li>two</li></ol>
+<p>Done.</p>"""
+LISTS_TEXT = ("Before you start:\n\n1. Unplug the unit.\n2. Open the lid.\n• Left latch\n• Right latch\n"
+              "◦ then lift\n7. Close it.\n\nIt clicks.\n\nb. bee\n\nI. one\nII. two\n\nDone.")
+
+
+def test_html_list_items_keep_the_numbers_and_bullets_a_browser_draws(tmp_path):
+    """A procedure's steps as the reader sees them, one block (the lead shows steps a line each);
+    an item's second paragraph is one of its own."""
+    path = tmp_path / "steps.html"
+    path.write_text(f"<html><body>{LISTS_HTML}</body></html>", encoding="utf-8")
+    assert parse_file(path).pages[0].text == LISTS_TEXT
+
+
+def test_docx_list_paragraphs_keep_the_numbers_and_bullets_word_draws(tmp_path):
+    numbering = docx_numbering({1: [("decimal", "%1."), ("lowerLetter", "%1.%2)")],
+                                2: [("bullet", "\uf0b7"), ("bullet", "o")]}, restarts={3: (1, 5)})
+    body = "".join([docx_paragraph("Before you start:"), docx_paragraph("Unplug the unit.", number=(1, 0)),
+                    docx_paragraph("Open the lid.", number=(1, 0)), docx_paragraph("Left latch", number=(1, 1)),
+                    docx_paragraph("Right latch", number=(1, 1)), docx_paragraph("Close it.", number=(1, 0)),
+                    docx_paragraph("Lock it.", number=(1, 1)), docx_paragraph("Spare fuse", number=(2, 0)),
+                    docx_paragraph("Tools", number=(2, 1)), docx_paragraph("Done."),
+                    docx_paragraph("Later step", number=(3, 0))])
+    path = write_docx(tmp_path / "steps.docx", body, numbering=numbering)
+    assert parse_file(path).pages[0].text == (
+        "Before you start:\n\n1. Unplug the unit.\n2. Open the lid.\n2.a) Left latch\n2.b) Right latch\n"
+        "3. Close it.\n3.a) Lock it.\n• Spare fuse\n◦ Tools\n\nDone.\n\n5. Later step")
 
 
 # -- DOCX ---------------------------------------------------------------------------------
