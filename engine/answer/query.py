@@ -34,7 +34,8 @@ from engine.answer.terms import (
 # the UPS" over "It turned out that gpm ... was using the serial port").
 _CAUSE_OR_REMEDY = re.compile(
     r"\bwhy\b|\bwhat (?:could|might|would|can|may) (?:cause|be causing)\b|\bwhat causes\b"
-    r"|\bwhat (?:should|do|can|must) I do\b|\bhow (?:do|can|should) I (?:fix|solve|repair|cure|stop|prevent|avoid)\b"
+    r"|\bwhat (?:should|do|can|must) I (?:do|check|try)\b"
+    r"|\bhow (?:do|can|should) I (?:fix|solve|repair|cure|stop|prevent|avoid)\b"
     r"|\bwhat does (?:this|that|it) mean\b|\bwhat(?:'s| is) (?:wrong|the (?:problem|cause|fix|remedy|solution))\b",
     re.IGNORECASE)
 

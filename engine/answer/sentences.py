@@ -313,12 +313,13 @@ def _introduced_code(text: str, found: list[Unit]) -> list[Unit]:
 
 
 def _followed(text: str, found: list[Unit]) -> list[Unit]:
-    """Each sentence shown alone, with where the sentence after it ends (`then`) when that one
-    follows it, in its paragraph or the next (nothing but space between: no heading), and the
-    two fit in THEN_CHARS."""
+    """Each sentence or list item shown alone, with where the sentence after it ends (`then`)
+    when that one follows it, in its paragraph or the next (nothing but space between: no
+    heading), and the two fit in THEN_CHARS (a FAQ's item "6. LPC2000 Flash ... fails at
+    random." over "Make sure the core frequency ...")."""
     result = list(found)
     for i, (unit, after) in enumerate(zip(found, found[1:])):
-        if (unit.kind == after.kind == "sentence" and unit.show == (unit.start, unit.end)
+        if (unit.kind in ("sentence", "item") and after.kind == "sentence" and unit.show == (unit.start, unit.end)
                 and not text[unit.end:after.start].strip() and after.end - unit.start <= THEN_CHARS):
             result[i] = replace(unit, then=after.end)
     return result

@@ -479,16 +479,25 @@ SYMPTOM = "A user reported random incorrect values from the UPS in the status ou
 CAUSE = "It turned out that gpm, the mouse program, was reading the same serial port."
 
 
-@pytest.mark.parametrize("question, shown", [
-    ("I get random incorrect values from the UPS in the status output. What could cause this?", SYMPTOM + " " + CAUSE),
-    ("Where do the random incorrect values from the UPS show up?", SYMPTOM),
+FAQ_ITEM = "6. LPC2000 Flash When erasing or writing LPC2000 on-chip flash, the operation fails at random."
+FAQ_ANSWER = ("Make sure the core frequency specified in the flash lpc2000 line matches the clock at the time you're "
+              "programming the flash.")
+
+
+@pytest.mark.parametrize("text, question, shown, focus", [
+    (SYMPTOM + " " + CAUSE, "I get random incorrect values from the UPS in the status output. What could cause this?",
+     SYMPTOM + " " + CAUSE, SYMPTOM),
+    (SYMPTOM + " " + CAUSE, "Where do the random incorrect values from the UPS show up?", SYMPTOM, SYMPTOM),
+    (FAQ_ITEM + "\n" + FAQ_ANSWER + " If you've specified the crystal's frequency, make sure the PLL is disabled.",
+     "Erasing the LPC2000's on-chip flash fails at random. What should I check?",
+     FAQ_ITEM + " " + FAQ_ANSWER, FAQ_ITEM),
 ])
-def test_asked_why_or_what_to_do_the_sentence_after_the_symptom_is_shown_with_it(question, shown):
+def test_asked_why_or_what_to_do_the_sentence_after_the_symptom_is_shown_with_it(text, question, shown, focus):
     """Seen in apcupsd's manual: the sentence that states the symptom led, and the cause after it
-    was not shown. It is shown with it, and the symptom alone is highlighted."""
-    text = SYMPTOM + " " + CAUSE + " The daemon locks the port it uses."
-    quote = lead_sentences(question, [passage(text)], weights=TERMS_ONLY)[0]
-    assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, SYMPTOM)
+    was not shown. It is shown with it, and the symptom alone is highlighted. The same for a
+    list item that states it (OpenOCD's FAQ, a numbered list in HTML)."""
+    quote = lead_sentences(question, [passage(text + " The daemon locks the port it uses.")], weights=TERMS_ONLY)[0]
+    assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, focus)
 
 
 BAUD = "This option sets the baud rate for serial communications."
