@@ -342,7 +342,7 @@ def test_closed_through_the_x_protocol_the_window_stays_or_comes_back(session, c
         ("xdotool windowkill (XKillClient)", lambda: x(display_name, "xdotool", "windowkill", str(session.ours()))),
         ("kill -9", lambda: os.kill(session.pid, signal.SIGKILL)),
     ]:
-        seconds = [session.back_after(kill, what) for _ in range(3)]
+        seconds = [session.back_after(kill, what) for _ in range(2)]
         lines.append(f"{what}: a new app's window after {', '.join(f'{s:.1f}' for s in seconds)} s")
     assert f"status {WINDOW_LOST_EXIT_CODE}" in session.log.read_text(errors="replace")
     with capsys.disabled():
