@@ -45,7 +45,7 @@ from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, ITEM_MARKER, 
 from engine.answer.terms import bare_tokens, words_of
 from engine.types import Passage, Quote, Span
 
-MAX_CANDIDATES = 40  # embedded in one batch: the lead is due <= 0.5 s after Enter on 2 cores
+MAX_CANDIDATES = 48  # embedded in one batch: the lead is due <= 0.5 s after Enter on 2 cores
 MIN_CHARS = 25
 MIN_WORDS = 4
 MAX_WORD_CHARS = 45  # a longer run without spaces is a table of contents glued together
