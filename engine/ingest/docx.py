@@ -178,12 +178,12 @@ class _Numbering:
         self._counts: dict[str, dict[int, int]] = {}
 
     def marker(self, paragraph, style_id: str) -> str:
-        number = paragraph.find(f"{_W}pPr/{_W}numPr")
-        if number is None:
-            number = self._by_style.get(style_id)
-        if number is None:
+        own, styled = paragraph.find(f"{_W}pPr/{_W}numPr"), self._by_style.get(style_id)
+        if own is None and styled is None:
             return ""
-        list_id, depth = _val(number, "numId", "0"), _int(_val(number, "ilvl", "0"), 0)
+        # what the paragraph leaves out its style gives ("List Number 2": its level, the list's id)
+        list_id = _val(own, "numId", "") or _val(styled, "numId", "0")
+        depth = _int(_val(own, "ilvl", "") or _val(styled, "ilvl", "0"), 0)
         levels = self._lists.get(list_id, {})
         if depth not in levels:
             return ""
@@ -227,7 +227,7 @@ def _lists(numbering) -> dict[str, dict[int, tuple[str, str, int]]]:
 
 
 def _val(element, child: str, default: str) -> str:
-    found = element.find(f"{_W}{child}")
+    found = element.find(f"{_W}{child}") if element is not None else None
     return found.get(f"{_W}val", default) if found is not None else default
 
 

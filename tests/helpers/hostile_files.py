@@ -250,14 +250,16 @@ def docx_document(body: str) -> str:
             f'<w:document xmlns:w="{W_NS}"><w:body>{body}<w:sectPr/></w:body></w:document>')
 
 
-def write_docx(path: Path, body: str, title: str = "", padding: int = 0, numbering: str = "") -> Path:
+def write_docx(path: Path, body: str, title: str = "", padding: int = 0, numbering: str = "",
+               styles: str = "") -> Path:
     """A minimal Word document; style ids H1/H2 are named "heading 1"/"heading 2" (as a
-    localised Word would do), `padding` spaces bloat document.xml, `numbering` is numbering.xml."""
+    localised Word would do), `padding` spaces bloat document.xml, `numbering` is numbering.xml,
+    `styles` more <w:style> elements."""
     styles = (f'<w:styles xmlns:w="{W_NS}">'
               '<w:style w:type="paragraph" w:styleId="H1"><w:name w:val="heading 1"/></w:style>'
               '<w:style w:type="paragraph" w:styleId="H2"><w:name w:val="heading 2"/></w:style>'
               '<w:style w:type="paragraph" w:styleId="Title"><w:name w:val="Title"/></w:style>'
-              "</w:styles>")
+              f"{styles}</w:styles>")
     core = ('<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/'
             'metadata/core-properties" xmlns:dc="http://purl.org/dc/elements/1.1/">'
             f"<dc:title>{title}</dc:title></cp:coreProperties>")

@@ -347,6 +347,19 @@ def test_docx_headings_paragraphs_and_tables(tmp_path):
     assert "Terminal\tWire\nL\tbrown\nN\tblue" in document.pages[2].text
 
 
+def test_docx_a_numbering_style_numbers_its_paragraphs(tmp_path):
+    """LibreOffice's and Word's "List Number" style: the list is the style's, and a paragraph may
+    give its own level only."""
+    style = ('<w:style w:type="paragraph" w:styleId="ListNumber"><w:name w:val="List Number"/><w:pPr>'
+             '<w:numPr><w:numId w:val="1"/></w:numPr></w:pPr></w:style>')
+    own_level = ('<w:p><w:pPr><w:pStyle w:val="ListNumber"/><w:numPr><w:ilvl w:val="1"/></w:numPr></w:pPr>'
+                 '<w:r><w:t>Check the seal.</w:t></w:r></w:p>')
+    body = docx_paragraph("Drain the tank.", "ListNumber") + own_level + docx_paragraph("Refill it.", "ListNumber")
+    numbering = docx_numbering({1: [("decimal", "%1."), ("lowerRoman", "(%2)")]})
+    text = parse_file(write_docx(tmp_path / "s.docx", body, numbering=numbering, styles=style)).pages[0].text
+    assert text == "1. Drain the tank.\n(i) Check the seal.\n2. Refill it."
+
+
 def test_docx_title_from_the_title_style(tmp_path):
     body = docx_paragraph("Owner's Handbook", "Title") + docx_paragraph("Welcome.")
     assert parse_file(write_docx(tmp_path / "h.docx", body)).title == "Owner's Handbook"
