@@ -58,6 +58,7 @@ class _HTMLText(HTMLParser):
         self._lists: list[list] = []  # open lists, innermost last: [numbering type or "", next number]
         self._marker = ""  # an item's number or bullet, put before its first text
         self._item_break = False  # after an item's paragraph: a break only if another paragraph of it follows
+        self._link_depth = 0
 
     def title_text(self) -> str:
         return _SPACES.sub(" ", "".join(self._title_parts)).strip()
@@ -77,11 +78,14 @@ class _HTMLText(HTMLParser):
             self._end_line()
         if tag == "pre":
             self._pre_depth += 1
+        if tag == "a" and dict(attrs).get("href"):
+            self._link_depth += 1
         if tag in _LISTS:
             self._lists.append(_list_state(tag, dict(attrs)))
         elif tag == "li" and self._lists and not self._skip_depth:
             self._marker = self._item_marker(dict(attrs))
             self._item_break = False  # the items of a list are one block, as PDF text reads them
+            self._link_depth = 0  # a link left open (bad HTML) ends with its item
 
     def handle_endtag(self, tag):
         if tag in _SKIPPED:
@@ -94,6 +98,8 @@ class _HTMLText(HTMLParser):
             self._end_line()
         if tag == "pre":
             self._pre_depth = max(0, self._pre_depth - 1)
+        if tag == "a" and self._link_depth:
+            self._link_depth -= 1
         if tag in _LISTS and self._lists:
             self._lists.pop()
             self._marker = ""
@@ -116,8 +122,9 @@ class _HTMLText(HTMLParser):
         if self._item_break and data.strip():
             self._item_break = False
             self.sections.add_break()
-        if self._marker and data.strip():  # the item's first text, inside its <p> or <a> too
-            self._line.append(self._marker)
+        if self._marker and data.strip():  # the item's first text, inside its <p> too
+            if not self._link_depth:  # an item that starts with a link is a contents entry: no marker
+                self._line.append(self._marker)
             self._marker = ""
         if self._pre_depth:
             self._pre_text(data)
@@ -177,4 +184,3 @@ def _int(text: str | None, default: int) -> int:
         return int(text) if text is not None else default
     except ValueError:
         return default
-

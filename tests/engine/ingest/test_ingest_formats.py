@@ -291,18 +291,20 @@ def test_html_sections_by_heading_without_scripts_styles_or_navigation(tmp_path)
     assert "• Rinse\n• Dry" in document.pages[4].text
 
 
-LISTS_HTML = """<p>Before you start:</p><ol><li><p>Unplug the <b>unit</b>.</p></li>
+LISTS_HTML = """<ul><li><a href="#s">Steps</a></li><li><a href="#d">Done</a></li></ul>
+<p>Before you start:</p><ol><li><p>Unplug the <b>unit</b>.</p></li>
 <li>Open the lid.<ul><li>Left latch</li><li>Right latch<ul><li>then lift</li></ul></li></ul></li>
 <li value="7"><p>Close it.</p><p>It clicks.</p></li></ol><ol type="a" start="2"><li>bee</li></ol>
 <ol type="I"><li>one</li><li>two</li></ol>
 <p>Done.</p>"""
-LISTS_TEXT = ("Before you start:\n\n1. Unplug the unit.\n2. Open the lid.\n• Left latch\n• Right latch\n"
+LISTS_TEXT = ("Steps\nDone\n\nBefore you start:\n\n1. Unplug the unit.\n2. Open the lid.\n• Left latch\n"
+              "• Right latch\n"
               "◦ then lift\n7. Close it.\n\nIt clicks.\n\nb. bee\n\nI. one\nII. two\n\nDone.")
 
 
 def test_html_list_items_keep_the_numbers_and_bullets_a_browser_draws(tmp_path):
     """A procedure's steps as the reader sees them, one block (the lead shows steps a line each);
-    an item's second paragraph is one of its own."""
+    an item's second paragraph is one of its own. A list of links is contents: no markers."""
     path = tmp_path / "steps.html"
     path.write_text(f"<html><body>{LISTS_HTML}</body></html>", encoding="utf-8")
     assert parse_file(path).pages[0].text == LISTS_TEXT
