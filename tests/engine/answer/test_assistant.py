@@ -883,11 +883,11 @@ def test_temperature_0_gives_the_same_answer_across_runs_and_model_processes(bui
 @pytest.mark.slow
 def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builtin_data_dir, tmp_path):
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
-    not hold it, a value in a table, a procedure under the sentence that introduces it (Word's
-    numbered list), a
-    troubleshooting entry's solution under its problem, an HTML directive's entry with its
-    default, and a FAQ's answer under its question heading, each leads on the built-in models;
-    the model's text never repeats a sentence, and a sentence marked supported has its source."""
+    not hold it, a value in a table, a procedure under the sentence that introduces it (a list
+    Word numbers), a troubleshooting entry's solution under its problem, an HTML directive's
+    entry with its default, and a FAQ's answer under its question heading, each leads on the
+    built-in models; the model's text never repeats a sentence, and a sentence marked supported
+    has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
