@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 from engine.errors import DocumentError
-from engine.ingest.text import Sections, list_marker
+from engine.ingest.text import Sections, list_marker, number_or
 from engine.types import ParsedDocument
 
 MAX_PART_BYTES = 128 * 1024 * 1024
@@ -183,7 +183,7 @@ class _Numbering:
             return ""
         # what the paragraph leaves out its style gives ("List Number 2": its level, the list's id)
         list_id = _val(own, "numId", "") or _val(styled, "numId", "0")
-        depth = _int(_val(own, "ilvl", "") or _val(styled, "ilvl", "0"), 0)
+        depth = number_or(_val(own, "ilvl", "") or _val(styled, "ilvl", "0"), 0)
         levels = self._lists.get(list_id, {})
         if depth not in levels:
             return ""
@@ -212,16 +212,16 @@ def _lists(numbering) -> dict[str, dict[int, tuple[str, str, int]]]:
         for level in definition.findall(f"{_W}lvl"):
             fmt = _val(level, "numFmt", "decimal")
             if fmt != "none":
-                levels[_int(level.get(f"{_W}ilvl", "0"), 0)] = (
-                    _FORMATS.get(fmt, "1"), _val(level, "lvlText", ""), _int(_val(level, "start", "1"), 1))
+                levels[number_or(level.get(f"{_W}ilvl", "0"), 0)] = (
+                    _FORMATS.get(fmt, "1"), _val(level, "lvlText", ""), number_or(_val(level, "start", "1"), 1))
         abstract[definition.get(f"{_W}abstractNumId")] = levels
     lists = {}
     for instance in numbering.iter(f"{_W}num"):
         levels = dict(abstract.get(_val(instance, "abstractNumId", ""), {}))
         for override in instance.findall(f"{_W}lvlOverride"):
-            level, start = _int(override.get(f"{_W}ilvl", "0"), 0), override.find(f"{_W}startOverride")
+            level, start = number_or(override.get(f"{_W}ilvl", "0"), 0), override.find(f"{_W}startOverride")
             if level in levels and start is not None:
-                levels[level] = levels[level][:2] + (_int(start.get(f"{_W}val", "1"), 1),)
+                levels[level] = levels[level][:2] + (number_or(start.get(f"{_W}val", "1"), 1),)
         lists[instance.get(f"{_W}numId")] = levels
     return lists
 
@@ -229,14 +229,6 @@ def _lists(numbering) -> dict[str, dict[int, tuple[str, str, int]]]:
 def _val(element, child: str, default: str) -> str:
     found = element.find(f"{_W}{child}") if element is not None else None
     return found.get(f"{_W}val", default) if found is not None else default
-
-
-def _int(text: str, default: int) -> int:
-    """A number Word wrote, or `default` where a damaged file has none."""
-    try:
-        return int(text)
-    except ValueError:
-        return default
 
 
 def _style_id(paragraph) -> str:

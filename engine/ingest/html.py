@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from engine.errors import DocumentError
-from engine.ingest.text import Sections, decode_text, list_marker
+from engine.ingest.text import Sections, decode_text, list_marker, number_or
 from engine.types import ParsedDocument
 
 _SKIPPED = {"script", "style", "nav", "noscript", "template"}  # not text a person reads
@@ -64,6 +64,7 @@ class _HTMLText(HTMLParser):
         return _SPACES.sub(" ", "".join(self._title_parts)).strip()
 
     def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
         if tag in _SKIPPED:
             self._skip_depth += 1
         elif tag == "title" and not self._title_parts:  # not an SVG's <title> later on
@@ -78,12 +79,12 @@ class _HTMLText(HTMLParser):
             self._end_line()
         if tag == "pre":
             self._pre_depth += 1
-        if tag == "a" and dict(attrs).get("href"):
+        if tag == "a" and attrs.get("href"):
             self._link_depth += 1
         if tag in _LISTS:
-            self._lists.append(_list_state(tag, dict(attrs)))
+            self._lists.append(_list_state(tag, attrs))
         elif tag == "li" and self._lists and not self._skip_depth:
-            self._marker = self._item_marker(dict(attrs))
+            self._marker = self._item_marker(attrs)
             self._item_break = False  # the items of a list are one block, as PDF text reads them
             self._link_depth = 0  # a link left open (bad HTML) ends with its item
 
@@ -151,7 +152,7 @@ class _HTMLText(HTMLParser):
         numbering, number = state
         if not numbering:
             return list_marker("bullet", 0, sum(1 for kind, _ in self._lists if not kind) - 1) + " "
-        number = _int(attrs.get("value"), number)
+        number = number_or(attrs.get("value"), number)
         state[1] = number + 1
         return list_marker(numbering, number) + ". "
 
@@ -176,11 +177,5 @@ def _list_state(tag: str, attrs: dict) -> list:
     if tag != "ol":
         return ["", 0]
     numbering = attrs.get("type") or "1"
-    return [numbering if numbering in ("1", "a", "A", "i", "I") else "1", _int(attrs.get("start"), 1)]
+    return [numbering if numbering in ("1", "a", "A", "i", "I") else "1", number_or(attrs.get("start"), 1)]
 
-
-def _int(text: str | None, default: int) -> int:
-    try:
-        return int(text) if text is not None else default
-    except ValueError:
-        return default

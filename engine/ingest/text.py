@@ -227,6 +227,15 @@ def list_marker(numbering: str, number: int, depth: int = 0) -> str:
     return str(number)
 
 
+def number_or(text: str | None, default: int) -> int:
+    """A list's number as a file wrote it (an HTML start=, a Word ilvl), or `default` where a
+    damaged file has none."""
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
 class Sections:
     """Collects lines into sections headed by a heading path; used for Markdown, HTML, DOCX."""
 
