@@ -69,7 +69,8 @@ def recognise_pages(path: Path, numbers: Sequence[int], options: OcrOptions, rep
     """({page: (text, PageOcr)} for the pages recognised, warnings for those that were not).
     `report(done, total)` is called before the first page and after each one; `before_page`
     before each page that is recognised (the worker re-arms its CPU limit there). `skip`:
-    {position in `numbers`: why} of pages not to try again (they stopped an earlier worker)."""
+    {position in `numbers`: why} of pages not to try again (they stopped an earlier worker); one
+    found in the cache was recognised after all: the worker was stopped before it reported it."""
     total = len(numbers)
     if not total:
         return {}, []
@@ -77,8 +78,8 @@ def recognise_pages(path: Path, numbers: Sequence[int], options: OcrOptions, rep
     recogniser = _get_recogniser()
     folder = _cache_folder(options.cache, path, recogniser.engine_id)
     skip = skip or {}
-    cached = {number: page for position, number in enumerate(numbers) if position not in skip
-              and (page := _read_cached(folder, number, recogniser.engine_id)) is not None}
+    cached = {number: page for number in numbers
+              if (page := _read_cached(folder, number, recogniser.engine_id)) is not None}
     todo = [number for position, number in enumerate(numbers) if position not in skip and number not in cached]
     reader = _InOrder(recogniser, path, todo, options.page_time_limit_s, before_page)
     found: dict[int, tuple[str, PageOcr]] = {}
@@ -87,7 +88,7 @@ def recognise_pages(path: Path, numbers: Sequence[int], options: OcrOptions, rep
         # in page order, so that `done` is the position of the page in work (the pool skips it
         # if it stops the worker)
         for done, number in enumerate(numbers, start=1):
-            page = skip.get(done - 1) or cached.get(number) or reader.next(number)
+            page = cached.get(number) or skip.get(done - 1) or reader.next(number)
             if isinstance(page, str):
                 failures.setdefault(page, []).append(number)
             else:
