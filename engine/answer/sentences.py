@@ -65,7 +65,7 @@ _LOWER_STEP = re.compile(r"^\s*\d{1,2}[.)]\s+[a-z]")  # "2. source stepping (src
 _PAGE_NUMBER = re.compile(r"^\s*\d{1,4}\s*$")  # running headers and footers are cut at ingest (chunking)
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
 _FIRST_ITEM_INLINE = re.compile(r":\s+" + _LIST_MARKER.pattern + "$")  # "To set the origin with rotation: 1."
-ITEM_MARKER = re.compile(r"^\s*(?:[-*•◦▪–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+")  # "• ", "2. ", "(a) "
+ITEM_MARKER = re.compile(r"^\s*(?:[-*+•◦▪‣–·]|\(?\d{1,2}[.)]|\(?[a-z][.)])\s+")  # "• ", Markdown's "+ ", "2. ", "(a) "
 LIST_ITEM = re.compile(ITEM_MARKER.pattern + r"\S")
 # The break before a line that starts a list item: quotes keep it, so steps read one under another.
 ITEM_BREAK = re.compile(r"\n(?=" + LIST_ITEM.pattern[1:] + ")")
@@ -326,7 +326,7 @@ def _followed(text: str, found: list[Unit]) -> list[Unit]:
 
 
 # A question the manual asks itself, or a problem it states, before the answer or the solution.
-_PROBLEM = re.compile(r"^(?:[-*•◦▪–·]\s*)?(?:Problem|Symptom|Issue|Question|Q)\s*:")
+_PROBLEM = re.compile(r"^(?:[-*+•◦▪‣–·]\s*)?(?:Problem|Symptom|Issue|Question|Q)\s*:")
 _ANSWERABLE = ("sentence", "item", "setting", "definition", "warning")
 
 

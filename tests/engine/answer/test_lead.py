@@ -253,6 +253,10 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "2. Release the LASER button.\n", "How do I turn the alignment laser off?",
                  "To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
                  "2. Release the LASER button.", "sentence", id="a procedure under the sentence that introduces it"),
+    pytest.param("Keep the pump primed.\nTo bleed the pump:\n+ Open the vent screw.\n+ Run the pump until water "
+                 "comes out.\n", "How do I bleed the pump?",
+                 "To bleed the pump:\n+ Open the vent screw.\n+ Run the pump until water comes out.", "sentence",
+                 id="Markdown's + items are items too"),
     pytest.param("To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
                  "2. LASER button label will change to LASER and the HAL pin named\nqtplasmac.laser_on will be "
                  "turned off.\n", "What happens to the qtplasmac.laser_on pin when the laser is turned off?",
