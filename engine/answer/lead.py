@@ -41,7 +41,7 @@ from itertools import product
 import numpy as np
 
 from engine.answer.query import Query
-from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, ITEM_MARKER, THEN_CHARS, Unit, units
+from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, ITEM_MARKER, LIST_ITEM, THEN_CHARS, Unit, units
 from engine.answer.terms import bare_tokens, words_of
 from engine.types import Passage, Quote, Span
 
@@ -52,6 +52,7 @@ MAX_WORD_CHARS = 45  # a longer run without spaces is a table of contents glued 
 SHORT_UNIT_SHARE = 0.5  # of the question's topic weight, for a short unit to qualify
 _JOINS = {"row": " | ", "definition": ": "}  # how a unit's cells are shown
 _SPACES = re.compile(r"\s*")
+_PARAGRAPH_BREAK = re.compile(r"[ \t]*\n[ \t]*\n\s*")
 
 
 @dataclass(frozen=True)
@@ -269,17 +270,19 @@ _STATES_DEFAULT = re.compile(r"\bdefaults?\b|\binitial (?:setting|value)\b|\bif 
 
 def _default_after(text: str, read: Sequence[Unit], i: int) -> int | None:
     """Where the first sentence after the sentence read[i] that states a default ends, when only
-    sentences come between, in THEN_CHARS ("Adjust the firmness of the braille dots. ... The
-    initial setting is Medium."); None when the sentence states one itself, or none follows."""
+    sentences and list items (the choices) come between, in THEN_CHARS ("Adjust the firmness of
+    the braille dots. It can be set to: • Maximum ... • Minimum ... The initial setting is
+    Medium."); None when the sentence states one itself, or none follows."""
     unit = read[i]
     alone = unit.kind == "sentence" and unit.show == (unit.start, unit.end)
     if not alone or _STATES_DEFAULT.search(text, unit.start, unit.end):
         return None
     before = unit
     for after in read[i + 1:]:
-        if after.kind != "sentence" or text[before.end:after.start].strip() or after.end - unit.start > THEN_CHARS:
+        if (after.kind not in ("sentence", "item") or text[before.end:after.start].strip()
+                or after.end - unit.start > THEN_CHARS):
             return None
-        if _STATES_DEFAULT.search(text, after.start, after.end):
+        if after.kind == "sentence" and _STATES_DEFAULT.search(text, after.start, after.end):
             return after.end
         before = after
     return None
@@ -336,10 +339,13 @@ def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
 
 
 def _reflowed(text: str, kind: str) -> str:
-    """Runs of whitespace as one space, but a list item still starts a line of its own; the
-    pilcrows of HTML's heading anchors (texinfo's, Sphinx's) left out."""
-    lines = (" ".join(w for w in line.replace("\t", _JOINS.get(kind, " ")).split() if w != "¶")
-             for line in ITEM_BREAK.split(text))
+    """Runs of whitespace as one space, but a list item still starts a line of its own, and so
+    does a paragraph after an item (the sentence after a list); the pilcrows of HTML's heading
+    anchors (texinfo's, Sphinx's) left out."""
+    pieces = (part for line in ITEM_BREAK.split(text)
+              for part in (_PARAGRAPH_BREAK.split(line) if LIST_ITEM.match(line) else (line,)))
+    lines = (" ".join(w for w in piece.replace("\t", _JOINS.get(kind, " ")).split() if w != "¶")
+             for piece in pieces)
     return "\n".join(line for line in lines if line)
 
 

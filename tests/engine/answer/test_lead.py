@@ -506,18 +506,25 @@ def test_asked_why_or_what_to_do_the_sentence_after_the_symptom_is_shown_with_it
 
 BAUD = "This option sets the baud rate for serial communications."
 BAUD_TEXT = BAUD + " It must match the rate set on the receiver. The default value is 4800. Use 9600 for new units."
+FIRMNESS = "Adjust the firmness (or stiffness) of the braille dots."
+FIRMNESS_TEXT = (f"Braille Firmness\n{FIRMNESS} It can be set to:\n• Maximum\n• High\n• Medium\n• Low\n\nThis "
+                 "preference is only available if a driver which supports it is being used. The initial setting is "
+                 "Medium.\n\nBraille Sensitivity\nAdjust the sensitivity of the braille dots to touch.")
 
 
-@pytest.mark.parametrize("question, shown", [
-    ("Which baud rate does the serial connection use by default?",
-     BAUD + " It must match the rate set on the receiver. The default value is 4800."),
-    ("Which baud rate can I set for serial communications?", BAUD),
+@pytest.mark.parametrize("text, question, shown, focus", [
+    (BAUD_TEXT, "Which baud rate does the serial connection use by default?",
+     BAUD + " It must match the rate set on the receiver. The default value is 4800.", BAUD),
+    (BAUD_TEXT, "Which baud rate can I set for serial communications?", BAUD, BAUD),
+    (FIRMNESS_TEXT, "What is the braille dot firmness set to out of the box?",  # over the choices, and after them
+     FIRMNESS + " It can be set to:\n• Maximum\n• High\n• Medium\n• Low\nThis preference is only available if a "
+     "driver which supports it is being used. The initial setting is Medium.", FIRMNESS),
 ])
-def test_asked_for_a_default_the_sentences_up_to_the_one_that_states_it_are_shown(question, shown):
+def test_asked_for_a_default_the_sentences_up_to_the_one_that_states_it_are_shown(text, question, shown, focus):
     """Seen in GPSBabel's options and BRLTTY's preferences: the sentence that names the setting
-    led, and its default, two sentences on, was not shown."""
-    quote = lead_sentences(question, [passage(BAUD_TEXT)], weights=TERMS_ONLY)[0]
-    assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, BAUD)
+    led, and its default, two sentences on (or under the list of its choices), was not shown."""
+    quote = lead_sentences(question, [passage(text)], weights=TERMS_ONLY)[0]
+    assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, focus)
 
 
 def test_each_citation_quotes_its_passage_s_best_unit():
