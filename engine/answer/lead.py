@@ -51,6 +51,7 @@ MIN_WORDS = 4
 MAX_WORD_CHARS = 45  # a longer run without spaces is a table of contents glued together
 SHORT_UNIT_SHARE = 0.5  # of the question's topic weight, for a short unit to qualify
 _JOINS = {"row": " | ", "definition": ": "}  # how a unit's cells are shown
+_HEADED = ("answer", "sentence", "item")  # shown under their question or the heading that names their topic
 _SPACES = re.compile(r"\s*")
 _PARAGRAPH_BREAK = re.compile(r"[ \t]*\n[ \t]*\n\s*")
 
@@ -197,17 +198,16 @@ def choose(found: list[Candidate], weights: LeadWeights, limit: int) -> list[Quo
         own = c.text[c.focus[0]:c.focus[1]]
         if all(own not in o.text and o.text not in c.text and not _overlap(c, o) for o in chosen):
             chosen.append(c)
-    return [_asked_once(c, chosen[:i]) for i, c in enumerate(chosen)]
+    return [_headed_once(c, chosen[:i]) for i, c in enumerate(chosen)]
 
 
-def _asked_once(c: "Candidate", before: Sequence["Candidate"]) -> Quote:
-    """The candidate's quote; a second answer to a question the manual asks is shown without the
-    question, which the first one showed."""
+def _headed_once(c: "Candidate", before: Sequence["Candidate"]) -> Quote:
+    """The candidate's quote; a second answer to a question the manual asks, or a second unit
+    under the same named heading, is shown without what the first one showed above it."""
     quote = c.quote()
-    asked = c.text.split("\n", 1)[0]
-    if c.kind != "answer" or not any(o.kind == "answer" and o.text.split("\n", 1)[0] == asked for o in before):
+    if not c.header or not any(o.header == c.header and o.passage.path == c.passage.path for o in before):
         return quote
-    cut = len(asked) + 1
+    cut = len(c.header) + 1
     return replace(quote, text=c.text[cut:], focus=(c.focus[0] - cut, c.focus[1] - cut))
 
 
@@ -235,6 +235,7 @@ class Candidate:
     named: float = 0.0  # an entry headed by a name the question typed
     short: bool = False  # a short fact, let in for the question's words
     scored: str = ""  # what it is judged on (words, embedding): `text`, or a row with its header
+    header: str = ""  # the first line of `text`: an answer's question, the heading that names a unit's topic
 
     def quote(self) -> Quote:
         return Quote(self.number, self.text, self.passage, self.span, self.focus, self.kind)
@@ -258,8 +259,9 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False,
                 continue
             span = Span(run.page, run.page_offset(unit.start), run.page_offset(unit.end))
             scored = text[focus[0]:focus[1]] if followed else _scored_text(text, focus, unit)
+            header = text.split("\n", 1)[0] if unit.header and unit.kind in _HEADED else ""
             found.append(Candidate(number, passage, span, text, focus, unit.kind, words_of(scored),
-                                   code=float(bool(CODE.search(scored))), scored=scored))
+                                   code=float(bool(CODE.search(scored))), scored=scored, header=header))
     return found
 
 
@@ -309,7 +311,10 @@ def _heading_name(text: str) -> str:
 
 def _scored_text(text: str, focus: tuple[int, int], unit: Unit) -> str:
     """What a unit is judged on: what is shown, but a row with its header alone (the rows
-    shown beside it would score as much as it does)."""
+    shown beside it would score as much as it does), and a unit without the heading that names
+    its topic (every unit under it would score as much)."""
+    if unit.kind in ("sentence", "item") and unit.header:
+        return text.split("\n", 1)[1]
     if unit.kind != "row":
         return text
     own = text[focus[0]:focus[1]]

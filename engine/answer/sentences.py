@@ -33,7 +33,9 @@ reads as one fact:
                 should I set the gain controls for RX?" over its text), shown under it (the two
                 in THEN_CHARS); the question itself is a "question", which answers nothing
 A command or code line stays in the sentence it is part of ("The command > sink("record.lis")
-will divert ...").
+will divert ..."). Under a heading that names a thing (an option, a command, a parameter: "gpxver
+option", "P0.01 Frequency source"), a sentence or an item is shown under that heading: "The default
+version is 1.0" says nothing without the name it is about.
 Each unit has what to show with it (`show`): the unit itself, or with what it needs to be read
 (a row its header, a list item or a warning its block). A sentence shown alone also says where
 the sentence after it ends (`then`): the lead shows the two when a question asks why or what to do.
@@ -51,6 +53,7 @@ MAX_CHARS = 400  # a longer "sentence" is a code block or a table: taken apart a
 SHOW_CHARS = 320  # what is shown with a unit at most (measured: docs/benchmarks.md, issue 27)
 THEN_CHARS = 480  # a unit with what it needs beside it: the next sentence (asked why), its question above it
 HEADING_WORDS, HEADING_CHARS = 6, 60  # at most, for a line to be taken for a heading
+NAME_SCOPE_CHARS = 600  # a heading that names a thing is shown above the units that start this close under it
 WRAPPED_WIDTH, ITEM_END_SHARE = 60, 0.75  # a text wrapped this wide; a line under this share of it ended
 _NUMBER = re.compile(r"[-+±]?[\d.,]*\d[\d.,]*%?")  # "9", "1.0", "-5", "10,000", "50%"
 _CAPITALISED = re.compile(r"[A-Z][a-z]+\b")
@@ -89,6 +92,13 @@ _ENTRY = re.compile(r"^(?:[A-Z][A-Z0-9_]{1,30}=\S{0,20}\s+(?:\[\*\]\s+)?[A-Za-z]
                     r"|(?:\d{3,5}|[A-Z]{1,3}-?\d{2,5})\s+[A-Z])")
 # What comes before a heading's words: Markdown's "## ", a section number "5.2 " (either may be absent)
 _SECTION_LABEL = re.compile(r"^(?:#{1,6}\s+)?(?:(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*)\s+)?")
+# A heading that names a thing: a code-like word ("P0.01", "max_velocity", "--verbose"), or a word
+# then what it is ("gpxver option", "telnet_port command")
+_NAME_WORDS = r"(?:option|command|parameter|directive|variable|setting|register|function|key|keyword|field|flag)"
+_NAME = r"(?:[a-z_\-][\w.\-]*|[A-Z][A-Z0-9_]+)"  # "gpxver", "telnet_port", "LOTRANS"; not "Advanced"
+_NAMING_HEADING = re.compile(rf"^(?:{_NAME}\s+{_NAME_WORDS}|(?i:{_NAME_WORDS}):?\s+{_NAME})$")
+# A parameter's or an error's code: "P0.01", "F1-02", "E-07", "H05"
+_PARAMETER_CODE = re.compile(r"^[A-Z]{1,3}(?:\d{2,4}|-?\d{1,3}[.-]\d{1,3}|[-.]\d{1,4})\b")
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
 
@@ -134,17 +144,24 @@ class _Reader:
         self.rows: list[tuple[int, int]] = []  # the table being read, its header first
         self.term: int | None = None  # the definition just read: its description may run on
         self.intro: int | None = None  # the sentence ending in ":" that the list items read follow
+        self.name: tuple[int, int] | None = None  # the heading above, when it names a thing
         self.last = ""  # the line before, "" after a break
 
     def line(self, start: int, end: int, following: str) -> None:
         line = self.text[start:end].strip()
         untitled = bool(line) and _untitled_heading(line, following) and not _term_line(line, self.last, following)
-        if not line or _breaks(line, self.headings, following) or (untitled and not _runs_on(self.last)):
+        if (not line or _breaks(line, self.headings, following) or (untitled and not _runs_on(self.last))
+                or _naming_line(line, following)):
             self.flush()
             self.last = ""
             self.term = self.intro = None
+            if line and not _PAGE_NUMBER.match(line):
+                self.name = _unnumbered(self.text, start, end) if _names_a_thing(line) else None
             self._asking_heading(start, end)
             return
+        if self.name and _ends_section(line, self.last, following):
+            self._flush_block()  # a heading ingest did not mark: what follows is no longer about the name
+            self.name = None
         kind = _line_kind(line, self.last)
         if kind == "text" and (_term_line(line, self.last, following) or _entry_line(line, self.last)):
             kind = "definition"
@@ -174,6 +191,12 @@ class _Reader:
             if named:
                 self._flush_block()
 
+    def _name_over(self, kind: str, start: int, in_entry: bool) -> tuple[int, int] | None:
+        """The heading that names what a sentence or an item starting at `start` is about."""
+        if kind in ("sentence", "item") and not in_entry and self.name and start - self.name[1] <= NAME_SCOPE_CHARS:
+            return self.name
+        return None
+
     def flush(self) -> None:
         self._table()
         self._flush_block()
@@ -190,8 +213,7 @@ class _Reader:
         """A heading that asks ("5.2 How should I set the gain controls for RX?"), without its
         section number or Markdown's marks: the units under it answer it (_answered), as under a
         question in the text."""
-        s, e = trimmed(self.text, start, end)
-        s += _SECTION_LABEL.match(self.text[s:e]).end()
+        s, e = _unnumbered(self.text, start, end)
         own = self.text[s:e]
         if own.rstrip("\"'”’)").endswith("?") and len(own.split()) >= ASKS_WORDS:
             self.found.append(Unit(s, e, "asked", (s, e)))
@@ -293,7 +315,8 @@ class _Reader:
         for i, (s, e) in enumerate(pieces):
             own = kind if (kind == "warning" or i == 0) else "sentence"
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
-            self.found.append(Unit(s, e, own, entry if entry and e <= entry[1] else show))
+            in_entry = entry and e <= entry[1]
+            self.found.append(Unit(s, e, own, entry if in_entry else show, self._name_over(own, s, in_entry)))
         self.block, self.block_kind = [], "sentence"
 
 
@@ -504,6 +527,38 @@ def _wrapped_step(line: str, following: str) -> bool:
     if SENTENCE_END.search(line, _SECTION_LABEL.match(line).end()):
         return True  # a heading holds no sentence's end: "6. If you use CUPS, enable debugging output. This can be"
     return len(line.split()) > HEADING_WORDS + 1 and following[:1].islower()
+
+
+def _unnumbered(text: str, start: int, end: int) -> tuple[int, int]:
+    """A heading line's span without its section number or Markdown's marks."""
+    s, e = trimmed(text, start, end)
+    return s + _SECTION_LABEL.match(text[s:e]).end(), e
+
+
+def _naming_line(line: str, following: str) -> bool:
+    """A heading that names an option or a command, which ingest did not mark (a section that
+    starts inside a chunk): "dropwpt option" over a sentence."""
+    return bool(_NAMING_HEADING.match(line)) and following[:1].isupper()
+
+
+def _ends_section(line: str, before: str, following: str) -> bool:
+    """A line that may be a heading ingest did not mark: after a sentence's end, without closing
+    punctuation, before a capitalised line ("Rearrange waypoints, routes and/or tracks by
+    resorting (sort)", which may wrap)."""
+    wraps = bool(following) and following[-1] not in ".,;:!?" and len(following.split()) <= HEADING_WORDS
+    return ((not before or before[-1] in ".!?") and line[-1] not in ".,;:!?" and len(line.split()) <= 12
+            and (following[:1].isupper() or wraps))
+
+
+def _names_a_thing(heading: str) -> bool:
+    """Whether a heading names an option, a command or a parameter (see _NAMING_HEADING), not a
+    topic: its section number aside, at most HEADING_WORDS words."""
+    own = heading[_SECTION_LABEL.match(heading).end():].strip()
+    if not own or len(own.split()) > HEADING_WORDS or own.endswith("?"):
+        return False
+    first = own.split()[0]
+    code_like = _TERM.match(first) and CODE.search(first)
+    return bool(_NAMING_HEADING.match(own) or code_like or _PARAMETER_CODE.match(own))
 
 
 def _shouted(line: str) -> bool:

@@ -257,6 +257,11 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "comes out.\n", "How do I bleed the pump?",
                  "To bleed the pump:\n+ Open the vent screw.\n+ Run the pump until water comes out.", "sentence",
                  id="Markdown's + items are items too"),
+    pytest.param("Notice that this is no schema conversion.\ngpxver option\nTarget GPX version for output.\n"
+                 "The default version is 1.0 unless an input file is GPX 1.1.\nurlbase option\nThe value of this "
+                 "option is prepended to URLs.\n", "Which GPX version is written by default?",
+                 "gpxver option\nThe default version is 1.0 unless an input file is GPX 1.1.", "sentence",
+                 id="under a heading that names an option, a sentence is shown under that name"),
     pytest.param("To turn the laser off and cancel an alignment:\n1. Press the LASER button for longer than 750 ms.\n"
                  "2. LASER button label will change to LASER and the HAL pin named\nqtplasmac.laser_on will be "
                  "turned off.\n", "What happens to the qtplasmac.laser_on pin when the laser is turned off?",
@@ -502,6 +507,18 @@ def test_asked_why_or_what_to_do_the_sentence_after_the_symptom_is_shown_with_it
     list item that states it (OpenOCD's FAQ, a numbered list in HTML)."""
     quote = lead_sentences(question, [passage(text + " The daemon locks the port it uses.")], weights=TERMS_ONLY)[0]
     assert (quote.text, quote.text[slice(*quote.focus)]) == (shown, focus)
+
+
+def test_a_heading_that_names_an_option_is_shown_once_and_only_over_its_own_section():
+    text = ("gpxver option\nTarget GPX version for output.\nThe default GPX version is 1.0.\nThe other GPX version "
+            "is 1.1.\nRearrange waypoints, routes and/or tracks by\nresorting (sort)\nThis filter sorts the GPX "
+            "waypoints.\n")
+    first, second = lead_sentences("Which GPX version is written by default?", [passage(text)], weights=TERMS_ONLY,
+                                   limit=2)
+    assert first.text == "gpxver option\nThe default GPX version is 1.0."
+    assert second.text == second.text[slice(*second.focus)] == "The other GPX version is 1.1."  # the name shown once
+    [sorts] = lead_sentences("How do I sort GPX waypoints?", [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert not sorts.text.startswith("gpxver")  # a heading ingest did not mark ends the option's section
 
 
 BAUD = "This option sets the baud rate for serial communications."
