@@ -99,6 +99,7 @@ _NAME = r"(?:[a-z_\-][\w.\-]*|[A-Z][A-Z0-9_]+)"  # "gpxver", "telnet_port", "LOT
 _NAMING_HEADING = re.compile(rf"^(?:{_NAME}\s+{_NAME_WORDS}|(?i:{_NAME_WORDS}):?\s+{_NAME})$")
 # A parameter's or an error's code: "P0.01", "F1-02", "E-07", "H05"
 _PARAMETER_CODE = re.compile(r"^[A-Z]{1,3}(?:\d{2,4}|-?\d{1,3}[.-]\d{1,3}|[-.]\d{1,4})\b")
+_MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+")
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
 _WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
 
@@ -505,8 +506,8 @@ def _breaks(line: str, headings: set[str], following: str) -> bool:
     12. GETTING SUPPORT … 12.3. HOW DO I REPORT A BUG…") or a page number. A short line that
     ends in a number is no page header here ("latency-test 50000 1000000" is a command): ingest
     has cut the running headers and footers already."""
-    if " ".join(line.split()).casefold() in headings or _shouted(line):
-        return True
+    if " ".join(_MARKDOWN_HEADING.sub("", line).split()).casefold() in headings or _shouted(line):
+        return True  # Markdown's "## Priming" is the heading "Priming"
     if line[-1] in ".,;:" and not DOT_LEADERS.search(line):
         return False
     if _table_row(line) and not DOT_LEADERS.search(line):

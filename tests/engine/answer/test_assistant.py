@@ -885,9 +885,10 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
     not hold it, a value in a table, a procedure under the sentence that introduces it (a list
     Word numbers), a troubleshooting entry's solution under its problem, an HTML directive's
-    entry with its default, and a FAQ's answer under its question heading, each leads on the
-    built-in models; the model's text never repeats a sentence, and a sentence marked supported
-    has its source."""
+    entry with its default, a FAQ's answer under its question heading, and an option's default
+    under the heading that names the option (a Markdown heading), each leads on the built-in
+    models; the model's text never repeats a sentence, and a sentence marked supported has its
+    source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
@@ -926,6 +927,11 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "RF=0 (off), IF=16, baseband=16. Increase or decrease the IF and baseband gain controls roughly equally to "
         "find the best settings for your situation. If your gain settings are too low, your signal may be buried "
         "in the noise.\n", encoding="utf-8")
+    (folder / "gps-options.md").write_text(
+        "# GPX options\n\n## gpxver option\n\nTarget GPX version for output.\n\nThis option specifies the version of "
+        "the GPX specification to write. The default version is 1.0 unless an input file is GPX 1.1.\n\n"
+        "## urlbase option\n\nThe value of this option is put in front of every link in the output.\n",
+        encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -936,6 +942,7 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         runtime = list(assistant.ask("At how many minutes of battery runtime left does the UPS daemon shut the "
                                      "system down by default?"))
         gain = list(assistant.ask("What gain settings should I start from when receiving?"))
+        gpx = list(assistant.ask("Which GPX version is written by default?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
@@ -959,3 +966,5 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     assert entry.passage.heading_path[-1] == "Directives used during power failures"  # '#' in <pre>: no heading
     faq = only(gain, LeadEvent).quotes[0]  # the manual's question heading shown over its answer
     assert faq.kind == "answer" and faq.text.startswith("How should I set the gain controls for RX?\n"), faq
+    named = only(gpx, LeadEvent).quotes[0]  # a sentence under the heading that names its option
+    assert named.text.startswith("gpxver option\n") and "The default version is 1.0" in named.text, named
