@@ -678,13 +678,18 @@ def summarize(engines: dict, runs: dict, lengths: list[int], reference: str | No
     return summary
 
 
+# The vector extensions that decide which kernels each engine runs (issue 31: ratios differ by CPU)
+VECTOR_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_int8", "amx_bf16")
+
+
 def environment(threads: int, new_tokens: int, reps: int, inner: int, gguf_file: Path) -> dict:
-    cpu = "unknown"
+    cpu, flags = "unknown", set()
     with open("/proc/cpuinfo") as fh:
         for line in fh:
-            if line.startswith("model name"):
+            if line.startswith("model name") and cpu == "unknown":
                 cpu = line.split(":", 1)[1].strip()
-                break
+            elif line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
     mem_gib = 0.0
     with open("/proc/meminfo") as fh:
         for line in fh:
@@ -694,11 +699,21 @@ def environment(threads: int, new_tokens: int, reps: int, inner: int, gguf_file:
         "date": datetime.date.today().isoformat(),
         "machine": f"{cpu}, {os.cpu_count()} cores, {mem_gib:.0f} GiB, {platform.system()} "
                    f"{platform.release()}, Python {platform.python_version()}",
+        "vector_extensions": [f for f in VECTOR_FLAGS if f in flags],
+        "load_at_end": round(os.getloadavg()[0], 2),  # the 1-minute load average as the run ended
         "versions": {d: version(d) for d in ("onnxruntime-genai", "onnxruntime", "llama_cpp_python",
                                              "torch", "transformers", "gguf", "numpy")},
         "model": f"{gguf_file.name} ({gguf_file.stat().st_size / 2**20:.0f} MiB)",
         "threads": threads, "new_tokens": new_tokens, "reps": reps, "inner": inner,
     }
+
+
+def machine_line(env: dict) -> str:
+    """The machine, its vector extensions and its load, as the results say them."""
+    extensions = ", ".join(env.get("vector_extensions", [])) or "not recorded"
+    load = env.get("load_at_end")
+    return (f"Machine: {env['machine']}; vector extensions: {extensions}"
+            + (f"; load {load} as the run ended." if load is not None else "."))
 
 
 # --------------------------------------------------------------------------------------------
@@ -804,7 +819,7 @@ def section(summary: dict, env: dict, lengths: list[int], command: str,
         "matches llama.cpp 16/16 (`--engines llama.cpp,hf-fp32`), so the official row's lower "
         "greedy match comes from that re-quantization.",
         "",
-        f"Machine: {env['machine']}. Shared and noisy: compare rows of the same run as ratios rather "
+        f"{machine_line(env)} Shared and noisy: compare rows of the same run as ratios rather "
         f"than absolute numbers across runs.",
         f"Versions: {versions}.",
         f"Date: {env['date']}.",
@@ -1049,6 +1064,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json != "-":
         print(table(summary, lengths, payload["environment"]["new_tokens"]))
         print("\n".join(ratios(summary, lengths)))
+        print(machine_line(payload["environment"]))
     if not args.no_doc:
         update_doc(args.doc, section(summary, payload["environment"], lengths, payload["command"],
                                      payload.get("graph_notes", [])))
