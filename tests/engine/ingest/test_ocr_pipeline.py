@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -123,11 +124,16 @@ def test_recognition_reports_each_page_before_the_document_is_stored(indexed):
     assert all(e.stage == "" for e in events[last + 1:]) and events[-1].outcome is not None
 
 
-@pytest.mark.slow
-def test_each_recognised_page_is_kept_in_the_cache(indexed, documents):
+def scan_cache(cache: Path, documents) -> Path:
+    """The cache folder of the scanned PDF's recognised pages."""
     from engine.ingest.ocr import PageRecogniser
 
-    folder = cache_folder(indexed["cache"], sha256_file(documents["scan"]), PageRecogniser().engine_id)
+    return cache_folder(cache, sha256_file(documents["scan"]), PageRecogniser().engine_id)
+
+
+@pytest.mark.slow
+def test_each_recognised_page_is_kept_in_the_cache(indexed, documents):
+    folder = scan_cache(indexed["cache"], documents)
     assert sorted(p.name for p in folder.iterdir()) == ["1.json", "2.json", "3.json"]
 
 
@@ -245,13 +251,17 @@ def frozen_on_first_page(pool: ParsePool, path: Path) -> list:
 
 
 @pytest.mark.slow
-def test_a_page_that_stops_the_reader_is_given_up_and_the_rest_recognised(indexed, documents, monkeypatch):
+def test_a_page_that_stops_the_reader_is_given_up_and_the_rest_recognised(tmp_path, indexed, documents,
+                                                                          monkeypatch):
     """The caller stops the frozen worker once the page's limit and grace have passed, and
     starts the document again without that page; the other pages come from the cache."""
     import engine.ingest.parse_pool
 
+    cache = tmp_path / "cache"
+    shutil.copytree(indexed["cache"], cache)
+    (scan_cache(cache, documents) / "1.json").unlink()  # never recognised: a page in the cache was read after all
     monkeypatch.setattr(engine.ingest.parse_pool, "_PAGE_GRACE_S", 0.5)
-    with ParsePool(time_limit_s=4, ocr=OcrOptions(cache=indexed["cache"], page_time_limit_s=1.0)) as pool:
+    with ParsePool(time_limit_s=4, ocr=OcrOptions(cache=cache, page_time_limit_s=1.0)) as pool:
         items = frozen_on_first_page(pool, documents["scan"])
     assert items[:2] == [PageProgress(0, 3), PageProgress(0, 3)]  # the second worker starts over
     parsed = items[-1]
