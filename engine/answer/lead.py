@@ -196,9 +196,14 @@ def choose(found: list[Candidate], weights: LeadWeights, limit: int) -> list[Quo
         if len(chosen) >= limit or score(c, weights) < score(order[0], weights) - weights.keep_within:
             break
         own = c.text[c.focus[0]:c.focus[1]]
-        if all(own not in o.text and o.text not in c.text and not _overlap(c, o) for o in chosen):
+        if all(own not in _body(o) and _body(o) not in c.text and not _overlap(c, o) for o in chosen):
             chosen.append(c)
     return [_headed_once(c, chosen[:i]) for i, c in enumerate(chosen)]
+
+
+def _body(c: "Candidate") -> str:
+    """What a quote shows below its header (an answer's question, the heading that names its topic)."""
+    return c.text[len(c.header) + 1:] if c.header else c.text
 
 
 def _headed_once(c: "Candidate", before: Sequence["Candidate"]) -> Quote:

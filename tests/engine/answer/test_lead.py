@@ -517,6 +517,10 @@ def test_a_heading_that_names_an_option_is_shown_once_and_only_over_its_own_sect
                                    limit=2)
     assert first.text == "gpxver option\nThe default GPX version is 1.0."
     assert second.text == second.text[slice(*second.focus)] == "The other GPX version is 1.1."  # the name shown once
+    asked = lead_sentences("Which GPX version is written by default, and what is its target?", [passage(text)],
+                           weights=TERMS_ONLY)  # a quote never shows again what one before it showed
+    assert [q.text for q in asked] == ["gpxver option\nThe default GPX version is 1.0.",
+                                       "The other GPX version is 1.1."]
     [sorts] = lead_sentences("How do I sort GPX waypoints?", [passage(text)], weights=TERMS_ONLY, limit=1)
     assert not sorts.text.startswith("gpxver")  # a heading ingest did not mark ends the option's section
 
