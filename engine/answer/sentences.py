@@ -95,7 +95,8 @@ _SECTION_LABEL = re.compile(r"^(?:#{1,6}\s+)?(?:(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?
 # A heading that names a thing: a code-like word ("P0.01", "max_velocity", "--verbose"), or a word
 # then what it is ("gpxver option", "telnet_port command")
 _NAME_WORDS = r"(?:option|command|parameter|directive|variable|setting|register|function|key|keyword|field|flag)"
-_NAME = r"(?:[a-z_\-][\w.\-]*|[A-Z][A-Z0-9_]+)"  # "gpxver", "telnet_port", "LOTRANS"; not "Advanced"
+# "gpxver", "telnet_port", "LOTRANS"; not "Advanced", nor "the" ("the option" ends a wrapped sentence)
+_NAME = r"(?!(?:the|this|that|each|every|any|which|one|an?)\s)(?:[a-z_\-][\w.\-]*|[A-Z][A-Z0-9_]+)"
 _NAMING_HEADING = re.compile(rf"^(?:{_NAME}\s+{_NAME_WORDS}|(?i:{_NAME_WORDS}):?\s+{_NAME})$")
 # A parameter's or an error's code: "P0.01", "F1-02", "E-07", "H05"
 _PARAMETER_CODE = re.compile(r"^[A-Z]{1,3}(?:\d{2,4}|-?\d{1,3}[.-]\d{1,3}|[-.]\d{1,4})\b")

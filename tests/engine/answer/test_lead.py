@@ -523,6 +523,9 @@ def test_a_heading_that_names_an_option_is_shown_once_and_only_over_its_own_sect
                                        "The other GPX version is 1.1."]
     [sorts] = lead_sentences("How do I sort GPX waypoints?", [passage(text)], weights=TERMS_ONLY, limit=1)
     assert not sorts.text.startswith("gpxver")  # a heading ingest did not mark ends the option's section
+    wrapped = "Pick the rate with\nthe option\nBaud rates above 9600 need a short cable of at most 2 m.\n"
+    [rate] = lead_sentences("Which cable do baud rates above 9600 need?", [passage(wrapped)], weights=TERMS_ONLY)
+    assert rate.text == rate.text[slice(*rate.focus)]  # "the option" ends a sentence: no heading
 
 
 BAUD = "This option sets the baud rate for serial communications."
