@@ -157,9 +157,10 @@ class _Reader:
             self.flush()
             self.last = ""
             self.term = self.intro = None
+            heading = _unnumbered(self.text, start, end)
             if line and not _PAGE_NUMBER.match(line):
-                self.name = _unnumbered(self.text, start, end) if _names_a_thing(line) else None
-            self._asking_heading(start, end)
+                self.name = heading if _names_a_thing(self.text[heading[0]:heading[1]]) else None
+            self._asking_heading(*heading)
             return
         if self.name and _ends_section(line, self.last, following):
             self._flush_block()  # a heading ingest did not mark: what follows is no longer about the name
@@ -211,11 +212,10 @@ class _Reader:
         return (self.measure >= WRAPPED_WIDTH and len(self.last) < ITEM_END_SHARE * self.measure
                 and bool(_CAPITALISED.match(line)))
 
-    def _asking_heading(self, start: int, end: int) -> None:
-        """A heading that asks ("5.2 How should I set the gain controls for RX?"), without its
+    def _asking_heading(self, s: int, e: int) -> None:
+        """A heading that asks ("5.2 How should I set the gain controls for RX?"), given without its
         section number or Markdown's marks: the units under it answer it (_answered), as under a
         question in the text."""
-        s, e = _unnumbered(self.text, start, end)
         own = self.text[s:e]
         if own.rstrip("\"'”’)").endswith("?") and len(own.split()) >= ASKS_WORDS:
             self.found.append(Unit(s, e, "asked", (s, e)))
@@ -552,10 +552,9 @@ def _ends_section(line: str, before: str, following: str) -> bool:
             and (following[:1].isupper() or wraps))
 
 
-def _names_a_thing(heading: str) -> bool:
-    """Whether a heading names an option, a command or a parameter (see _NAMING_HEADING), not a
-    topic: its section number aside, at most HEADING_WORDS words."""
-    own = heading[_SECTION_LABEL.match(heading).end():].strip()
+def _names_a_thing(own: str) -> bool:
+    """Whether a heading, without its section number, names an option, a command or a parameter
+    (see _NAMING_HEADING), not a topic: at most HEADING_WORDS words."""
     if not own or len(own.split()) > HEADING_WORDS or own.endswith("?"):
         return False
     first = own.split()[0]
