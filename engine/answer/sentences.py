@@ -64,6 +64,7 @@ SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*\s+(?=[\"'“‘(\[>$]?[A-Z0-9])
 _LOWER_START = re.compile(r"(?<![.\w/-])([A-Za-z]{2,})[)\"'”’\]]*([.!?][\"'”’)\]]*)\s+(?=[a-z])")
 _NUMBERED_HEADING = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?|Appendix [A-Z]:?)"
                                r"\s+\S.{0,80}$")
+_STEP_NUMBER = re.compile(r"^\s*\(?(\d{1,2})[.)]\s+\S")  # "2. The UPS reaches low battery"
 _LOWER_STEP = re.compile(r"^\s*\d{1,2}[.)]\s+[a-z]")  # "2. source stepping (srcsteps option)": a step, no heading
 _PAGE_NUMBER = re.compile(r"^\s*\d{1,4}\s*$")  # running headers and footers are cut at ingest (chunking)
 _LIST_MARKER = re.compile(r"\(?(?:\d{1,2}|[a-zA-Z])[.)]")
@@ -84,6 +85,12 @@ _OPTION_FORMS = re.compile(r"^-{1,2}[A-Za-z0-9][\w-]*(?:=\S+)?(?:,?\s+-{1,2}[A-Z
 # A name in capitals, then what it takes in lower case: "LOTRANS", "MINUTES battery runtime in minutes",
 # "LOTRANSFER <voltage>", "NOLOGON disable | timeout | always" (a directive or a status field)
 _CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
+# A configuration file's line: a keyword in capitals, then what it takes, a value among it ("MINSUPPLIES 2",
+# "LISTEN 0.0.0.0 3493", "AT ONBATT * START-TIMER onbattwarn 30", "MONITOR ups@host 1 monuser pass primary")
+_DIRECTIVE = re.compile(r"^[A-Z][A-Z0-9_]{1,30}(?=(?:[ \t]+\S+)*?[ \t]+(?:\S*[\d/@=<>\"'_]|\*(?:\s|$)))"
+                        r"(?:[ \t]+\S+){1,8}(?<![.,;:!?])$")
+# What no heading holds: a path, an address, a lone "*"
+_NO_HEADING = re.compile(r"(?:^|\s)/\w|\w@\w|\s\*(?:\s|$)")
 # An option or an error code named on its line's start, its description after it: "ABSTOL=x resets ...",
 # "GMINSTEPS=x [*] sets ...", "KEEPOPINFO Retain ...", "-b --batch Run ...", "-o, --output=FILE Write ...",
 # "-o <path/file> The output path ...", "302 Register in operand not in bank 0.", "E-07 Overcurrent"
@@ -151,8 +158,10 @@ class _Reader:
 
     def line(self, start: int, end: int, following: str) -> None:
         line = self.text[start:end].strip()
-        untitled = bool(line) and _untitled_heading(line, following) and not _term_line(line, self.last, following)
-        if (not line or _breaks(line, self.headings, following) or (untitled and not _runs_on(self.last))
+        shaped = bool(line) and _untitled_heading(line, following) and not _term_line(line, self.last, following)
+        own_line = shaped and bool(_DIRECTIVE.match(line) or _NO_HEADING.search(line))  # a message, a setting
+        untitled = shaped and not own_line
+        if (not line or _breaks(line, self.headings, following, self.last) or (untitled and not _runs_on(self.last))
                 or _naming_line(line, following)):
             self.flush()
             self.last = ""
@@ -168,9 +177,11 @@ class _Reader:
         kind = _line_kind(line, self.last)
         if kind == "text" and (_term_line(line, self.last, following) or _entry_line(line, self.last)):
             kind = "definition"
+        elif kind == "text" and _DIRECTIVE.match(line) and not _runs_on(self.last):
+            kind = "setting"
         # a sentence that runs on to a short line ends there ("Change the following line from:
         # LogLevel Info to" over "LogLevel Debug" over "This will allow ...")
-        named = kind == "text" and (untitled or _named_after_colon(line, self.last))
+        named = kind == "text" and (untitled or own_line or _named_after_colon(line, self.last))
         if kind == "text" and self.block_kind == "item" and self._item_ended(line):
             self._flush_block()  # the paragraph after a list, not its last item's next line
         self.last = line
@@ -324,17 +335,31 @@ class _Reader:
 
 def _introduced_code(text: str, found: list[Unit]) -> list[Unit]:
     """A sentence ending in ":" and the command or code it introduces ("To set the JTAG frequency
-    use the command:" over "adapter speed 1234"), a unit that ends no sentence, are shown
-    together when they fit in SHOW_CHARS."""
+    use the command:" over "adapter speed 1234"; "Put this in upsmon.conf:" over its lines), lines
+    that end no sentence, are shown together, as many of those lines as fit in SHOW_CHARS."""
     result = list(found)
-    for i, (intro, code) in enumerate(zip(found, found[1:])):
-        if (intro.kind == code.kind == "sentence" and intro.show == (intro.start, intro.end)
-                and code.show == (code.start, code.end) and text[intro.end - 1] == ":"
-                and not text[intro.end:code.start].strip()
-                and text[code.end - 1] not in ".!?" and code.end - intro.start <= SHOW_CHARS):
-            result[i] = replace(intro, show=(intro.start, code.end))
-            result[i + 1] = replace(code, show=(intro.start, code.end))
+    for i, intro in enumerate(found):
+        if intro.kind != "sentence" or intro.show != (intro.start, intro.end) or text[intro.end - 1] != ":":
+            continue
+        run, at = [], intro.end
+        for code in found[i + 1:]:
+            if (not _code_line(text, code) or text[at:code.start].strip()
+                    or code.end - intro.start > SHOW_CHARS):
+                break
+            run.append(code)
+            at = code.end
+        if run:
+            shown = (intro.start, run[-1].end)
+            result[i] = replace(intro, show=shown)
+            for j in range(i + 1, i + 1 + len(run)):
+                result[j] = replace(found[j], show=shown)
     return result
+
+
+def _code_line(text: str, unit: Unit) -> bool:
+    """A unit shown alone that ends no sentence: a command, a setting, a configuration line."""
+    return (unit.kind in ("sentence", "definition", "setting") and unit.show == (unit.start, unit.end)
+            and text[unit.end - 1] not in ".!?:")
 
 
 def _followed(text: str, found: list[Unit]) -> list[Unit]:
@@ -502,7 +527,7 @@ def line_spans(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return lines
 
 
-def _breaks(line: str, headings: set[str], following: str) -> bool:
+def _breaks(line: str, headings: set[str], following: str, before: str) -> bool:
     """A line that is never part of a sentence: a heading (also one set in capitals: "CHAPTER
     12. GETTING SUPPORT … 12.3. HOW DO I REPORT A BUG…") or a page number. A short line that
     ends in a number is no page header here ("latency-test 50000 1000000" is a command): ingest
@@ -514,8 +539,18 @@ def _breaks(line: str, headings: set[str], following: str) -> bool:
     if _table_row(line) and not DOT_LEADERS.search(line):
         return False  # "1 <tab> No <tab> No <tab> Yes": a row that starts with its number
     numbered = (_NUMBERED_HEADING.match(line) and not _wrapped_step(line, following)
-                and not _LOWER_STEP.match(line))
+                and not _LOWER_STEP.match(line) and not _listed(line, before))
     return bool(numbered or _PAGE_NUMBER.match(line) or DOT_LEADERS.search(line))
+
+
+def _listed(line: str, before: str) -> bool:
+    """A numbered line that is no heading: a step under the sentence that introduces its list
+    ("... happens:" over "1. The UPS goes on battery"), or under the step numbered one less
+    ("2. The UPS reaches low battery"); or a row of numbers alone ("1965 <tab> 103", a data file's)."""
+    if not any(ch.isalpha() for ch in line):
+        return True
+    step, last = _STEP_NUMBER.match(line), _STEP_NUMBER.match(before)
+    return bool(step) and (before.endswith(":") or bool(last) and int(step[1]) == int(last[1]) + 1)
 
 
 def _wrapped_step(line: str, following: str) -> bool:

@@ -393,6 +393,29 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "Windows paths?\n", "How do I set the JTAG frequency?",
                  "To set the JTAG frequency use the command: # Example: 1.234MHz adapter speed 1234", "sentence",
                  id="a command under the sentence that introduces it"),
+    pytest.param("Alpha and Beta each drive two of the four power supplies.\nThe upsmon.conf configuration which "
+                 "reflects this is the following:\nMONITOR ups-alpha@myhost 2 monuser mypass primary\n"
+                 "MONITOR ups-beta@myhost\t2 monuser mypass primary\nMINSUPPLIES 2\nWith such configuration, upsmon "
+                 "only shuts down when both reach a critical condition.\n",
+                 "Which upsmon.conf configuration reflects this?",
+                 "The upsmon.conf configuration which reflects this is the following: MONITOR ups-alpha@myhost 2 "
+                 "monuser mypass primary MONITOR ups-beta@myhost 2 monuser mypass primary MINSUPPLIES 2", "sentence",
+                 id="configuration lines under the sentence that introduces them, a keyword in capitals no heading"),
+    pytest.param("Create a handler for an ONBATT condition.\nAT ONBATT * START-TIMER onbattwarn 30\n"
+                 "We come back to that name in a moment.\n",
+                 "How do I start the onbattwarn timer?", "AT ONBATT * START-TIMER onbattwarn 30", "setting",
+                 id="a configuration line in capitals, a lone star among its values"),
+    pytest.param("Here are the steps when a critical power event happens:\n1. The UPS goes on battery\n"
+                 "2. The UPS reaches low battery\n3. The upsmon primary notices and sets FSD\n",
+                 "What are the steps of a critical power event?",
+                 "Here are the steps when a critical power event happens:\n1. The UPS goes on battery\n"
+                 "2. The UPS reaches low battery\n3. The upsmon primary notices and sets FSD", "sentence",
+                 id="a numbered step after its introduction is no heading"),
+    pytest.param("Change the port name, or fix the permissions of /dev/ttyS2 and try again.\n"
+                 "Unable to open /dev/ttyS2: Permission denied\nNow is a good time to talk about the nobody user.\n",
+                 "Which message says it is unable to open the port?",
+                 "Unable to open /dev/ttyS2: Permission denied", "sentence",
+                 id="a message with a path in it is no heading"),
     pytest.param("5.1 How do I deal with the big spike in the middle of my spectrum?\nTune to a nearby frequency.\n"
                  "5.2 How should I set the gain controls for RX?\nA good default setting to start with is RF=0 (off), "
                  "IF=16, baseband=16. Increase or decrease the IF and baseband gain controls roughly equally.\n",
