@@ -13,8 +13,10 @@ and scored on that, by measuring, not by position alone:
           + heading * share of the topic words in the passage's heading path
           + code   * whether it names a command, option or function (how-to answers do)
           + named  * 1 for an entry headed by a name the question typed (Query.names: "error
-                     177" -> "177 You cannot mix CONFIG and __CONFIG directives."), 1/2 for an
-                     item or a row that holds them all ("2150 and 2750 MHz" -> "• 2150 MHz to 2750 MHz: ...")
+                     177" -> "177 You cannot mix CONFIG and __CONFIG directives.") or for a row
+                     whose first cell the question typed after that column's name ("address 1"),
+                     1/2 for an item or a row that holds them all ("2150 and 2750 MHz" -> "• 2150
+                     MHz to 2750 MHz: ...")
 A short unit ("Door code: 7731.", "Torque | 35 Nm") qualifies when it carries the question's
 words (half their weight, or a code the question typed) and states something: a setting, a row,
 a definition, or a sentence with a number or a code in it (a list's "2." is none). Other
@@ -118,7 +120,7 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
         for c in _candidates(n, passage, query.asks_cause_or_remedy, query.asks_default):
             _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
-            c.named = _named(c, query.names)
+            c.named = max(_named(c, query.names), _keyed_row(c, query))
             c.short = is_fragment(_own(c) if c.kind == "answer" else c.scored or c.text)
             if qualifies(c, query):
                 found.append(c)
@@ -306,6 +308,19 @@ def _named(c: "Candidate", names: frozenset[str]) -> float:
     if c.kind not in ("item", "row"):
         return 0.0  # every candidate is scored: prose is not tokenised for nothing
     return 0.5 if names <= {t.casefold() for t in bare_tokens(c.scored or c.text)} else 0.0
+
+
+def _keyed_row(c: "Candidate", query: Query) -> float:
+    """1 for a table row whose first cell is a value the question typed after its column's name
+    ("the address 1" -> "Address | A2 Jumper | ..." over "1 | No | No | Yes"; "error 12" ->
+    "Error | Meaning" over "12 | Overcurrent")."""
+    if c.kind != "row" or "\n" not in c.text:
+        return 0.0
+    column = c.text.split("\n", 1)[0].split(_JOINS["row"])[0]
+    key = c.text[c.focus[0]:c.focus[1]].split(_JOINS["row"])[0].strip().casefold()
+    words = [w.casefold() for w in bare_tokens(query.text)]
+    named = words_of(column)
+    return 1.0 if any(a in named and b == key for a, b in zip(words, words[1:])) else 0.0
 
 
 def _heading_name(text: str) -> str:

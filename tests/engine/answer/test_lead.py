@@ -492,17 +492,23 @@ TX_POWER = ("The frequency range with best performance is 2150 MHz to 2750 MHz, 
             "highest.\n• 10 MHz to 2150 MHz: 5 dBm to 15 dBm\n• 2150 MHz to 2750 MHz: 13 dBm to 15 dBm\n"
             "• 2750 MHz to 4000 MHz: 0 dBm to 5 dBm\n")
 
+JUMPERS = ("Each board has a numeric address set by optional jumpers installed on header P1.\n"
+           "Address\tA2 Jumper\tA1 Jumper\tA0 Jumper\n0\tNo\tNo\tNo\n1\tNo\tNo\tYes\n2\tNo\tYes\tNo\n")
+
 
 @pytest.mark.parametrize("text, question, named, first", [
     (VANILLA, "What does --vanilla do when I start R from a script?", DEFAULT_WEIGHTS.named, "--vanilla Combine"),
     (VANILLA, "What does --vanilla do when I start R from a script?", 0.0, "Most use"),
     (TX_POWER, "What is the maximum transmit power between 2150 and 2750 MHz?", DEFAULT_WEIGHTS.named, "• 2150 MHz"),
     (TX_POWER, "What is the maximum transmit power between 2150 and 2750 MHz?", 0.0, "The frequency range"),
+    (JUMPERS, "Which jumpers do I install on P1 to give the board the address 1?", DEFAULT_WEIGHTS.named,
+     "Address | A2 Jumper | A1 Jumper | A0 Jumper\n0 | No | No | No\n1 | No | No | Yes"),
+    (JUMPERS, "Which jumpers do I install on P1 to give the board the address 1?", 0.0, "Each board"),
 ])
 def test_an_entry_headed_by_a_name_the_question_typed_or_an_item_holding_them_leads(text, question, named, first):
-    """Seen in gputils' list of messages ("warning 203"), R's options and HackRF's table of TX
-    power by frequency: the entry or the item the question names lost to prose about it, whose
-    words the question shares."""
+    """Seen in gputils' list of messages ("warning 203"), R's options and HackRF's tables of TX
+    power by frequency and of Opera Cake's addresses: the entry, the item or the row the question
+    names lost to prose about it, whose words the question shares."""
     quotes = lead_sentences(question, [passage(text)], weights=LeadWeights(cosine=0.0, named=named))
     assert quotes[0].text.startswith(first), quotes
 
