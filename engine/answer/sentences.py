@@ -89,8 +89,8 @@ _CAPS_TERM = re.compile(r"^[A-Z][A-Z0-9_]{2,30}(?:\s+[a-z<\[(|0-9]\S*){0,10}$")
 # "LISTEN 0.0.0.0 3493", "AT ONBATT * START-TIMER onbattwarn 30", "MONITOR ups@host 1 monuser pass primary")
 _DIRECTIVE = re.compile(r"^[A-Z][A-Z0-9_]{1,30}(?=(?:[ \t]+\S+)*?[ \t]+(?:\S*[\d/@=<>\"'_]|\*(?:\s|$)))"
                         r"(?:[ \t]+\S+){1,8}(?<![.,;:!?])$")
-# What no heading holds: a path, an address, a lone "*"
-_NO_HEADING = re.compile(r"(?:^|\s)/\w|\w@\w|\s\*(?:\s|$)")
+# What no heading holds: a path, an address, a lone "*", two numbers ("RLOAD 2 10 10 K")
+_NO_HEADING = re.compile(r"(?:^|\s)/\w|\w@\w|\s\*(?:\s|$)|(?:\s[-+]?\d[\d.]*(?=\s|$)){2}")
 # An option or an error code named on its line's start, its description after it: "ABSTOL=x resets ...",
 # "GMINSTEPS=x [*] sets ...", "KEEPOPINFO Retain ...", "-b --batch Run ...", "-o, --output=FILE Write ...",
 # "-o <path/file> The output path ...", "302 Register in operand not in bank 0.", "E-07 Overcurrent"
@@ -159,7 +159,7 @@ class _Reader:
     def line(self, start: int, end: int, following: str) -> None:
         line = self.text[start:end].strip()
         shaped = bool(line) and _untitled_heading(line, following) and not _term_line(line, self.last, following)
-        own_line = shaped and bool(_DIRECTIVE.match(line) or _NO_HEADING.search(line))  # a message, a setting
+        own_line = shaped and _own_line(line)
         untitled = shaped and not own_line
         if (not line or _breaks(line, self.headings, following, self.last) or (untitled and not _runs_on(self.last))
                 or _naming_line(line, following)):
@@ -177,8 +177,9 @@ class _Reader:
         kind = _line_kind(line, self.last)
         if kind == "text" and (_term_line(line, self.last, following) or _entry_line(line, self.last)):
             kind = "definition"
-        elif kind == "text" and _DIRECTIVE.match(line) and not _runs_on(self.last):
-            kind = "setting"
+        elif (kind == "text" and not _runs_on(self.last)
+              and (_DIRECTIVE.match(line) or shaped and _KEY_VALUE.match(line))):
+            kind = "setting"  # a configuration file's or a status report's line
         # a sentence that runs on to a short line ends there ("Change the following line from:
         # LogLevel Info to" over "LogLevel Debug" over "This will allow ...")
         named = kind == "text" and (untitled or own_line or _named_after_colon(line, self.last))
@@ -603,6 +604,13 @@ def _shouted(line: str) -> bool:
     words = [w for w in line.split() if any(ch.isalpha() for ch in w)]
     return (len(words) >= 3 and len(letters) >= 10 and sum(ch.isupper() for ch in letters) >= 0.9 * len(letters)
             and not _WARNING.match(line))
+
+
+def _own_line(line: str) -> bool:
+    """A short line that is no heading but a line of its own: a configuration file's ("MINSUPPLIES
+    2", "License: GPL-2", "CUMONBATT: 0 seconds"), a program's message ("Unable to open /dev/ttyS2:
+    Permission denied"), a netlist's ("RLOAD 2 10 10 K")."""
+    return bool(_DIRECTIVE.match(line) or _KEY_VALUE.match(line) or _NO_HEADING.search(line))
 
 
 def _untitled_heading(line: str, following: str) -> bool:

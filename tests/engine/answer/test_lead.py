@@ -405,6 +405,9 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "We come back to that name in a moment.\n",
                  "How do I start the onbattwarn timer?", "AT ONBATT * START-TIMER onbattwarn 30", "setting",
                  id="a configuration line in capitals, a lone star among its values"),
+    pytest.param("The status output holds the time on batteries.\nTONBATT: 0 seconds\nCUMONBATT: 0 seconds\n"
+                 "Other fields follow.\n", "What does CUMONBATT show?", "CUMONBATT: 0 seconds", "setting",
+                 id="a status line, its key in capitals, no heading"),
     pytest.param("Here are the steps when a critical power event happens:\n1. The UPS goes on battery\n"
                  "2. The UPS reaches low battery\n3. The upsmon primary notices and sets FSD\n",
                  "What are the steps of a critical power event?",
