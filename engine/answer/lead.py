@@ -354,13 +354,24 @@ def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
         joined = header + "\n".join(part for part in (before, own, after) if part)
         return joined, (start, start + len(own))
     asked = _reflowed(text[unit.header[0]:unit.header[1]], unit.kind) + "\n" if unit.header else ""
-    before = _reflowed(text[unit.show[0]:unit.start], unit.kind)
-    own = _reflowed(text[unit.start:unit.end], unit.kind)
-    after = _reflowed(text[unit.end:unit.show[1]], unit.kind)
-    joined = asked + (before + _gap(text, unit.start) if before else "")
-    joined += own + (_gap(text, unit.end) + after if after else "")
+    before = _flowed(text, unit.show[0], unit.start, unit)
+    own = _flowed(text, unit.start, unit.end, unit)
+    after = _flowed(text, unit.end, unit.show[1], unit)
+    joined = asked + (before + _gap(text, unit.start, unit) if before else "")
+    joined += own + (_gap(text, unit.end, unit) + after if after else "")
     start = len(asked) + len(before) + (1 if before else 0)
     return joined, (start, start + len(own))
+
+
+def _flowed(text: str, start: int, end: int, unit: Unit) -> str:
+    """text[start:end] reflowed, but the code lines under an introduction kept one to a line
+    (a configuration file's lines read as they are typed)."""
+    code = unit.lines
+    if code is None or end <= code:
+        return _reflowed(text[start:end], unit.kind)
+    parts = (_reflowed(text[start:code], unit.kind) if start < code else "",
+             _one_line(text[max(start, code):end], "sentence"))
+    return "\n".join(part for part in parts if part)
 
 
 def _reflowed(text: str, kind: str) -> str:
@@ -374,10 +385,12 @@ def _reflowed(text: str, kind: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _gap(text: str, at: int) -> str:
+def _gap(text: str, at: int, unit: Unit) -> str:
     """What sets a quote's part apart from the part that starts at `at`: a new line when that
-    part starts a list item's line, else a space."""
+    part starts a list item's line or a code line, else a space."""
     at = _SPACES.match(text, at).end()
+    if unit.lines is not None and at >= unit.lines:
+        return "\n"
     newline = text.rfind("\n", 0, at)
     starts_line = newline >= 0 and not text[newline + 1:at].strip()
     return "\n" if starts_line and ITEM_BREAK.match(text, newline) else " "

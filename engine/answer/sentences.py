@@ -120,6 +120,7 @@ class Unit:
     show: tuple[int, int]  # what to show with it: the unit, or its block, or its rows beside it
     header: tuple[int, int] | None = None  # shown above it: a row's table header, an answer's question
     then: int | None = None  # a sentence: the end of the sentence after it, when the two fit in THEN_CHARS
+    lines: int | None = None  # where the code lines under an introduction start: each shown on its own line
 
 
 def units(text: str, start: int = 0, end: int | None = None,
@@ -351,9 +352,9 @@ def _introduced_code(text: str, found: list[Unit]) -> list[Unit]:
             at = code.end
         if run:
             shown = (intro.start, run[-1].end)
-            result[i] = replace(intro, show=shown)
+            result[i] = replace(intro, show=shown, lines=run[0].start)
             for j in range(i + 1, i + 1 + len(run)):
-                result[j] = replace(found[j], show=shown)
+                result[j] = replace(found[j], show=shown, lines=run[0].start)
     return result
 
 

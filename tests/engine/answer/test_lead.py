@@ -391,16 +391,17 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
     pytest.param("That operation gates the CPU clock, and thus the JTAG clock.\n\nTo set the JTAG frequency use the "
                  "command:\n\n# Example: 1.234MHz\nadapter speed 1234\n\nWin32 Pathnames Why don't backslashes work in "
                  "Windows paths?\n", "How do I set the JTAG frequency?",
-                 "To set the JTAG frequency use the command: # Example: 1.234MHz adapter speed 1234", "sentence",
+                 "To set the JTAG frequency use the command:\n# Example: 1.234MHz\nadapter speed 1234", "sentence",
                  id="a command under the sentence that introduces it"),
     pytest.param("Alpha and Beta each drive two of the four power supplies.\nThe upsmon.conf configuration which "
                  "reflects this is the following:\nMONITOR ups-alpha@myhost 2 monuser mypass primary\n"
                  "MONITOR ups-beta@myhost\t2 monuser mypass primary\nMINSUPPLIES 2\nWith such configuration, upsmon "
                  "only shuts down when both reach a critical condition.\n",
                  "Which upsmon.conf configuration reflects this?",
-                 "The upsmon.conf configuration which reflects this is the following: MONITOR ups-alpha@myhost 2 "
-                 "monuser mypass primary MONITOR ups-beta@myhost 2 monuser mypass primary MINSUPPLIES 2", "sentence",
-                 id="configuration lines under the sentence that introduces them, a keyword in capitals no heading"),
+                 "The upsmon.conf configuration which reflects this is the following:\nMONITOR ups-alpha@myhost 2 "
+                 "monuser mypass primary\nMONITOR ups-beta@myhost 2 monuser mypass primary\nMINSUPPLIES 2", "sentence",
+                 id="configuration lines under the sentence that introduces them, one to a line; a keyword in "
+                    "capitals no heading"),
     pytest.param("Create a handler for an ONBATT condition.\nAT ONBATT * START-TIMER onbattwarn 30\n"
                  "We come back to that name in a moment.\n",
                  "How do I start the onbattwarn timer?", "AT ONBATT * START-TIMER onbattwarn 30", "setting",
