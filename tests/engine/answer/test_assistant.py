@@ -885,8 +885,9 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     """Issue 27's cases: a one-line fact ("Door code: 7731.") beside a longer manual that does
     not hold it, a value in a table, a procedure under the sentence that introduces it (a list
     Word numbers), a troubleshooting entry's solution under its problem, an HTML directive's
-    entry with its default, a FAQ's answer under its question heading, and an option's default
-    under the heading that names the option (a Markdown heading), each leads on the built-in
+    entry with its default, a FAQ's answer under its question heading, an option's default
+    under the heading that names the option (a Markdown heading), and a configuration file's
+    lines under the sentence that introduces them, each leads on the built-in
     models; the model's text never repeats a sentence, and a sentence marked supported has its
     source."""
     from engine.answer.answer_guard import has_loop
@@ -932,6 +933,11 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "the GPX specification to write. The default version is 1.0 unless an input file is GPX 1.1.\n\n"
         "## urlbase option\n\nThe value of this option is put in front of every link in the output.\n",
         encoding="utf-8")
+    (folder / "redundant.txt").write_text(
+        "Redundant power\n\nTwo UPSes, Alpha and Beta, each drive two of the server's four power supplies.\n"
+        "The upsmon.conf configuration which reflects this is the following:\nMONITOR ups-alpha@myhost 2 monuser "
+        "mypass primary\nMONITOR ups-beta@myhost\t2 monuser mypass primary\nMINSUPPLIES 2\nWith such "
+        "configuration, upsmon only shuts down when both UPSes reach a critical condition.\n", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -943,6 +949,7 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
                                      "system down by default?"))
         gain = list(assistant.ask("What gain settings should I start from when receiving?"))
         gpx = list(assistant.ask("Which GPX version is written by default?"))
+        redundant = list(assistant.ask("What goes in upsmon.conf for a server fed by the two UPSes Alpha and Beta?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
@@ -968,3 +975,6 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     assert faq.kind == "answer" and faq.text.startswith("How should I set the gain controls for RX?\n"), faq
     named = only(gpx, LeadEvent).quotes[0]  # a sentence under the heading that names its option
     assert named.text.startswith("gpxver option\n") and "The default version is 1.0" in named.text, named
+    config = [q.text for q in only(redundant, LeadEvent).quotes]  # the file's lines, one to a line
+    assert any(":\nMONITOR ups-alpha@myhost 2 monuser mypass primary\nMONITOR ups-beta@myhost 2 monuser mypass "
+               "primary\nMINSUPPLIES 2" in text for text in config), config
