@@ -318,6 +318,8 @@ def _keyed_row(c: "Candidate", query: Query) -> float:
         return 0.0
     column = c.text.split("\n", 1)[0].split(_JOINS["row"])[0]
     key = c.text[c.focus[0]:c.focus[1]].split(_JOINS["row"])[0].strip().casefold()
+    if not key:
+        return 0.0  # a row whose first cell is empty is keyed by nothing
     words = [w.casefold() for w in bare_tokens(query.text)]
     named = words_of(column)
     return 1.0 if any(a in named and b == key for a, b in zip(words, words[1:])) else 0.0
