@@ -366,13 +366,13 @@ def shown(text: str, unit: Unit) -> tuple[str, tuple[int, int]]:
 
 
 def _flowed(text: str, start: int, end: int, unit: Unit) -> str:
-    """text[start:end] reflowed, but the code lines under an introduction kept one to a line
-    (a configuration file's lines read as they are typed)."""
-    code = unit.lines
-    if code is None or end <= code:
+    """text[start:end] reflowed, but the code lines under an introduction and the forms over a
+    function's description kept one to a line (a configuration file's lines read as typed)."""
+    if unit.lines is None or end <= unit.lines[0] or start >= unit.lines[1]:
         return _reflowed(text[start:end], unit.kind)
-    parts = (_reflowed(text[start:code], unit.kind) if start < code else "",
-             _one_line(text[max(start, code):end], "sentence"))
+    first, last = max(start, unit.lines[0]), min(end, unit.lines[1])
+    parts = (_reflowed(text[start:first], unit.kind), _one_line(text[first:last], "sentence"),
+             _reflowed(text[last:end], unit.kind))
     return "\n".join(part for part in parts if part)
 
 
@@ -391,8 +391,8 @@ def _gap(text: str, at: int, unit: Unit) -> str:
     """What sets a quote's part apart from the part that starts at `at`: a new line when that
     part starts a list item's line or a code line, else a space."""
     at = _SPACES.match(text, at).end()
-    if unit.lines is not None and at >= unit.lines:
-        return "\n"
+    if unit.lines is not None and unit.lines[0] <= at <= _SPACES.match(text, unit.lines[1]).end():
+        return "\n"  # a code line starts, or what follows the code lines
     newline = text.rfind("\n", 0, at)
     starts_line = newline >= 0 and not text[newline + 1:at].strip()
     return "\n" if starts_line and ITEM_BREAK.match(text, newline) else " "

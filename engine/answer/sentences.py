@@ -120,7 +120,7 @@ class Unit:
     show: tuple[int, int]  # what to show with it: the unit, or its block, or its rows beside it
     header: tuple[int, int] | None = None  # shown above it: a row's table header, an answer's question
     then: int | None = None  # a sentence: the end of the sentence after it, when the two fit in THEN_CHARS
-    lines: int | None = None  # where the code lines under an introduction start: each shown on its own line
+    lines: tuple[int, int] | None = None  # code or header lines shown with it, each on its own line
 
 
 def units(text: str, start: int = 0, end: int | None = None,
@@ -155,6 +155,7 @@ class _Reader:
         self.term: int | None = None  # the definition just read: its description may run on
         self.intro: int | None = None  # the sentence ending in ":" that the list items read follow
         self.name: tuple[int, int] | None = None  # the heading above, when it names a thing
+        self.headers: tuple[int, int] | None = None  # an entry's header lines, shown one to a line
         self.last = ""  # the line before, "" after a break
 
     def line(self, start: int, end: int, following: str) -> None:
@@ -178,6 +179,8 @@ class _Reader:
         kind = _line_kind(line, self.last)
         if kind == "text" and (_term_line(line, self.last, following) or _entry_line(line, self.last)):
             kind = "definition"
+        elif kind == "setting" and _signature(line, following) and _term_line(line, self.last, following):
+            kind = "definition"  # "x = csvread (filename)" over its description: a function's form
         elif (kind == "text" and not _runs_on(self.last)
               and (_DIRECTIVE.match(line) or shaped and _KEY_VALUE.match(line))):
             kind = "setting"  # a configuration file's or a status report's line
@@ -256,7 +259,7 @@ class _Reader:
         the sentences that fit, when any did: each of those sentences is shown as the entry (its
         term's setting and its default read together: "ANNOY time in seconds" over "Specify the
         time ... The default is 300 seconds")."""
-        term, self.term = self.term, None
+        term, self.term, self.headers = self.term, None, None
         if term is None or self.block_kind != "sentence":
             return None
         group = self._headers_over(term)
@@ -264,15 +267,16 @@ class _Reader:
         fits = [e for _, e in pieces if e - first <= SHOW_CHARS]
         if not fits:
             return None
+        self.headers = (first, self.found[group[-1]].end) if len(group) > 1 or self._texinfo_header(term) else None
         for i in group:
-            unit = self.found[i]
-            self.found[i] = Unit(unit.start, unit.end, unit.kind, (first, fits[-1]))
+            self.found[i] = replace(self.found[i], show=(first, fits[-1]), lines=self.headers)
         return first, fits[-1]
 
     def _headers_over(self, term: int) -> list[int]:
-        """The definition `term`, after the texinfo headers right above it that share its
-        description ("Command: reset ¶", "Command: reset halt ¶", ... over "Perform as hard a reset
-        as possible"): all of them are shown with it."""
+        """The definition `term`, after the texinfo headers or function forms right above it that
+        share its description ("Command: reset ¶", "Command: reset halt ¶", ... over "Perform as
+        hard a reset as possible"; "semilogy (y)", "semilogy (x, y)", ...): all of them are shown
+        with it, one to a line."""
         if not self._texinfo_header(term):
             return [term]
         first = term
@@ -283,7 +287,8 @@ class _Reader:
 
     def _texinfo_header(self, i: int) -> bool:
         unit = self.found[i]
-        return unit.kind == "definition" and bool(_DEFINITION_HEADER.match(self.text[unit.start:unit.end]))
+        own = self.text[unit.start:unit.end]
+        return unit.kind == "definition" and bool(_DEFINITION_HEADER.match(own) or _SIGNATURE.match(own))
 
     def _is_header(self, rows: list[tuple[int, int]]) -> bool:
         """A table's first row names its columns: capitalised words, no numbers (a name with a
@@ -331,7 +336,8 @@ class _Reader:
             own = kind if (kind == "warning" or i == 0) else "sentence"
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
             in_entry = entry and e <= entry[1]
-            self.found.append(Unit(s, e, own, entry if in_entry else show, self._name_over(own, s, in_entry)))
+            self.found.append(Unit(s, e, own, entry if in_entry else show, self._name_over(own, s, in_entry),
+                                   lines=self.headers if in_entry else None))
         self.block, self.block_kind = [], "sentence"
 
 
@@ -351,10 +357,10 @@ def _introduced_code(text: str, found: list[Unit]) -> list[Unit]:
             run.append(code)
             at = code.end
         if run:
-            shown = (intro.start, run[-1].end)
-            result[i] = replace(intro, show=shown, lines=run[0].start)
+            shown, code = (intro.start, run[-1].end), (run[0].start, run[-1].end)
+            result[i] = replace(intro, show=shown, lines=code)
             for j in range(i + 1, i + 1 + len(run)):
-                result[j] = replace(found[j], show=shown, lines=run[0].start)
+                result[j] = replace(found[j], show=shown, lines=code)
     return result
 
 
@@ -487,6 +493,9 @@ def _named_after_colon(line: str, before: str) -> bool:
 # [number] ¶" (HTML), "double gammafn (double x) <tab> [Function]" (PDF)
 _DEFINITION_HEADER = re.compile(r"^(?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+: \S.{0,100}¶$"
                                 r"|^\S.{0,100}\s\[(?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+\]$")
+# A function's forms, one to a line above its description, as texinfo's PDF sets them with no
+# category: "semilogy (x, y)", "x = csvread (filename, dlm_opt1, . . .)", "[tok, rem] = strtok (str)"
+_SIGNATURE = re.compile(r"^(?:\[?[\w, ]{1,40}\]?\s*=\s*)?[A-Za-z_][\w.]{0,40} ?\((?:[^()]|\([^()]*\)){0,100}\);?$")
 
 
 def _term_line(line: str, before: str, following: str) -> bool:
@@ -496,11 +505,12 @@ def _term_line(line: str, before: str, following: str) -> bool:
     name in capitals before a sentence ("LOTRANS" over "The line voltage below which ...",
     "MINUTES battery runtime in minutes" over "If MINUTES is specified, ..."); or an option's
     forms ("-Mcsecs --message-timeout=csecs" over "Specify the amount of time ..."); or texinfo's
-    header of an entry, also under another header that shares its description. A line
+    header of an entry or a function's form (texinfo's PDF sets the forms with no category: "x
+    = csvread (filename)"), also under another header that shares its description. A line
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
-    texinfo_header = bool(_DEFINITION_HEADER.match(line))
-    if texinfo_header and following and _DEFINITION_HEADER.match(before):
+    texinfo_header = bool(_DEFINITION_HEADER.match(line)) or _signature(line, following)
+    if texinfo_header and following and (_DEFINITION_HEADER.match(before) or _SIGNATURE.match(before)):
         return True  # texinfo's next header over the same description
     if not (_starts_anew(before) and following and not following.endswith(":")):
         return False
@@ -511,6 +521,12 @@ def _term_line(line: str, before: str, following: str) -> bool:
     if _OPTION_FORMS.match(line):
         return True
     return bool(_TERM.match(line)) and (bool(CODE.search(line)) or line.startswith("-") or following.startswith("("))
+
+
+def _signature(line: str, following: str) -> bool:
+    """A function's form over its next form or its description (a capitalised sentence)."""
+    return bool(_SIGNATURE.match(line)) and bool(following) and (
+        bool(_SIGNATURE.match(following)) or following[0].isupper())
 
 
 def _entry_line(line: str, before: str) -> bool:

@@ -886,8 +886,9 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     not hold it, a value in a table, a procedure under the sentence that introduces it (a list
     Word numbers), a troubleshooting entry's solution under its problem, an HTML directive's
     entry with its default, a FAQ's answer under its question heading, an option's default
-    under the heading that names the option (a Markdown heading), and a configuration file's
-    lines under the sentence that introduces them, each leads on the built-in
+    under the heading that names the option (a Markdown heading), a configuration file's
+    lines under the sentence that introduces them, and a function's forms over its
+    description (texinfo's PDF), each leads on the built-in
     models; the model's text never repeats a sentence, and a sentence marked supported has its
     source."""
     from engine.answer.answer_guard import has_loop
@@ -938,6 +939,11 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "The upsmon.conf configuration which reflects this is the following:\nMONITOR ups-alpha@myhost 2 monuser "
         "mypass primary\nMONITOR ups-beta@myhost\t2 monuser mypass primary\nMINSUPPLIES 2\nWith such "
         "configuration, upsmon only shuts down when both UPSes reach a critical condition.\n", encoding="utf-8")
+    (folder / "octave-io.txt").write_text(
+        "Simple File I/O\n\nSee also: [dlmwrite], page 284.\nx = csvread (filename)\nx = csvread (filename, dlm_opt1, "
+        ". . .)\nRead the comma-separated-value (CSV) file filename into the matrix x.\ncsvwrite (filename, x)\n"
+        "csvwrite (filename, x, dlm_opt1, . . .)\nWrite the numeric matrix x to the file filename in "
+        "comma-separated-value (CSV) format.\n", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -950,6 +956,7 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         gain = list(assistant.ask("What gain settings should I start from when receiving?"))
         gpx = list(assistant.ask("Which GPX version is written by default?"))
         redundant = list(assistant.ask("What goes in upsmon.conf for a server fed by the two UPSes Alpha and Beta?"))
+        csv = list(assistant.ask("Which function reads a CSV file into a matrix?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
@@ -978,3 +985,5 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     config = [q.text for q in only(redundant, LeadEvent).quotes]  # the file's lines, one to a line
     assert any(":\nMONITOR ups-alpha@myhost 2 monuser mypass primary\nMONITOR ups-beta@myhost 2 monuser mypass "
                "primary\nMINSUPPLIES 2" in text for text in config), config
+    forms = only(csv, LeadEvent).quotes[0]  # a function's forms over its description, one to a line
+    assert forms.text.startswith("x = csvread (filename)\nx = csvread (filename, dlm_opt1, . . .)\nRead the "), forms

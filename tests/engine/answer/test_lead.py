@@ -370,7 +370,7 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "for interaction with one human through TCL commands. When not specified during the configuration "
                  "stage, the port number defaults to 4444. When specified as \"disabled\", this service is not "
                  "activated.\n", "Which port does the telnet server listen on when it is not configured?",
-                 "Config Command: telnet_port [number] Specify or query the port on which to listen for incoming "
+                 "Config Command: telnet_port [number]\nSpecify or query the port on which to listen for incoming "
                  "telnet connections. This port is intended for interaction with one human through TCL commands. When "
                  "not specified during the configuration stage, the port number defaults to 4444.", "definition",
                  id="texinfo's entry of a command in HTML: its default under its name"),
@@ -378,16 +378,22 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "Command: reset halt ¶\nCommand: reset init ¶\nPerform as hard a reset as possible, using SRST if "
                  "possible. All defined targets will be reset.\n",
                  "Which command does a reset and halts the target?",
-                 "Command: reset Command: reset run Command: reset halt Command: reset init Perform as hard a "
+                 "Command: reset\nCommand: reset run\nCommand: reset halt\nCommand: reset init\nPerform as hard a "
                  "reset as possible, using SRST if possible. All defined targets will be reset.", "definition",
-                 id="texinfo's entries of several commands over one description: all of them with it"),
+                 id="texinfo's entries of several commands over one description: all of them with it, one to a line"),
     pytest.param("double beta (double a, double b)\t[Function]\ndouble lbeta (double a, double b)\t[Function]\n"
                  "The (complete) Beta function and its natural logarithm.\ndouble choose (double n, double k)\t"
                  "[Function]\nThe number of combinations of k items chosen from n.\n",
                  "Which C function gives the natural logarithm of the Beta function?",
-                 "double beta (double a, double b): [Function] double lbeta (double a, double b): [Function] The "
+                 "double beta (double a, double b) [Function]\ndouble lbeta (double a, double b) [Function]\nThe "
                  "(complete) Beta function and its natural logarithm.", "definition",
                  id="texinfo's entries of functions in a PDF: their description under their names"),
+    pytest.param("See also: [csvwrite], page 285.\nx = csvread (filename)\nx = csvread (filename, dlm_opt1, . . .)\n"
+                 "Read the comma-separated-value (CSV) file filename into the matrix x.\nNote: only CSV files "
+                 "containing numeric data can be read.\n", "Which function reads a CSV file into a matrix?",
+                 "x = csvread (filename)\nx = csvread (filename, dlm_opt1, . . .)\nRead the comma-separated-value "
+                 "(CSV) file filename into the matrix x.",
+                 "definition", id="a function's forms with no category over its description (Octave's PDF)"),
     pytest.param("That operation gates the CPU clock, and thus the JTAG clock.\n\nTo set the JTAG frequency use the "
                  "command:\n\n# Example: 1.234MHz\nadapter speed 1234\n\nWin32 Pathnames Why don't backslashes work in "
                  "Windows paths?\n", "How do I set the JTAG frequency?",
