@@ -15,8 +15,8 @@ reads as one fact:
     sentence    prose, split after a full stop that ends a sentence (before a capital, a digit or
                 a program's name: "... (5 minutes). apcupsd sends ..."); one ending in ":" is shown
                 with the list it introduces (a procedure: "To turn the laser off: 1. Press ...")
-                or the command under it ("To set the JTAG frequency use the command:" over
-                "adapter speed 1234")
+                or the code lines under it, one to a line ("To set the JTAG frequency use the
+                command:" over "adapter speed 1234"; "Put this in upsmon.conf:" over its lines)
     item        a list item
     row         a table row (cells apart), shown under its table's first row, the header
     definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds",
@@ -24,9 +24,11 @@ reads as one fact:
                 runtime in minutes"), an option's entry ("ABSTOL=x resets the ... tolerance.
                 The default value is 1" over "pA."), or texinfo's entry of a command, function
                 or variable ("Config Command: telnet_port [number] ¶", "double lbeta (double a,
-                double b) <tab> [Function]"), its description's sentences shown under it, as many
-                as fit: each of them is shown as that whole entry
-    setting     NAME = value, or a short "Key: value" line ("Door code: 7731.")
+                double b) <tab> [Function]", or a function's forms with no category: "x = csvread
+                (filename)"), its description's sentences shown under it, as many as fit: each
+                of them is shown as that whole entry, its headers one to a line
+    setting     NAME = value, a short "Key: value" line ("Door code: 7731."), or a configuration
+                file's line, a keyword in capitals and its values ("MINSUPPLIES 2")
     warning     a WARNING / CAUTION / NOTE: block
     answer      what follows a question or a problem the manual states ("Problem: ... is really
                 slow." over "Solution: setserial port low_latency"; a FAQ's heading "5.2 How
