@@ -497,7 +497,7 @@ _DEFINITION_HEADER = re.compile(r"^(?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+: \S.{0,100}Â
                                 r"|^\S.{0,100}\s\[(?:[A-Z][a-z]+ ){0,2}[A-Z][a-z]+\]$")
 # A function's forms, one to a line above its description, as texinfo's PDF sets them with no
 # category: "semilogy (x, y)", "x = csvread (filename, dlm_opt1, . . .)", "[tok, rem] = strtok (str)"
-_SIGNATURE = re.compile(r"^(?:\[?[\w, ]{1,40}\]?\s*=\s*)?[A-Za-z_][\w.]{0,40} ?\((?:[^()]|\([^()]*\)){0,100}\);?$")
+_SIGNATURE = re.compile(r"^(?:\[?[\w, ]{1,40}\]?\s*=\s*)?([A-Za-z_][\w.]{0,40}) ?\((?:[^()]|\([^()]*\)){0,100}\);?$")
 
 
 def _term_line(line: str, before: str, following: str) -> bool:
@@ -512,7 +512,7 @@ def _term_line(line: str, before: str, following: str) -> bool:
     that ends in ":" is no description: it introduces what follows ("qtplasmac.laser_on" over
     "To set the origin with zero rotation:" is the name a sentence gave, its own unit)."""
     texinfo_header = bool(_DEFINITION_HEADER.match(line)) or _signature(line, following)
-    if texinfo_header and following and (_DEFINITION_HEADER.match(before) or _SIGNATURE.match(before)):
+    if texinfo_header and following and (_DEFINITION_HEADER.match(before) or _same_function(before, line)):
         return True  # texinfo's next header over the same description
     if not (_starts_anew(before) and following and not following.endswith(":")):
         return False
@@ -526,9 +526,17 @@ def _term_line(line: str, before: str, following: str) -> bool:
 
 
 def _signature(line: str, following: str) -> bool:
-    """A function's form over its next form or its description (a capitalised sentence)."""
+    """A function's form over its next form or its description (a capitalised sentence); not a
+    line of a program's example, where the next line calls another function ("s.poll()" over
+    "print(...)")."""
     return bool(_SIGNATURE.match(line)) and bool(following) and (
-        bool(_SIGNATURE.match(following)) or following[0].isupper())
+        _same_function(line, following) or following[0].isupper())
+
+
+def _same_function(line: str, other: str) -> bool:
+    """Two forms of one function ("semilogy (y)", "h = semilogy (. . .)")."""
+    a, b = _SIGNATURE.match(line), _SIGNATURE.match(other)
+    return bool(a and b) and a[1] == b[1]
 
 
 def _entry_line(line: str, before: str) -> bool:

@@ -394,6 +394,10 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "x = csvread (filename)\nx = csvread (filename, dlm_opt1, . . .)\nRead the comma-separated-value "
                  "(CSV) file filename into the matrix x.",
                  "definition", id="a function's forms with no category over its description (Octave's PDF)"),
+    pytest.param("The script reads the status.\nimport linuxcnc\ns = linuxcnc.stat()\ns.poll()\nprint(s.joint[1])\n"
+                 "For each joint, the keys below are available.\n", "Which keys are available for each joint?",
+                 "import linuxcnc s = linuxcnc.stat() s.poll() print(s.joint[1]) For each joint, the keys below are "
+                 "available.", "sentence", id="a program's lines calling other functions are no function's forms"),
     pytest.param("That operation gates the CPU clock, and thus the JTAG clock.\n\nTo set the JTAG frequency use the "
                  "command:\n\n# Example: 1.234MHz\nadapter speed 1234\n\nWin32 Pathnames Why don't backslashes work in "
                  "Windows paths?\n", "How do I set the JTAG frequency?",
