@@ -41,7 +41,7 @@ import threading
 from functools import partial
 
 import shiboken6
-from PySide6.QtCore import QCoreApplication, QObject, Qt, QThread, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal, Slot
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,26 @@ class _Flags:
         with self._lock:
             for flag in self._flags:
                 flag.set()
+
+
+class _Thread(QThread):
+    """A QThread that calls `close` on itself once its event loop has ended, before `finished`
+    goes out. A Python slot connected to `finished` runs inside that signal's emission, where
+    Qt holds a lock while the slot waits for the GIL; the GUI thread, holding the GIL, can wait
+    for the same lock (it did in the suite: QTextBrowser's constructor against QThread::finished,
+    a deadlock). So no Python slot is connected to `finished`."""
+
+    def __init__(self, close=None, parent: QObject | None = None):
+        super().__init__(parent)
+        self._close = close
+
+    def run(self) -> None:
+        self.exec()
+        if self._close is not None:
+            try:
+                self._close()
+            except Exception:
+                sys.excepthook(*sys.exc_info())  # as an exception in a slot would
 
 
 class _Runner(QObject):
@@ -142,14 +162,12 @@ class WorkerThread(QObject):
         self._flags = _Flags()
         self._cancel = cancel
         self._stopped = False
-        self.qthread = QThread(self.thread()) if detached else QThread()
+        self.qthread = _Thread(close, self.thread() if detached else None)
         self.qthread.setObjectName(name)
         self._runner = _Runner(self._flags)
         self._runner.moveToThread(self.qthread)
         if worker is not None:
             worker.moveToThread(self.qthread)
-        if close is not None:
-            self.qthread.finished.connect(close, Qt.ConnectionType.DirectConnection)
         self._submit.connect(self._runner.run)
         self._quit.connect(self._runner.quit)
         self._runner.event.connect(self.event)  # queued: emitted again here, on the GUI thread
