@@ -157,7 +157,6 @@ class _Reader:
         self.term: int | None = None  # the definition just read: its description may run on
         self.intro: int | None = None  # the sentence ending in ":" that the list items read follow
         self.name: tuple[int, int] | None = None  # the heading above, when it names a thing
-        self.headers: tuple[int, int] | None = None  # an entry's header lines, shown one to a line
         self.last = ""  # the line before, "" after a break
 
     def line(self, start: int, end: int, following: str) -> None:
@@ -254,14 +253,15 @@ class _Reader:
                     first, last, room = min(first, j), max(last, j), room - (body[j][1] - body[j][0])
             self.found.append(Unit(s, e, "row", (body[first][0], body[last][1]), header))
 
-    def _run_on_term(self, pieces: list[tuple[int, int]]) -> tuple[int, int] | None:
+    def _run_on_term(self, pieces: list[tuple[int, int]]) -> Unit | None:
         """A definition's description wraps onto the lines after it ("--png <tab> Generate pictures
         of each page, in PNG format. This option is equivalent to -fpng."): shown with it, as
-        many of its sentences (`pieces`) as fit in SHOW_CHARS. Returns that entry, the term and
-        the sentences that fit, when any did: each of those sentences is shown as the entry (its
+        many of its sentences (`pieces`) as fit in SHOW_CHARS. Returns the term, shown as that
+        entry (the term and the sentences that fit), when any did: each of those sentences is
+        shown as the entry, with the term's `lines` (its
         term's setting and its default read together: "ANNOY time in seconds" over "Specify the
         time ... The default is 300 seconds")."""
-        term, self.term, self.headers = self.term, None, None
+        term, self.term = self.term, None
         if term is None or self.block_kind != "sentence":
             return None
         group = self._headers_over(term)
@@ -269,25 +269,27 @@ class _Reader:
         fits = [e for _, e in pieces if e - first <= SHOW_CHARS]
         if not fits:
             return None
-        self.headers = (first, self.found[group[-1]].end) if len(group) > 1 or self._texinfo_header(term) else None
+        headers = (first, self.found[term].end) if self._entry_header(term) else None
         for i in group:
-            self.found[i] = replace(self.found[i], show=(first, fits[-1]), lines=self.headers)
-        return first, fits[-1]
+            self.found[i] = replace(self.found[i], show=(first, fits[-1]), lines=headers)
+        return self.found[term]
 
     def _headers_over(self, term: int) -> list[int]:
         """The definition `term`, after the texinfo headers or function forms right above it that
         share its description ("Command: reset ¶", "Command: reset halt ¶", ... over "Perform as
         hard a reset as possible"; "semilogy (y)", "semilogy (x, y)", ...): all of them are shown
         with it, one to a line."""
-        if not self._texinfo_header(term):
+        if not self._entry_header(term):
             return [term]
         first = term
-        while (first > 0 and self._texinfo_header(first - 1)
+        while (first > 0 and self._entry_header(first - 1)
                and not self.text[self.found[first - 1].end:self.found[first].start].strip()):
             first -= 1
         return list(range(first, term + 1))
 
-    def _texinfo_header(self, i: int) -> bool:
+    def _entry_header(self, i: int) -> bool:
+        """Whether found[i] is texinfo's header of an entry or a function's form: it may share its
+        description with the headers right above it, and is shown on a line of its own."""
         unit = self.found[i]
         own = self.text[unit.start:unit.end]
         return unit.kind == "definition" and bool(_DEFINITION_HEADER.match(own) or _SIGNATURE.match(own))
@@ -337,9 +339,9 @@ class _Reader:
         for i, (s, e) in enumerate(pieces):
             own = kind if (kind == "warning" or i == 0) else "sentence"
             show = block if own in ("item", "warning") and block[1] - block[0] <= SHOW_CHARS else (s, e)
-            in_entry = entry and e <= entry[1]
-            self.found.append(Unit(s, e, own, entry if in_entry else show, self._name_over(own, s, in_entry),
-                                   lines=self.headers if in_entry else None))
+            in_entry = entry is not None and e <= entry.show[1]
+            self.found.append(Unit(s, e, own, entry.show if in_entry else show, self._name_over(own, s, in_entry),
+                                   lines=entry.lines if in_entry else None))
         self.block, self.block_kind = [], "sentence"
 
 
