@@ -314,10 +314,11 @@ def _keyed_row(c: "Candidate", query: Query) -> float:
     """1 for a table row whose first cell is a value the question typed after its column's name
     ("the address 1" -> "Address | A2 Jumper | ..." over "1 | No | No | Yes"; "error 12" ->
     "Error | Meaning" over "12 | Overcurrent")."""
-    if c.kind != "row" or "\n" not in c.text:
-        return 0.0
-    column = c.text.split("\n", 1)[0].split(_JOINS["row"])[0]
-    key = c.text[c.focus[0]:c.focus[1]].split(_JOINS["row"])[0].strip().casefold()
+    if c.kind != "row" or "\n" not in c.scored:
+        return 0.0  # no header: a row is judged on itself alone (_scored_text)
+    header, own = c.scored.split("\n", 1)
+    column = header.split(_JOINS["row"])[0]
+    key = own.split(_JOINS["row"])[0].strip().casefold()
     if not key:
         return 0.0  # a row whose first cell is empty is keyed by nothing
     words = [w.casefold() for w in bare_tokens(query.text)]
