@@ -888,9 +888,8 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     entry with its default, a FAQ's answer under its question heading, an option's default
     under the heading that names the option (a Markdown heading), a configuration file's
     lines under the sentence that introduces them, and a function's forms over its
-    description (texinfo's PDF), each leads on the built-in
-    models; the model's text never repeats a sentence, and a sentence marked supported has its
-    source."""
+    description (texinfo's PDF), each leads on the built-in models; the model's text never
+    repeats a sentence, and a sentence marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
