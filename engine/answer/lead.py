@@ -7,7 +7,9 @@
 The candidates are the passages' units (engine.answer.sentences): sentences, list items, table
 rows with their header, definitions, settings, warnings. Each is shown with what it needs to be read (`Unit.show`, SHOW_CHARS at most),
 and scored on that, by measuring, not by position alone:
-    score = cosine * the shown text's embedding and the question's
+    score = cosine * the shown text's embedding and the question's; for a short unit shown
+                     alone, the higher of that and the cosine of it read after the text before
+                     it ("Download the data using the USB cable instead.")
           + terms  * share of the question's topic words (IDF-weighted) the shown text contains
           + rank   * 1 / (the passage's rank)
           + heading * share of the topic words in the passage's heading path
@@ -51,6 +53,8 @@ MAX_CANDIDATES = 48  # embedded in one batch: the lead is due <= 0.5 s after Ent
 MIN_CHARS = 25
 MIN_WORDS = 4
 MAX_WORD_CHARS = 45  # a longer run without spaces is a table of contents glued together
+BEFORE_CHARS = 100  # of the text before a unit, read with it for its second cosine
+ALONE_CHARS = 120  # a unit this long is read alone: it says what it is about itself
 SHORT_UNIT_SHARE = 0.5  # of the question's topic weight, for a short unit to qualify
 _JOINS = {"row": " | ", "definition": ": "}  # how a unit's cells are shown
 _HEADED = ("answer", "sentence", "item")  # shown under their question or the heading that names their topic
@@ -174,12 +178,20 @@ def ranked(found: Sequence[Candidate], weights: LeadWeights) -> list[Candidate]:
 
 
 def add_cosines(found: list[Candidate], query_vector, embedder) -> None:
-    """Each candidate's cosine with the question, all shown texts embedded in one call."""
+    """Each candidate's cosine with the question: the higher of its own text's and, where
+    something comes before it, of that read with it ("Download the data using the USB cable
+    instead." says what to do only after "... over Bluetooth does not work."). All texts are
+    embedded in one call."""
     if not found:
         return
-    vectors = embedder.encode_documents([c.scored or c.text for c in found])
-    for c, cosine in zip(found, vectors @ np.asarray(query_vector, dtype=np.float32)):
+    read = [c.scored or c.text for c in found]
+    after = [(c, f"{c.before} {text}") for c, text in zip(found, read) if c.before]
+    vectors = embedder.encode_documents(read + [text for _, text in after])
+    cosines = vectors @ np.asarray(query_vector, dtype=np.float32)
+    for c, cosine in zip(found, cosines):
         c.cosine = float(cosine)
+    for (c, _), cosine in zip(after, cosines[len(found):]):
+        c.cosine = max(c.cosine, float(cosine))
 
 
 def score(c: Candidate, w: LeadWeights, with_cosine: bool = True) -> float:
@@ -243,6 +255,7 @@ class Candidate:
     short: bool = False  # a short fact, let in for the question's words
     scored: str = ""  # what it is judged on (words, embedding): `text`, or a row with its header
     header: str = ""  # the first line of `text`: an answer's question, the heading that names a unit's topic
+    before: str = ""  # the text before the unit, when nothing of it is shown (read with it for a cosine)
 
     def quote(self) -> Quote:
         return Quote(self.number, self.text, self.passage, self.span, self.focus, self.kind)
@@ -267,9 +280,21 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False,
             span = Span(run.page, run.page_offset(unit.start), run.page_offset(unit.end))
             scored = text[focus[0]:focus[1]] if followed else _scored_text(text, focus, unit)
             header = text.split("\n", 1)[0] if unit.header and unit.kind in _HEADED else ""
+            before = "" if focus[0] or len(scored) > ALONE_CHARS else _before(
+                passage.text, read[i - 1].start if i else run.start, unit.start)
             found.append(Candidate(number, passage, span, text, focus, unit.kind, words_of(scored),
-                                   code=float(bool(CODE.search(scored))), scored=scored, header=header))
+                                   code=float(bool(CODE.search(scored))), scored=scored, header=header,
+                                   before=before))
     return found
+
+
+def _before(text: str, start: int, end: int) -> str:
+    """The text between the unit before and this one's start, its last BEFORE_CHARS at most
+    (from a word), on one line."""
+    words = text[max(start, end - BEFORE_CHARS):end].split()
+    if words and end - start > BEFORE_CHARS:
+        words = words[1:]  # a cut word
+    return " ".join(words)
 
 
 # What a manual writes where it states a default.

@@ -887,8 +887,9 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     Word numbers), a troubleshooting entry's solution under its problem, an HTML directive's
     entry with its default, a FAQ's answer under its question heading, an option's default
     under the heading that names the option (a Markdown heading), a configuration file's
-    lines under the sentence that introduces them, and a function's forms over its
-    description (texinfo's PDF), each leads on the built-in models; the model's text never
+    lines under the sentence that introduces them, a function's forms over its description
+    (texinfo's PDF), and a remedy read with the sentence before it ("Download the data using the
+    USB cable instead."), each leads on the built-in models; the model's text never
     repeats a sentence, and a sentence marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
@@ -943,6 +944,10 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         ". . .)\nRead the comma-separated-value (CSV) file filename into the matrix x.\ncsvwrite (filename, x)\n"
         "csvwrite (filename, x, dlm_opt1, . . .)\nWrite the numeric matrix x to the file filename in "
         "comma-separated-value (CSV) format.\n", encoding="utf-8")
+    (folder / "logger.md").write_text(
+        "# MTK loggers\n\nThe iBlue 747 and other loggers with an MTK chip record a track point every second and "
+        "keep about 100,000 points. Reading these loggers over Bluetooth does not work with this program. Download "
+        "the data using the USB cable instead. The memory can be erased after the download.\n", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -956,13 +961,16 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         gpx = list(assistant.ask("Which GPX version is written by default?"))
         redundant = list(assistant.ask("What goes in upsmon.conf for a server fed by the two UPSes Alpha and Beta?"))
         csv = list(assistant.ask("Which function reads a CSV file into a matrix?"))
+        logger = list(assistant.ask("I can't download my iBlue 747 logger over Bluetooth. How do I get my data off "
+                                    "it?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
                                    (laser, "plasma.docx", "To turn the laser off and cancel an alignment:"),
                                    (trip, "drive.txt", None),
                                    (gain, "radio-faq.md", "A good default setting to start with is RF=0 (off), "
-                                                          "IF=16, baseband=16.")]:
+                                                          "IF=16, baseband=16."),
+                                   (logger, "logger.md", "Download the data using the USB cable instead.")]:
         lead = only(events, LeadEvent).quotes
         focus = lead[0].text[slice(*lead[0].focus)] if lead and lead[0].focus else lead and lead[0].text
         assert lead and (lead[0].document, focus if text else None) == (document, text), lead

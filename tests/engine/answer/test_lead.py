@@ -3,11 +3,13 @@ out, short facts kept when they carry the question's words, and spans that point
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from engine.answer.lead import (
     DEFAULT_WEIGHTS,
     LeadWeights,
+    add_cosines,
     best_units,
     candidates,
     lead_quotes,
@@ -96,6 +98,29 @@ def test_the_embedder_measures_too(tiny_embedder):
     assert quotes and all(q.text in normal(text) for q in quotes)
     again = lead_quotes(Query.of("prime pump water", embedder=tiny_embedder), [passage(text)], tiny_embedder)
     assert [q.text for q in again] == [q.text for q in quotes]
+
+
+class _Words:
+    """An embedder whose vector counts a few words: what a cosine can measure, made plain."""
+
+    def __init__(self, words):
+        self.words = words
+
+    def encode_documents(self, texts):
+        vectors = np.array([[t.casefold().count(w) for w in self.words] for t in texts], dtype=np.float32)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
+def test_a_short_unit_is_also_read_with_the_text_before_it():
+    """"Download ... instead." says what it replaces only after the sentence before it; a long
+    unit says what it is about itself and is read alone."""
+    long = "The logger keeps about one hundred thousand points over Bluetooth, " * 2
+    text = f"Reading these loggers over Bluetooth does not work. Download the data using the USB cable instead. {long}"
+    found = candidates(Query.of("logger over bluetooth"), [passage(text)])
+    add_cosines(found, np.array([1.0, 0.0]), _Words(("bluetooth", "cable")))
+    reading, usb, keeps = found
+    assert (reading.before, usb.before, keeps.before) == ("", "Reading these loggers over Bluetooth does not work.", "")
+    assert (reading.cosine, usb.cosine) == (pytest.approx(1.0), pytest.approx(0.5 ** 0.5))
 
 
 def test_a_quote_round_trips_and_narrows_its_passage_to_itself():
