@@ -278,7 +278,8 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False,
             if not text:
                 continue
             span = Span(run.page, run.page_offset(unit.start), run.page_offset(unit.end))
-            scored = text[focus[0]:focus[1]] if followed else _scored_text(text, focus, unit)
+            alone = followed or _over_a_table(read, i)
+            scored = text[focus[0]:focus[1]] if alone else _scored_text(text, focus, unit)
             header = text.split("\n", 1)[0] if unit.header and unit.kind in _HEADED else ""
             before = "" if focus[0] or len(scored) > ALONE_CHARS else _before(
                 passage.text, read[i - 1].start if i else run.start, unit.start)
@@ -286,6 +287,12 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False,
                                    code=float(bool(CODE.search(scored))), scored=scored, header=header,
                                    before=before))
     return found
+
+
+def _over_a_table(read: Sequence[Unit], i: int) -> bool:
+    """Whether read[i] is shown over the table after it: it is judged alone, and each row on
+    itself under its header (a question that names a row finds the row, not the whole table)."""
+    return read[i].lines is not None and i + 1 < len(read) and read[i + 1].kind == "row"
 
 
 def _before(text: str, start: int, end: int) -> str:

@@ -16,7 +16,8 @@ reads as one fact:
                 a program's name: "... (5 minutes). apcupsd sends ..."); one ending in ":" is shown
                 with the list it introduces (a procedure: "To turn the laser off: 1. Press ...")
                 or the code lines under it, one to a line ("To set the JTAG frequency use the
-                command:" over "adapter speed 1234"; "Put this in upsmon.conf:" over its lines)
+                command:" over "adapter speed 1234"; "Put this in upsmon.conf:" over its lines);
+                any sentence over the table right after it, when the whole table fits
     item        a list item
     row         a table row (cells apart), shown under its table's first row, the header
     definition  a term and its description ("-t, --timeout=SEC <tab> Stop after SEC seconds",
@@ -348,24 +349,51 @@ class _Reader:
 def _introduced_code(text: str, found: list[Unit]) -> list[Unit]:
     """A sentence ending in ":" and the command or code it introduces ("To set the JTAG frequency
     use the command:" over "adapter speed 1234"; "Put this in upsmon.conf:" over its lines), lines
-    that end no sentence, are shown together, as many of those lines as fit in SHOW_CHARS."""
+    that end no sentence, are shown together, as many of those lines as fit in SHOW_CHARS. So is
+    a sentence and the table right after it, when the whole table fits ("The NMC connection is
+    an 8P8C RJ45-style jack." over "TxD 2 3", "RxD 3 6", ...): a table's rows seldom repeat the
+    words its introduction uses."""
     result = list(found)
     for i, intro in enumerate(found):
-        if intro.kind != "sentence" or intro.show != (intro.start, intro.end) or text[intro.end - 1] != ":":
+        if intro.kind != "sentence" or intro.show != (intro.start, intro.end):
             continue
-        run, at = [], intro.end
-        for code in found[i + 1:]:
-            if (not _code_line(text, code) or text[at:code.start].strip()
-                    or code.end - intro.start > SHOW_CHARS):
-                break
-            run.append(code)
-            at = code.end
+        run = _lines_after(text, found, i)
+        if run and text[intro.end - 1] != ":" and found[i + 1].kind != "row":
+            continue
         if run:
-            shown, code = (intro.start, run[-1].end), (run[0].start, run[-1].end)
+            first = run[0].header[0] if run[0].header and run[0].header[0] >= intro.end else run[0].start
+            shown, code = (intro.start, run[-1].end), (first, run[-1].end)
             result[i] = replace(intro, show=shown, lines=code)
             for j in range(i + 1, i + 1 + len(run)):
-                result[j] = replace(found[j], show=shown, lines=code)
+                if found[j].kind != "row":  # a row is shown under its header, with the rows beside it
+                    result[j] = replace(found[j], show=shown, lines=code)
     return result
+
+
+def _lines_after(text: str, found: list[Unit], i: int) -> list[Unit]:
+    """The code lines and table rows right after found[i] that fit in SHOW_CHARS with it; a
+    table that does not fit whole is left out from its first row."""
+    run, at = [], found[i].end
+    for unit in found[i + 1:]:
+        if (not (_code_line(text, unit) or unit.kind == "row") or not _next_to(text, at, unit)
+                or unit.end - found[i].start > SHOW_CHARS):
+            break
+        run.append(unit)
+        at = unit.end
+    following = found[i + 1 + len(run)] if i + 1 + len(run) < len(found) else None
+    if following is not None and following.kind == "row" and _next_to(text, at, following):
+        rows = [k for k, unit in enumerate(run) if unit.kind == "row"]
+        run = run[:rows[0]] if rows else run
+    return run
+
+
+def _next_to(text: str, at: int, unit: Unit) -> bool:
+    """Whether nothing but space, or the table header a row is shown under, comes between `at`
+    and the unit."""
+    header = unit.header if unit.kind == "row" and unit.header and unit.header[0] >= at else None
+    if header:
+        return not text[at:header[0]].strip() and not text[header[1]:unit.start].strip()
+    return not text[at:unit.start].strip()
 
 
 def _code_line(text: str, unit: Unit) -> bool:

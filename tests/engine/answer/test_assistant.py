@@ -888,8 +888,9 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     entry with its default, a FAQ's answer under its question heading, an option's default
     under the heading that names the option (a Markdown heading), a configuration file's
     lines under the sentence that introduces them, a function's forms over its description
-    (texinfo's PDF), and a remedy read with the sentence before it ("Download the data using the
-    USB cable instead."), each leads on the built-in models; the model's text never
+    (texinfo's PDF), a remedy read with the sentence before it ("Download the data using the
+    USB cable instead."), and a pin table under the sentence before it, each leads on the
+    built-in models; the model's text never
     repeats a sentence, and a sentence marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
@@ -948,6 +949,10 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "# MTK loggers\n\nThe iBlue 747 and other loggers with an MTK chip record a track point every second and "
         "keep about 100,000 points. Reading these loggers over Bluetooth does not work with this program. Download "
         "the data using the USB cable instead. The memory can be erased after the download.\n", encoding="utf-8")
+    (folder / "cables.txt").write_text(
+        "Network card cable\n\nThe following applies to the MGE 66102 network management card. The card's "
+        "connection is an 8P8C RJ45-style jack.\nSignal\tPC\tCard\nTxD\t2\t3\nRxD\t3\t6\nGND\t5\t4\n\n"
+        "This cable is used on the newer models too.\n", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -961,6 +966,7 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         gpx = list(assistant.ask("Which GPX version is written by default?"))
         redundant = list(assistant.ask("What goes in upsmon.conf for a server fed by the two UPSes Alpha and Beta?"))
         csv = list(assistant.ask("Which function reads a CSV file into a matrix?"))
+        pins = list(assistant.ask("How are the pins of the network card's RJ45 jack wired?"))
         logger = list(assistant.ask("I can't download my iBlue 747 logger over Bluetooth. How do I get my data off "
                                     "it?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
@@ -992,5 +998,7 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     config = [q.text for q in only(redundant, LeadEvent).quotes]  # the file's lines, one to a line
     assert any(":\nMONITOR ups-alpha@myhost 2 monuser mypass primary\nMONITOR ups-beta@myhost 2 monuser mypass "
                "primary\nMINSUPPLIES 2" in text for text in config), config
+    table = [q.text for q in only(pins, LeadEvent).quotes]  # the table under the sentence before it
+    assert any("RJ45-style jack.\nSignal PC Card\nTxD 2 3\nRxD 3 6\nGND 5 4" in text for text in table), table
     forms = only(csv, LeadEvent).quotes[0]  # a function's forms over its description, one to a line
     assert forms.text.startswith("x = csvread (filename)\nx = csvread (filename, dlm_opt1, . . .)\nRead the "), forms

@@ -437,6 +437,11 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "monuser mypass primary\nMONITOR ups-beta@myhost 2 monuser mypass primary\nMINSUPPLIES 2", "sentence",
                  id="configuration lines under the sentence that introduces them, one to a line; a keyword in "
                     "capitals no heading"),
+    pytest.param("The following applies to the 66102 card.\nThe card's connection is an 8P8C RJ45-style jack.\n"
+                 "Signal\tPC\tNMC\nTxD\t2\t3\nRxD\t3\t6\nGND\t5\t4\nThis cable is used on the newer models too.\n",
+                 "How is the RJ45 jack of the card wired?", "The card's connection is an 8P8C RJ45-style jack.\n"
+                 "Signal PC NMC\nTxD 2 3\nRxD 3 6\nGND 5 4", "sentence",
+                 id="a table under the sentence before it, when the whole table fits: its rows repeat no words"),
     pytest.param("Create a handler for an ONBATT condition.\nAT ONBATT * START-TIMER onbattwarn 30\n"
                  "We come back to that name in a moment.\n",
                  "How do I start the onbattwarn timer?", "AT ONBATT * START-TIMER onbattwarn 30", "setting",
