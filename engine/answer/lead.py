@@ -45,7 +45,17 @@ from itertools import product
 import numpy as np
 
 from engine.answer.query import Query
-from engine.answer.sentences import CODE, DOT_LEADERS, ITEM_BREAK, ITEM_MARKER, LIST_ITEM, THEN_CHARS, Unit, units
+from engine.answer.sentences import (
+    CODE,
+    DOT_LEADERS,
+    ITEM_BREAK,
+    ITEM_MARKER,
+    LIST_ITEM,
+    THEN_CHARS,
+    Unit,
+    table_row,
+    units,
+)
 from engine.answer.terms import bare_tokens, words_of
 from engine.types import Passage, Quote, Span
 
@@ -404,7 +414,7 @@ def _flowed(text: str, start: int, end: int, unit: Unit) -> str:
     if unit.lines is None or end <= unit.lines[0] or start >= unit.lines[1]:
         return _reflowed(text[start:end], unit.kind)
     first, last = max(start, unit.lines[0]), min(end, unit.lines[1])
-    parts = (_reflowed(text[start:first], unit.kind), _one_line(text[first:last], "sentence"),
+    parts = (_reflowed(text[start:first], unit.kind), _typed_lines(text[first:last]),
              _reflowed(text[last:end], unit.kind))
     return "\n".join(part for part in parts if part)
 
@@ -429,6 +439,12 @@ def _gap(text: str, at: int, unit: Unit) -> str:
     newline = text.rfind("\n", 0, at)
     starts_line = newline >= 0 and not text[newline + 1:at].strip()
     return "\n" if starts_line and ITEM_BREAK.match(text, newline) else " "
+
+
+def _typed_lines(text: str) -> str:
+    """Code lines and table rows, each on a line of its own as typed; a row's cells set apart."""
+    return "\n".join(_one_line(line, "row" if table_row(line) else "sentence") for line in text.split("\n")
+                     if line.strip())
 
 
 def _one_line(text: str, kind: str) -> str:

@@ -477,7 +477,7 @@ def _line_kind(line: str, before: str) -> str:
     command or code line stays in the sentence around it ("The command > sink("record.lis")
     will divert ..."), which is how manuals write them: measured, a line of its own lost the
     command's sentence (lead hit on the R manuals 0.45 -> 0.38)."""
-    if _table_row(line):
+    if table_row(line):
         return "row"
     if "\t" in line:
         cells = [c for c in line.split("\t") if c.strip()]
@@ -493,7 +493,7 @@ def _line_kind(line: str, before: str) -> str:
     return "text"
 
 
-def _table_row(line: str) -> bool:
+def table_row(line: str) -> bool:
     """Three cells or more, parted by tabs (ingest writes a wide gap so)."""
     return sum(bool(cell.strip()) for cell in line.split("\t")) >= 3
 
@@ -594,7 +594,7 @@ def _breaks(line: str, headings: set[str], following: str, before: str) -> bool:
         return True  # Markdown's "## Priming" is the heading "Priming"
     if line[-1] in ".,;:" and not DOT_LEADERS.search(line):
         return False
-    if _table_row(line) and not DOT_LEADERS.search(line):
+    if table_row(line) and not DOT_LEADERS.search(line):
         return False  # "1 <tab> No <tab> No <tab> Yes": a row that starts with its number
     numbered = (_NUMBERED_HEADING.match(line) and not _wrapped_step(line, following)
                 and not _LOWER_STEP.match(line) and not _listed(line, before))

@@ -999,6 +999,7 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     assert any(":\nMONITOR ups-alpha@myhost 2 monuser mypass primary\nMONITOR ups-beta@myhost 2 monuser mypass "
                "primary\nMINSUPPLIES 2" in text for text in config), config
     table = [q.text for q in only(pins, LeadEvent).quotes]  # the table under the sentence before it
-    assert any("RJ45-style jack.\nSignal PC Card\nTxD 2 3\nRxD 3 6\nGND 5 4" in text for text in table), table
+    rows = "RJ45-style jack.\nSignal | PC | Card\nTxD | 2 | 3\nRxD | 3 | 6\nGND | 5 | 4"
+    assert any(rows in text for text in table), table
     forms = only(csv, LeadEvent).quotes[0]  # a function's forms over its description, one to a line
     assert forms.text.startswith("x = csvread (filename)\nx = csvread (filename, dlm_opt1, . . .)\nRead the "), forms

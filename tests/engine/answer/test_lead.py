@@ -440,7 +440,7 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
     pytest.param("The following applies to the 66102 card.\nThe card's connection is an 8P8C RJ45-style jack.\n"
                  "Signal\tPC\tNMC\nTxD\t2\t3\nRxD\t3\t6\nGND\t5\t4\nThis cable is used on the newer models too.\n",
                  "How is the RJ45 jack of the card wired?", "The card's connection is an 8P8C RJ45-style jack.\n"
-                 "Signal PC NMC\nTxD 2 3\nRxD 3 6\nGND 5 4", "sentence",
+                 "Signal | PC | NMC\nTxD | 2 | 3\nRxD | 3 | 6\nGND | 5 | 4", "sentence",
                  id="a table under the sentence before it, when the whole table fits: its rows repeat no words"),
     pytest.param("Create a handler for an ONBATT condition.\nAT ONBATT * START-TIMER onbattwarn 30\n"
                  "We come back to that name in a moment.\n",
