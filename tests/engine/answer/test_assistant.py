@@ -888,10 +888,10 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     entry with its default, a FAQ's answer under its question heading, an option's default
     under the heading that names the option (a Markdown heading), a configuration file's
     lines under the sentence that introduces them, a function's forms over its description
-    (texinfo's PDF), a remedy read with the sentence before it ("Download the data using the
-    USB cable instead."), and a pin table under the sentence before it, each leads on the
-    built-in models; the model's text never
-    repeats a sentence, and a sentence marked supported has its source."""
+    (texinfo's PDF), and a remedy read with the sentence before it ("Download the data using the
+    USB cable instead."), each leads on the built-in models, and a pin table is shown under the
+    sentence before it; the model's text never repeats a sentence, and a sentence marked
+    supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
