@@ -443,8 +443,8 @@ def _gap(text: str, at: int, unit: Unit) -> str:
 
 def _typed_lines(text: str) -> str:
     """Code lines and table rows, each on a line of its own as typed; a row's cells set apart."""
-    return "\n".join(_one_line(line, "row" if table_row(line) else "sentence") for line in text.split("\n")
-                     if line.strip())
+    lines = (_reflowed(line, "row" if table_row(line) else "sentence") for line in text.split("\n"))
+    return "\n".join(line for line in lines if line)
 
 
 def _one_line(text: str, kind: str) -> str:

@@ -357,9 +357,9 @@ def _introduced_code(text: str, found: list[Unit]) -> list[Unit]:
     for i, intro in enumerate(found):
         if intro.kind != "sentence" or intro.show != (intro.start, intro.end):
             continue
+        if text[intro.end - 1] != ":" and (i + 1 == len(found) or found[i + 1].kind != "row"):
+            continue  # a sentence not ending in ":" is shown only over a table
         run = _lines_after(text, found, i)
-        if run and text[intro.end - 1] != ":" and found[i + 1].kind != "row":
-            continue
         if run:
             first = run[0].header[0] if run[0].header and run[0].header[0] >= intro.end else run[0].start
             shown, code = (intro.start, run[-1].end), (first, run[-1].end)
