@@ -33,7 +33,8 @@ __all__ = ["SUPPORTED", "OcrOptions", "ParsePool", "discover", "is_supported", "
 # HTML and DOCX 3: a '#' line is no heading (a script's comment in <pre>; chunked again).
 # PDF 3: a list's bullet glyphs ("●", Word's Symbol-font bullet) read as "•": items again.
 # HTML and DOCX 4: list items with the number or bullet drawn before them, a list one block.
-_TEXT_VERSIONS = {".pdf": 3, ".md": 2, ".markdown": 2, ".html": 4, ".htm": 4, ".docx": 4}
+# HTML 5: a table cell's paragraphs (Sphinx's, Asciidoctor's) on its row's line.
+_TEXT_VERSIONS = {".pdf": 3, ".md": 2, ".markdown": 2, ".html": 5, ".htm": 5, ".docx": 4}
 
 
 def text_version(path: str | Path) -> int:

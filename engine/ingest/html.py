@@ -18,7 +18,10 @@ _BLOCKS = {
     "figure", "footer", "form", "h4", "h5", "h6", "header", "hr", "li", "main", "ol", "p",
     "pre", "section", "table", "tr", "ul", "caption",
 }
+_HEADINGS = {"h4", "h5", "h6"}
 _CELLS = {"td", "th"}
+_IN_CELL = {"p", "div", "br"}  # a cell's paragraphs: one line of its row (Sphinx, Asciidoctor write them)
+_ROW_CHARS = 1000  # a longer row is a page laid out in a table: its paragraphs stay paragraphs
 _PARAGRAPHS = {"p", "pre", "table", "ul", "ol", "dl", "blockquote"}  # a blank line after each
 _LISTS = {"ol", "ul"}
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
@@ -59,6 +62,7 @@ class _HTMLText(HTMLParser):
         self._marker = ""  # an item's number or bullet, put before its first text
         self._item_break = False  # after an item's paragraph: a break only if another paragraph of it follows
         self._link_depth = 0
+        self._in_cell = False  # between <td> or <th> and its end (or its row's, when the end is left out)
 
     def title_text(self) -> str:
         return _SPACES.sub(" ", "".join(self._title_parts)).strip()
@@ -72,11 +76,15 @@ class _HTMLText(HTMLParser):
         elif tag in _SECTION_HEADINGS:
             self._end_line()
             self._heading = (_SECTION_HEADINGS[tag], [])
-        elif tag in _CELLS and "".join(self._line).strip():
-            self._line[-1] = self._line[-1].rstrip(" ")  # an empty cell keeps its tab
-            self._line.append("\t")  # cells apart, as a PDF's are: the lead reads a row
+            self._in_cell = False  # a table that lays out a page
+        elif tag in _CELLS:
+            self._start_cell()
+        elif self._in_row_line(tag):
+            self._space()
         elif tag in _BLOCKS:
             self._end_line()
+        if tag in ("tr", "table"):
+            self._in_cell = False
         if tag == "pre":
             self._pre_depth += 1
         if tag == "a" and attrs.get("href"):
@@ -95,8 +103,13 @@ class _HTMLText(HTMLParser):
             self._title = None
         elif tag in _SECTION_HEADINGS and self._heading is not None:
             self._end_heading()
+        elif self._in_row_line(tag):
+            self._space()
+            return  # a cell's paragraph ends: its row's line goes on
         elif tag in _BLOCKS:
             self._end_line()
+        if tag in _CELLS or tag in ("tr", "table"):
+            self._in_cell = False
         if tag == "pre":
             self._pre_depth = max(0, self._pre_depth - 1)
         if tag == "a" and self._link_depth:
@@ -138,6 +151,24 @@ class _HTMLText(HTMLParser):
         if self._heading is not None:
             self._end_heading()
         self._end_line()
+
+    def _start_cell(self) -> None:
+        """Cells apart by a tab, as a PDF's are: the lead reads a row."""
+        self._in_cell = True
+        line = "".join(self._line)
+        if line.strip():
+            self._line = [line.rstrip(" "), "\t"]  # an empty cell keeps its tab
+
+    def _in_row_line(self, tag: str) -> bool:
+        """Whether a paragraph's start or end inside a cell goes on its row's line; a table
+        that lays out a page (a row too long, or a heading in a cell) is read as paragraphs."""
+        if self._in_cell and (tag in _HEADINGS or len("".join(self._line)) > _ROW_CHARS):
+            self._in_cell = False
+        return self._in_cell and tag in _IN_CELL
+
+    def _space(self) -> None:
+        if self._line and self._line[-1][-1:] not in (" ", "\t"):
+            self._line.append(" ")
 
     def _pre_text(self, data: str) -> None:
         first, *rest = data.split("\n")

@@ -444,8 +444,24 @@ def test_find_documents_gives_normal_paths_once_and_says_which_inputs_gave_nothi
     assert normal_path("docs/pump.md") == str(tmp_path / "docs" / "pump.md")
 
 
-def test_an_html_table_keeps_an_empty_cell_in_its_column(tmp_path):
+@pytest.mark.parametrize("table, rows", [
+    ("<tr><th>Code</th><th>Reset</th><th>Meaning</th></tr><tr><td> E1 </td><td></td><td>Fan stalled</td></tr>",
+     "Code\tReset\tMeaning\nE1\t\tFan stalled\n"),
+    # Asciidoctor and Sphinx put a cell's text in paragraphs: still one line a row (NTPsec's
+    # "V" over "GPS sync status" was a heading over a paragraph); a cell's end may be left out
+    ('<thead><tr><th>Symbol</th><th>Meaning</th></tr></thead><tbody><tr><td class="tableblock"><p>V</p></td>'
+     "<td><p>GPS sync status</p><p>0 = invalid,<br>1 = 20 ms</p></td></tr><tr><td><p>CS<td><p>Checksum</tbody>",
+     "Symbol\tMeaning\nV\tGPS sync status 0 = invalid, 1 = 20 ms\nCS\tChecksum\n"),
+    ('<tr><td class="icon"><div class="title">Note</div></td><td class="content">No rule may override the '
+     "minimum values.</td></tr>", "Note\tNo rule may override the minimum values.\n"),
+    # a table that lays out a page: its paragraphs stay paragraphs
+    ("<tr><td><h4>Cleaning</h4><p>Unplug the unit.</p><p>Wipe the filter.</p></td></tr>",
+     "Cleaning\nUnplug the unit.\n\nWipe the filter.\n"),
+    ("<tr><td><p>" + "A long paragraph of a page laid out in a table. " * 21 + "</p><p>The next paragraph.</p></td></tr>",
+     ("A long paragraph of a page laid out in a table. " * 21).strip() + "\n\nThe next paragraph.\n"),
+], ids=["empty cell", "cells of paragraphs", "an admonition's label beside its text", "a heading in a cell",
+        "a cell as long as a page"])
+def test_an_html_table_is_read_a_row_to_a_line(tmp_path, table, rows):
     path = tmp_path / "codes.html"
-    path.write_text("<html><body><table><tr><th>Code</th><th>Reset</th><th>Meaning</th></tr>"
-                    "<tr><td> E1 </td><td></td><td>Fan stalled</td></tr></table></body></html>", encoding="utf-8")
-    assert "Code\tReset\tMeaning\nE1\t\tFan stalled" in parse_file(path).pages[0].text
+    path.write_text(f"<html><body><table>{table}</table><p>After it.</p><p>Next.</p></body></html>", encoding="utf-8")
+    assert parse_file(path).pages[0].text.endswith(f"{rows}\nAfter it.\n\nNext.")
