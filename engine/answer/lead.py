@@ -44,7 +44,7 @@ from itertools import product
 
 import numpy as np
 
-from engine.answer.query import Query
+from engine.answer.query import Query, folded
 from engine.answer.sentences import (
     CODE,
     DOT_LEADERS,
@@ -66,9 +66,10 @@ MAX_WORD_CHARS = 45  # a longer run without spaces is a table of contents glued 
 BEFORE_CHARS = 100  # of the text before a unit, read with it for its second cosine
 ALONE_CHARS = 120  # a unit this long is read alone: it says what it is about itself
 SHORT_UNIT_SHARE = 0.5  # of the question's topic weight, for a short unit to qualify
-_JOINS = {"row": " | ", "definition": ": "}  # how a unit's cells are shown
+_JOINS = {"row": " | ", "definition": ": ", "warning": ": "}  # how a unit's cells are shown
 _HEADED = ("answer", "sentence", "item")  # shown under their question or the heading that names their topic
 _SPACES = re.compile(r"\s*")
+_TABS = re.compile(r"\t[\t ]*")
 _PARAGRAPH_BREAK = re.compile(r"[ \t]*\n[ \t]*\n\s*")
 
 
@@ -134,7 +135,7 @@ def candidates(query: Query, passages: Sequence[Passage], only: set[int] | None 
         for c in _candidates(n, passage, query.asks_cause_or_remedy, query.asks_default):
             _an_introduction_names_the_topic(c, query)
             c.terms, c.heading, c.rank = query.share(c.words), heading, 1.0 / n
-            c.named = max(_named(c, query.names), _keyed_row(c, query))
+            c.named = max(_named(c, query.names), _keyed_row(c, query), _quotes_the_question(c, query))
             c.short = is_fragment(_own(c) if c.kind == "answer" else c.scored or c.text)
             if qualifies(c, query):
                 found.append(c)
@@ -301,8 +302,12 @@ def _candidates(number: int, passage: Passage, asked_why: bool = False,
 
 def _over_a_table(read: Sequence[Unit], i: int) -> bool:
     """Whether read[i] is shown over the table after it: it is judged alone, and each row on
-    itself under its header (a question that names a row finds the row, not the whole table)."""
-    return read[i].lines is not None and i + 1 < len(read) and read[i + 1].kind == "row"
+    itself under its header (a question that names a row finds the row, not the whole table).
+    The row must lie in the lines shown with it: an entry's sentence carries its entry's header
+    lines, and a table after the entry is not the sentence's."""
+    lines = read[i].lines
+    return (lines is not None and i + 1 < len(read) and read[i + 1].kind == "row"
+            and lines[0] <= read[i + 1].start < lines[1])
 
 
 def _before(text: str, start: int, end: int) -> str:
@@ -350,6 +355,16 @@ def _named(c: "Candidate", names: frozenset[str]) -> float:
     if c.kind not in ("item", "row"):
         return 0.0  # every candidate is scored: prose is not tokenised for nothing
     return 0.5 if names <= {t.casefold() for t in bare_tokens(c.scored or c.text)} else 0.0
+
+
+def _quotes_the_question(c: "Candidate", query: Query) -> float:
+    """1 for a unit that shows what the question quotes: a message a screen or a log showed
+    ('"packets found but none were usable"' -> "... prints packets found but none were usable if
+    flag3 is incorrect")."""
+    if not query.quoted:
+        return 0.0
+    read = folded(c.scored or c.text)  # not the sentence shown after it ("why?"): that one is scored itself
+    return 1.0 if any(q in read for q in query.quoted) else 0.0
 
 
 def _keyed_row(c: "Candidate", query: Query) -> float:
@@ -425,6 +440,8 @@ def _reflowed(text: str, kind: str) -> str:
     anchors (texinfo's, Sphinx's) left out."""
     pieces = (part for line in ITEM_BREAK.split(text)
               for part in (_PARAGRAPH_BREAK.split(line) if LIST_ITEM.match(line) else (line,)))
+    if kind in ("definition", "warning"):  # a label and its text: a cell left empty between them is no cell
+        pieces = (_TABS.sub("\t", piece) for piece in pieces)
     lines = (" ".join(w for w in piece.replace("\t", _JOINS.get(kind, " ")).split() if w != "¶")
              for piece in pieces)
     return "\n".join(line for line in lines if line)

@@ -39,6 +39,14 @@ _CAUSE_OR_REMEDY = re.compile(
     r"|\bwhat does (?:this|that|it) mean\b|\bwhat(?:'s| is) (?:wrong|the (?:problem|cause|fix|remedy|solution))\b",
     re.IGNORECASE)
 
+# A name the question calls a field, a flag, ... ("the V field", "flag LOWBATT")
+_NAME_WORD = r"(?:field|flag|option|parameter|setting|register|bit|column|variable|directive|keyword|symbol)s?"
+_CALLED = re.compile(rf"\b([A-Z][A-Z0-9_]*)\s+{_NAME_WORD}\b|\b{_NAME_WORD}\s+([A-Z][A-Z0-9_]*)\b")
+
+# What a question quotes, as a screen or a log shows it: "packets found but none were usable".
+_QUOTED = re.compile(r'"([^"\n]{3,120})"|“([^”\n]{3,120})”')
+_TRAILING_DOTS = re.compile(r"(?:\.\.\.|…)$")
+
 # A question that asks for a default: what holds when nothing is set.
 _DEFAULT = re.compile(r"\bdefaults?\b|\bout[- ]of[- ]the[- ]box\b|\bfactory\b|\binitial(?:ly)?\b"
                       r"|\bif (?:I|you) (?:don't|do not|leave|never)\b", re.IGNORECASE)
@@ -67,11 +75,20 @@ class Query:
     @cached_property
     def names(self) -> frozenset[str]:
         """What the question names as a manual heads an entry with it, case-folded: a code typed
-        with inner punctuation or dashes ("--acall-ajmp", "E-07", "read.csv"), or a number of 3
-        digits or more ("error 177"). Not a plain word in capitals or with a digit ("SVG",
-        "libc6"): those name a topic as often as an entry."""
+        with inner punctuation or dashes ("--acall-ajmp", "E-07", "read.csv"), a number of 3
+        digits or more ("error 177"), or a name in capitals that a word like "field" or "flag"
+        calls one ("the V field", "flag LOWBATT"). Not a plain word in capitals or with a digit
+        alone ("SVG", "libc6"): those name a topic as often as an entry."""
         numbers = [t for t in bare_tokens(self.text) if len(t) >= 3 and t.isdigit()]
-        return frozenset(t.casefold() for t in numbers + [c for c in self.code if not c.isalnum()])
+        called = [a or b for a, b in _CALLED.findall(self.text) if (a or b).isupper()]
+        return frozenset(t.casefold() for t in numbers + called + [c for c in self.code if not c.isalnum()])
+
+    @cached_property
+    def quoted(self) -> tuple[str, ...]:
+        """What the question quotes, two words or more, case-folded, spaces as one, without the
+        "..." that marks it cut ('"can't bind /var/state/ups/..."')."""
+        found = (folded(_TRAILING_DOTS.sub("", a or b)) for a, b in _QUOTED.findall(self.text))
+        return tuple(q for q in found if len(q.split()) >= 2)
 
     @cached_property
     def asks_cause_or_remedy(self) -> bool:
@@ -102,9 +119,10 @@ class Query:
     def marks(self, text: str) -> tuple[tuple[int, int], ...]:
         """Where the text carries the question's topic, as (start, end), in order: each word (or
         part of a name joined by "_") that a topic stem stands for, in full or short form ("MAX" of
-        "maximum"), and each code the question typed."""
+        "maximum"), each code the question typed and each phrase it quotes."""
         found = [span for m in WORD.finditer(text) for span in self._marked_parts(m.group(), m.start())]
         found += [m.span() for code in self.code for m in re.finditer(re.escape(code), text)]
+        found += [m.span() for phrase in self.quoted for m in _phrase_pattern(phrase).finditer(text)]
         return _merged(found)
 
     def _marked_parts(self, word: str, start: int) -> list[tuple[int, int]]:
@@ -130,6 +148,18 @@ def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
         else:
             merged.append((start, end))
     return tuple(merged)
+
+
+def _phrase_pattern(phrase: str) -> re.Pattern:
+    """A folded phrase as a text may write it: any case, any spaces, either apostrophe."""
+    words = (re.escape(word).replace("'", "['’]") for word in phrase.split())
+    return re.compile(r"\s+".join(words), re.IGNORECASE)
+
+
+def folded(text: str) -> str:
+    """Text as a phrase is looked for in another: case-folded, spaces as one, typographic
+    apostrophes plain."""
+    return " ".join(text.replace("’", "'").split()).casefold()
 
 
 def idf(fraction: float) -> float:

@@ -112,7 +112,8 @@ _NAMING_HEADING = re.compile(rf"^(?:{_NAME}\s+{_NAME_WORDS}|(?i:{_NAME_WORDS}):?
 _PARAMETER_CODE = re.compile(r"^[A-Z]{1,3}(?:\d{2,4}|-?\d{1,3}[.-]\d{1,3}|[-.]\d{1,4})\b")
 _MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+")
 _SECTION_NUMBER = re.compile(r"^\s*(?:\d+(?:\.\d+)*\.?|[A-Z]\.\d+(?:\.\d+)*|Chapter \d+:?)\s*$")  # "5.14"
-_WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!])")
+_WARNING = re.compile(r"^\s*(?:(?:WARNING|CAUTION|DANGER|NOTE|IMPORTANT)\b|(?:Warning|Caution|Danger|Note|Important)\s*[:!]"
+                      r"|(?:Warning|Caution|Danger|Note|Important|Tip)\t)")
 
 
 @dataclass(frozen=True)
@@ -183,9 +184,10 @@ class _Reader:
             kind = "definition"
         elif kind == "setting" and _signature(line, following) and _term_line(line, self.last, following):
             kind = "definition"  # "x = csvread (filename)" over its description: a function's form
-        elif (kind == "text" and not _runs_on(self.last)
-              and (_DIRECTIVE.match(line) or shaped and _KEY_VALUE.match(line))):
-            kind = "setting"  # a configuration file's or a status report's line
+        elif kind == "text" and not _runs_on(self.last) and (
+                _DIRECTIVE.match(line) or shaped and _KEY_VALUE.match(line)
+                or _keyed_block(line, self.last, following)):
+            kind = "setting"  # a configuration file's or a status report's line, a synopsis' or a data sheet's
         # a sentence that runs on to a short line ends there ("Change the following line from:
         # LogLevel Info to" over "LogLevel Debug" over "This will allow ...")
         named = kind == "text" and (untitled or own_line or _named_after_colon(line, self.last))
@@ -479,18 +481,30 @@ def _line_kind(line: str, before: str) -> str:
     command's sentence (lead hit on the R manuals 0.45 -> 0.38)."""
     if table_row(line):
         return "row"
-    if "\t" in line:
+    if _WARNING.match(line):
+        return "warning"  # also an admonition's label in a cell beside its text (Asciidoctor's "Note")
+    if "\t" in line and not _PROBLEM.match(line):  # "Question:" beside its text is asked, as on its own line
         cells = [c for c in line.split("\t") if c.strip()]
         if len(cells) == 2 and len(cells[0].split()) <= 5 and not _SECTION_NUMBER.match(cells[0]):
             return "definition"
     if LIST_ITEM.match(line):
         return "item"
-    if _WARNING.match(line):
-        return "warning"
     keyed_number = _KEY_VALUE.match(line) and any(c.isdigit() for c in line)
     if _starts_anew(before) and (_ASSIGNMENT.match(line) or keyed_number):
         return "setting"
     return "text"
+
+
+def _keyed_block(line: str, before: str, following: str) -> bool:
+    """Whether a "Key: value" line stands among others like it ("Features: tty_clk" over
+    "Requires: a dial-out device."; "Material: stainless steel" over "Connector: RJ45"): each is
+    a line of its own, though the one before ends in no full stop. A problem or a question
+    ("Q: ...", "Problem: ...") is none: its answer is read under it."""
+    return _keyed(line) and (_keyed(before) or _keyed(following))
+
+
+def _keyed(line: str) -> bool:
+    return bool(_KEY_VALUE.match(line)) and not _PROBLEM.match(line) and not line.rstrip("\"'”’)").endswith("?")
 
 
 def table_row(line: str) -> bool:

@@ -266,6 +266,16 @@ def test_a_setting_line_and_a_definition_are_units_of_their_own():
     assert (option.kind, option.text) == ("definition", "-t, --timeout=SEC: Stop after SEC seconds of no motion.")
 
 
+def test_the_message_a_question_quotes_leads_and_is_marked_whole():
+    """Seen on NTPsec's Trimble driver: a technician copies the log's message into the question."""
+    text = ("Check the receiver log after each start: the receiver says there which packets it found.\n"
+            "If trimble_poll prints no packets\nfound, check the serial cable to the receiver.\n")
+    [quote] = lead_sentences('The receiver log says "no packets found" after each start. What should I check?',
+                             [passage(text)], weights=TERMS_ONLY, limit=1)
+    assert quote.text == "If trimble_poll prints no packets found, check the serial cable to the receiver."
+    assert "no packets found" in [quote.text[a:b] for a, b in quote.marks]
+
+
 def test_a_command_stays_in_the_sentence_it_is_part_of():
     text = "The command\n> sink(\"record.lis\")\nwill divert all subsequent output to an external file."
     [quote] = lead_sentences("How do I send the output to a file?", [passage(text)], weights=TERMS_ONLY, limit=1)
@@ -501,11 +511,36 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "-Mcsecs --message-timeout=csecs Specify the amount of time (in hundredths of a second) that BRLTTY "
                  "keeps its own messages on the braille display. If not specified, then 400 (4 seconds) is assumed.",
                  "definition", id="an option's short and long forms on a line of their own, its default under them"),
+    pytest.param("Material: stainless steel\nConnector: RJ45 socket on the rear panel\nCooling: passive, no fan\n",
+                 "Which connector is on the rear panel?", "Connector: RJ45 socket on the rear panel", "setting",
+                 id="a data sheet's lines with no number in them"),
+    pytest.param("Q: How do I reset the unit?\nA: Hold the reset key for 5 s.\nQ: Why is the fan loud?\n"
+                 "A: The fan filter is dirty.\n", "How do I reset the unit?",
+                 "Q: How do I reset the unit?\nA: Hold the reset key for 5 s.", "answer",
+                 id="a question and its answer are no data sheet's lines"),
+    pytest.param("Column\tSample\tMeaning\nSPECTRACOM(1)\t\treceiver identifier (Spectracom unit 1)\n",
+                 "What is the receiver identifier of Spectracom unit 1?",
+                 "SPECTRACOM(1): receiver identifier (Spectracom unit 1)", "definition",
+                 id="a term and its description with an empty cell between"),
+    pytest.param("Note\tNo rule may override the minimum values set in the Constraints section.\n",
+                 "Can a rule override the minimum values?",
+                 "Note: No rule may override the minimum values set in the Constraints section.", "warning",
+                 id="an admonition's label in a cell beside its text"),
+    pytest.param("Question:\tThe daemon says it cannot open /dev/cua01. What is the problem?\n"
+                 "Answer:\tThe serial port device name in the configuration file is wrong.\n",
+                 "The daemon cannot open /dev/cua01. What is the problem?",
+                 "Question: The daemon says it cannot open /dev/cua01.\nAnswer: The serial port device name in the "
+                 "configuration file is wrong.", "answer", id="a field list's question beside its text"),
+    pytest.param("Table 2. Data items\nSymbol\tMeaning\nUTC\tTime of day of the sentence on the UTC timescale.\n"
+                 "V\tGPS sync status: 0 invalid, 1 within 20 ms.\n\nThe fields of the sentence tell the time of day.\n",
+                 "What does the V field of the sentence tell me?", "V: GPS sync status: 0 invalid, 1 within 20 ms.",
+                 "definition", id="a field the question names by its symbol"),
 ])
 def test_units_a_machine_manual_sets_on_lines_of_their_own(text, question, shown, kind):
-    """Seen in the LinuxCNC manual (DocBook through XeTeX), AVRDUDE's, apcupsd's, gputils' and
-    HackRF's: procedures, commands, lists of terms, FAQ sections that the lead had cut apart or
-    dropped. A procedure's steps are shown one under another."""
+    """Seen in the LinuxCNC manual (DocBook through XeTeX), AVRDUDE's, apcupsd's, gputils',
+    HackRF's and NTPsec's: procedures, commands, lists of terms, FAQ sections, a driver's
+    synopsis that the lead had cut apart or dropped. A procedure's steps are shown one under
+    another."""
     [quote] = lead_sentences(question, [passage(text)], weights=TERMS_ONLY, limit=1)
     assert (quote.text, quote.kind) == (shown, kind)
 
