@@ -888,10 +888,11 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
     entry with its default, a FAQ's answer under its question heading, an option's default
     under the heading that names the option (a Markdown heading), a configuration file's
     lines under the sentence that introduces them, a function's forms over its description
-    (texinfo's PDF), and a remedy read with the sentence before it ("Download the data using the
-    USB cable instead."), each leads on the built-in models, and a pin table is shown under the
-    sentence before it; the model's text never repeats a sentence, and a sentence marked
-    supported has its source."""
+    (texinfo's PDF), a remedy read with the sentence before it ("Download the data using the USB
+    cable instead."), a log message the question quotes, and a table's row named by its symbol
+    (Asciidoctor's cells of paragraphs), each leads on the built-in models, and a pin table is
+    shown under the sentence before it; the model's text never repeats a sentence, and a
+    sentence marked supported has its source."""
     from engine.answer.answer_guard import has_loop
     from engine.cli.main import main
     from engine.paths import AppPaths
@@ -953,6 +954,18 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         "Network card cable\n\nThe following applies to the MGE 66102 network management card. The card's "
         "connection is an 8P8C RJ45-style jack.\nSignal\tPC\tCard\nTxD\t2\t3\nRxD\t3\t6\nGND\t5\t4\n\n"
         "This cable is used on the newer models too.\n", encoding="utf-8")
+    (folder / "gps-driver.html").write_text(  # Asciidoctor's HTML: a synopsis, cells of paragraphs
+        "<html><body><h1>GPS receiver driver</h1><h2>1. Synopsis</h2><pre>Name: gpsclock\nSerial Port: "
+        "/dev/gpsclock0; 9600 bps 8N1\nFeatures: tty_clk\nRequires: a serial port with its DCD line wired to the "
+        "PPS output.</pre><h2>2. Data items</h2><table><caption>Table 2. Data items of the $GPZDG sentence</caption>"
+        "<thead><tr><th>Symbol</th><th>Meaning</th></tr></thead><tbody><tr><td><p>UTC</p></td><td><p>Time of day on "
+        "the UTC timescale.</p></td></tr><tr><td><p>AA.BB</p></td><td><p>Signal strength (should be below 05.00)"
+        "</p></td></tr><tr><td><p>V</p></td><td><p>GPS sync status: 0 invalid time, 1 accuracy of 20 ms, 2 "
+        "accuracy of 100 ns</p></td></tr></tbody></table><h2>3. Initial setup</h2><p>Run the daemon with debug "
+        "level 2 and watch its log while the receiver starts.</p><p>The driver prints gps_poll: unit 0: packets "
+        "found but none were usable if flag3 is incorrect, and also when the host is connected to port B of the "
+        "receiver.</p><p>Check the serial connection if the log shows that no packets were found at all.</p>"
+        "</body></html>", encoding="utf-8")
     collection = "assistant-short-facts"
     assert main(["index", str(folder), "--data-dir", str(builtin_data_dir), "--collection", collection]) == 0
     with open_assistant(AppPaths(builtin_data_dir), collection, provider="cpu", use_reranker=False) as assistant:
@@ -969,6 +982,8 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
         pins = list(assistant.ask("How are the pins of the network card's RJ45 jack wired?"))
         logger = list(assistant.ask("I can't download my iBlue 747 logger over Bluetooth. How do I get my data off "
                                     "it?"))
+        usable = list(assistant.ask('The GPS driver logs "packets found but none were usable". What should I check?'))
+        field = list(assistant.ask("In the GPS data items, what does the V field mean?"))
     for events, document, text in [(door, "door.txt", "Door code: 7731."),
                                    (runtime, "ups.html", None),
                                    (torque, "clamping.pdf", "Cover screws | M6 | 9 Nm"),
@@ -976,7 +991,12 @@ def test_a_short_fact_a_table_row_and_a_procedure_lead_on_the_real_models(builti
                                    (trip, "drive.txt", None),
                                    (gain, "radio-faq.md", "A good default setting to start with is RF=0 (off), "
                                                           "IF=16, baseband=16."),
-                                   (logger, "logger.md", "Download the data using the USB cable instead.")]:
+                                   (logger, "logger.md", "Download the data using the USB cable instead."),
+                                   (usable, "gps-driver.html", "The driver prints gps_poll: unit 0: packets found "
+                                                               "but none were usable if flag3 is incorrect, and also "
+                                                               "when the host is connected to port B of the receiver."),
+                                   (field, "gps-driver.html", "V: GPS sync status: 0 invalid time, 1 accuracy of "
+                                                              "20 ms, 2 accuracy of 100 ns")]:
         lead = only(events, LeadEvent).quotes
         focus = lead[0].text[slice(*lead[0].focus)] if lead and lead[0].focus else lead and lead[0].text
         assert lead and (lead[0].document, focus if text else None) == (document, text), lead
