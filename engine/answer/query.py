@@ -39,9 +39,10 @@ _CAUSE_OR_REMEDY = re.compile(
     r"|\bwhat does (?:this|that|it) mean\b|\bwhat(?:'s| is) (?:wrong|the (?:problem|cause|fix|remedy|solution))\b",
     re.IGNORECASE)
 
-# A name the question calls a field, a flag, ... ("the V field", "flag LOWBATT")
+# A name the question calls a field, a flag, ... ("the V field", "flag LOWBATT"); not "which SDCC
+# option", a program's option
 _NAME_WORD = r"(?:field|flag|option|parameter|setting|register|bit|column|variable|directive|keyword|symbol)s?"
-_CALLED = re.compile(rf"\b([A-Z][A-Z0-9_]*)\s+{_NAME_WORD}\b|\b{_NAME_WORD}\s+([A-Z][A-Z0-9_]*)\b")
+_CALLED = re.compile(rf"\bthe\s+([A-Z][A-Z0-9_]*)\s+{_NAME_WORD}\b|\b{_NAME_WORD}\s+([A-Z][A-Z0-9_]*)\b")
 
 # What a question quotes, as a screen or a log shows it: "packets found but none were usable".
 _QUOTED = re.compile(r'"([^"\n]{3,120})"|“([^”\n]{3,120})”')
@@ -77,7 +78,7 @@ class Query:
         """What the question names as a manual heads an entry with it, case-folded: a code typed
         with inner punctuation or dashes ("--acall-ajmp", "E-07", "read.csv"), a number of 3
         digits or more ("error 177"), or a name in capitals that a word like "field" or "flag"
-        calls one ("the V field", "flag LOWBATT"). Not a plain word in capitals or with a digit
+        calls one ("the V field", "flag LOWBATT"; not "which SDCC option"). Not a plain word in capitals or with a digit
         alone ("SVG", "libc6"): those name a topic as often as an entry."""
         numbers = [t for t in bare_tokens(self.text) if len(t) >= 3 and t.isdigit()]
         called = [a or b for a, b in _CALLED.findall(self.text) if (a or b).isupper()]
