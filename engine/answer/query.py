@@ -44,6 +44,8 @@ _CAUSE_OR_REMEDY = re.compile(
 _NAME_WORD = r"(?:field|flag|option|parameter|setting|register|bit|column|variable|directive|keyword|symbol)s?"
 _CALLED = re.compile(rf"\bthe\s+([A-Z][A-Z0-9_]*)\s+{_NAME_WORD}\b|\b{_NAME_WORD}\s+([A-Z][A-Z0-9_]*)\b")
 
+_SLASHED = re.compile(r"[A-Za-z]{1,2}(?:/[A-Za-z]{1,2})+")  # "I/O", "A/D", "TX/RX": words, not names
+
 # What a question quotes, as a screen or a log shows it: "packets found but none were usable".
 _QUOTED = re.compile(r'"([^"\n]{3,120})"|“([^”\n]{3,120})”')
 _TRAILING_DOTS = re.compile(r"(?:\.\.\.|…)$")
@@ -78,11 +80,13 @@ class Query:
         """What the question names as a manual heads an entry with it, case-folded: a code typed
         with inner punctuation or dashes ("--acall-ajmp", "E-07", "read.csv"), a number of 3
         digits or more ("error 177"), or a name in capitals that a word like "field" or "flag"
-        calls one ("the V field", "flag LOWBATT"; not "which SDCC option"). Not a plain word in capitals or with a digit
-        alone ("SVG", "libc6"): those name a topic as often as an entry."""
+        calls one ("the V field", "flag LOWBATT"; not "which SDCC option"). Not a plain word in
+        capitals or with a digit alone ("SVG", "libc6"), nor an abbreviation with a slash
+        ("I/O"): those name a topic as often as an entry."""
         numbers = [t for t in bare_tokens(self.text) if len(t) >= 3 and t.isdigit()]
         called = [a or b for a, b in _CALLED.findall(self.text) if (a or b).isupper()]
-        return frozenset(t.casefold() for t in numbers + called + [c for c in self.code if not c.isalnum()])
+        typed = [c for c in self.code if not c.isalnum() and not _SLASHED.fullmatch(c)]
+        return frozenset(t.casefold() for t in numbers + called + typed)
 
     @cached_property
     def quoted(self) -> tuple[str, ...]:

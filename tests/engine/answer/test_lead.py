@@ -522,6 +522,12 @@ def test_a_command_stays_in_the_sentence_it_is_part_of():
                  "What is the receiver identifier of Spectracom unit 1?",
                  "SPECTRACOM(1): receiver identifier (Spectracom unit 1)", "definition",
                  id="a term and its description with an empty cell between"),
+    pytest.param("I/O Pin Type\tFunction\nINPUT_ONLY\tOnly accepts input (like MCLR)\nOPEN_COLLECTOR\tCan only drive "
+                 "low (RA4 on c84)\n\nTo connect two I/O pins to one another, define a node and attach both pins "
+                 "to it.\n",
+                 "How do I connect two I/O pins together?",
+                 "To connect two I/O pins to one another, define a node and attach both pins to it.", "sentence",
+                 id="an abbreviation with a slash names no entry"),
     pytest.param("Note\tNo rule may override the minimum values set in the Constraints section.\n",
                  "Can a rule override the minimum values?",
                  "Note: No rule may override the minimum values set in the Constraints section.", "warning",
