@@ -17,8 +17,9 @@ and scored on that, by measuring, not by position alone:
           + named  * 1 for an entry headed by a name the question typed (Query.names: "error
                      177" -> "177 You cannot mix CONFIG and __CONFIG directives.") or for a row
                      whose first cell the question typed after that column's name ("address 1"),
-                     1/2 for an item or a row that holds them all ("2150 and 2750 MHz" -> "• 2150
-                     MHz to 2750 MHz: ...")
+                     or for one that holds what the question quotes ('"packets found but none
+                     were usable"'); 1/2 for an item or a row that holds every name ("2150 and
+                     2750 MHz" -> "• 2150 MHz to 2750 MHz: ...")
 A short unit ("Door code: 7731.", "Torque | 35 Nm") qualifies when it carries the question's
 words (half their weight, or a code the question typed) and states something: a setting, a row,
 a definition, or a sentence with a number or a code in it (a list's "2." is none). Other

@@ -28,9 +28,11 @@ reads as one fact:
                 double b) <tab> [Function]", or a function's forms with no category: "x = csvread
                 (filename)"), its description's sentences shown under it, as many as fit: each
                 of them is shown as that whole entry, its headers one to a line
-    setting     NAME = value, a short "Key: value" line ("Door code: 7731."), or a configuration
-                file's line, a keyword in capitals and its values ("MINSUPPLIES 2")
-    warning     a WARNING / CAUTION / NOTE: block
+    setting     NAME = value, a short "Key: value" line ("Door code: 7731."; any one among
+                others like it: a synopsis' "Features: tty_clk" over "Requires: a dial-out
+                device."), or a configuration file's line, a keyword in capitals and its values
+                ("MINSUPPLIES 2")
+    warning     a WARNING / CAUTION / NOTE: block, or a "Note" cell beside its text
     answer      what follows a question or a problem the manual states ("Problem: ... is really
                 slow." over "Solution: setserial port low_latency"; a FAQ's heading "5.2 How
                 should I set the gain controls for RX?" over its text), shown under it (the two
