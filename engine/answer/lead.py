@@ -430,7 +430,7 @@ def _flowed(text: str, start: int, end: int, unit: Unit) -> str:
     if unit.lines is None or end <= unit.lines[0] or start >= unit.lines[1]:
         return _reflowed(text[start:end], unit.kind)
     first, last = max(start, unit.lines[0]), min(end, unit.lines[1])
-    parts = (_reflowed(text[start:first], unit.kind), _typed_lines(text[first:last]),
+    parts = (_reflowed(text[start:first], unit.kind), _one_line(text[first:last]),
              _reflowed(text[last:end], unit.kind))
     return "\n".join(part for part in parts if part)
 
@@ -459,15 +459,10 @@ def _gap(text: str, at: int, unit: Unit) -> str:
     return "\n" if starts_line and ITEM_BREAK.match(text, newline) else " "
 
 
-def _typed_lines(text: str) -> str:
-    """Code lines and table rows, each on a line of its own as typed; a row's cells set apart."""
-    lines = (_reflowed(line, "row" if table_row(line) else "sentence") for line in text.split("\n"))
-    return "\n".join(line for line in lines if line)
-
-
-def _one_line(text: str, kind: str) -> str:
-    """Each line reflowed alone, the lines kept."""
-    lines = (_reflowed(line, kind) for line in text.split("\n"))
+def _one_line(text: str, kind: str | None = None) -> str:
+    """Each line reflowed alone, the lines kept; with no kind, each line as what it is (code
+    lines as typed, a table row's cells set apart)."""
+    lines = (_reflowed(line, kind or ("row" if table_row(line) else "sentence")) for line in text.split("\n"))
     return "\n".join(line for line in lines if line)
 
 

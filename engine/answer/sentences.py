@@ -239,7 +239,7 @@ class _Reader:
         section number or Markdown's marks: the units under it answer it (_answered), as under a
         question in the text."""
         own = self.text[s:e]
-        if own.rstrip("\"'”’)").endswith("?") and len(own.split()) >= ASKS_WORDS:
+        if _asks_itself(own) and len(own.split()) >= ASKS_WORDS:
             self.found.append(Unit(s, e, "asked", (s, e)))
 
     def _table(self) -> None:
@@ -471,7 +471,7 @@ def _asks(text: str, unit: Unit) -> bool:
     if _PROBLEM.match(own):
         return True
     starts_line = not text[text.rfind("\n", 0, unit.start) + 1:unit.start].strip()
-    return own.rstrip("\"'”’)").endswith("?") and starts_line and len(own.split()) >= ASKS_WORDS
+    return _asks_itself(own) and starts_line and len(own.split()) >= ASKS_WORDS
 
 
 def _line_kind(line: str, before: str) -> str:
@@ -506,7 +506,12 @@ def _keyed_block(line: str, before: str, following: str) -> bool:
 
 
 def _keyed(line: str) -> bool:
-    return bool(_KEY_VALUE.match(line)) and not _PROBLEM.match(line) and not line.rstrip("\"'”’)").endswith("?")
+    return bool(_KEY_VALUE.match(line)) and not _PROBLEM.match(line) and not _asks_itself(line)
+
+
+def _asks_itself(text: str) -> bool:
+    """Whether text ends in a question mark, before any closing quote or bracket."""
+    return text.rstrip("\"'”’)").endswith("?")
 
 
 def table_row(line: str) -> bool:
